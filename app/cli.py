@@ -1,0 +1,118 @@
+"""The `payments` command: one entry point for every process of the system.
+
+Each subcommand imports what it needs when it runs, so `payments --help` stays fast and no
+process builds anything it does not use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from app.settings import Settings, SettingsError
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        print(f"payments: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from app.server import serve
+
+    serve(_settings(), host=args.host, port=args.port, workers=args.workers)
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from worker.main import run_worker
+
+    return run_worker(_settings(), once=args.once)
+
+
+def _cmd_fake_provider(args: argparse.Namespace) -> int:
+    from fake_provider.server import serve
+
+    serve(_settings().fake_provider_db, host=args.host, port=args.port)
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from app.db.migrate import upgrade_head
+
+    settings = _settings()
+    if settings.database_url is None:
+        print("payments: DATABASE_URL is not set", file=sys.stderr)
+        return 2
+    upgrade_head(settings.database_url)
+    print("migrations applied", file=sys.stderr)
+    return 0
+
+
+def _cmd_tenant_create(args: argparse.Namespace) -> int:
+    from app.tenants.admin import create_tenant_cli
+
+    settings = _settings()
+    if settings.database_url is None:
+        print("payments: DATABASE_URL is not set", file=sys.stderr)
+        return 2
+    api_key = create_tenant_cli(settings, args.name)
+    # Only the key goes to stdout, so scripts can capture it; it is shown this once.
+    print(api_key)
+    return 0
+
+
+def _cmd_dev(args: argparse.Namespace) -> int:
+    from app.devserver import run_dev
+
+    return run_dev(_settings(), api_port=args.port, provider_port=args.provider_port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="payments", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run API, worker and fake provider on localhost")
+    dev.add_argument("--port", type=int, default=8000, help="API port")
+    dev.add_argument("--provider-port", type=int, default=8100, help="fake provider port")
+    dev.set_defaults(func=_cmd_dev)
+
+    migrate = sub.add_parser("migrate", help="apply database migrations (DATABASE_URL)")
+    migrate.set_defaults(func=_cmd_migrate)
+
+    serve = sub.add_parser("serve", help="run the API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.set_defaults(func=_cmd_serve)
+
+    worker = sub.add_parser("worker", help="run the reconciliation worker")
+    worker.add_argument("--once", action="store_true", help="drain what is due, then exit")
+    worker.set_defaults(func=_cmd_worker)
+
+    fake = sub.add_parser("fake-provider", help="run the bundled fake payment provider")
+    fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument("--port", type=int, default=8100)
+    fake.set_defaults(func=_cmd_fake_provider)
+
+    tenant = sub.add_parser("tenant", help="manage tenants")
+    tenant_sub = tenant.add_subparsers(dest="tenant_command", required=True)
+    create = tenant_sub.add_parser("create", help="create a tenant and print its API key")
+    create.add_argument("name")
+    create.set_defaults(func=_cmd_tenant_create)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `payments` command."""
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""The one settings object, read from the environment.
+
+Entry points build it once (`Settings.from_env()`) and hand it down; nothing reads the
+environment at import time. An invalid value stops the process at start with a message that
+names the setting (`SettingsError`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """A setting is missing or invalid; the message names it."""
+
+
+class Settings(BaseSettings):
+    """Configuration from `PAYMENTS_*` variables and `DATABASE_URL`."""
+
+    model_config = SettingsConfigDict(env_prefix="PAYMENTS_", extra="ignore", frozen=True)
+
+    # DATABASE_URL is the one setting without the prefix, as the spec names it.
+    database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
+    provider_url: str = "http://127.0.0.1:8100"
+    provider_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    lease_s: float = Field(default=30.0, gt=0, le=3600)
+    reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
+    reconcile_batch_size: int = Field(default=50, ge=1, le=1000)
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    backoff_base_s: float = Field(default=2.0, gt=0, le=3600)
+    backoff_max_s: float = Field(default=300.0, gt=0, le=86400)
+    key_ttl_s: int = Field(default=86_400, ge=1)
+    tombstone_ttl_s: int = Field(default=2_592_000, ge=1)
+    fake_provider_db: Path = Path(".data/fake_provider.sqlite3")
+    data_dir: Path = Path(".data")
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_statement_timeout_ms: int = Field(default=10_000, ge=0)
+    db_lock_timeout_ms: int = Field(default=5_000, ge=0)
+    db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_only(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @field_validator("provider_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _lease_outlives_provider_call(self) -> Settings:
+        # The lease must outlive the longest provider call, or a live owner could lose its
+        # operation to recovery while its request is still on the wire.
+        if self.lease_s <= self.provider_timeout_s:
+            raise ValueError(
+                "PAYMENTS_LEASE_S must exceed PAYMENTS_PROVIDER_TIMEOUT_S "
+                f"({self.lease_s} <= {self.provider_timeout_s})"
+            )
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError("PAYMENTS_BACKOFF_MAX_S must be at least PAYMENTS_BACKOFF_BASE_S")
+        if self.tombstone_ttl_s < self.key_ttl_s:
+            raise ValueError("PAYMENTS_TOMBSTONE_TTL_S must be at least PAYMENTS_KEY_TTL_S")
+        return self
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read the environment; raise `SettingsError` naming each bad setting."""
+        try:
+            return cls()
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                loc = error["loc"]
+                if loc:
+                    name = str(loc[0]).upper()
+                    env = name if name == "DATABASE_URL" else f"PAYMENTS_{name}"
+                    problems.append(f"{env}: {error['msg']}")
+                else:
+                    problems.append(str(error["msg"]).removeprefix("Value error, "))
+            raise SettingsError("invalid settings: " + "; ".join(problems)) from None

@@ -1,0 +1,132 @@
+"""Real processes for tests: start one, wait until it answers, stop or kill it.
+
+Readiness is awaited as a condition (the process answers HTTP), never as a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAYMENTS = [sys.executable, "-m", "app.cli"]
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> None:
+    """Poll `predicate` until it is true; fail the test with `message` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+@dataclass
+class Process:
+    """A started child process with its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    url: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to clean up."""
+        self.signal(signal.SIGKILL)
+        self.popen.wait(timeout=30)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, then SIGKILL if it does not exit within `timeout`."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=30)
+        return self.popen.returncode
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        return self.popen.wait(timeout=timeout)
+
+
+def start_process(
+    name: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    log_dir: Path,
+    ready_url: str | None = None,
+    url: str | None = None,
+    timeout: float = 30.0,
+) -> Process:
+    """Start `args` with `env` added to this environment; wait for `ready_url` to answer 2xx."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
+    full_env = {**os.environ, **(env or {})}
+    with log_path.open("wb") as log:
+        popen = subprocess.Popen(
+            list(args),
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    process = Process(name=name, popen=popen, log_path=log_path, url=url)
+    if ready_url is not None:
+
+        def answers() -> bool:
+            if not process.alive():
+                raise AssertionError(f"{name} exited early:\n{process.log()}")
+            try:
+                return httpx.get(ready_url, timeout=1.0).is_success
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_until(answers, timeout=timeout, message=f"{name} at {ready_url}")
+        except AssertionError:
+            process.kill()
+            raise
+    return process
