@@ -69,7 +69,8 @@ def _cmd_tenant_create(args: argparse.Namespace) -> int:
 def _cmd_dev(args: argparse.Namespace) -> int:
     from app.devserver import run_dev
 
-    return run_dev(_settings(), api_port=args.port, provider_port=args.provider_port)
+    code: int = run_dev(_settings(), api_port=args.port, provider_port=args.provider_port)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,45 @@
+"""Apply Alembic migrations from code (used by `payments migrate`, `payments dev`, tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, pool
+
+from app.db.engine import sqlalchemy_url
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(database_url: str) -> Config:
+    """An Alembic config pointing at the project's migrations and `database_url`."""
+    config = Config(str(REPO_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    config.attributes["database_url"] = database_url
+    config.attributes["configure_logging"] = False
+    return config
+
+
+def upgrade_head(database_url: str) -> None:
+    """Bring the schema at `database_url` to the newest migration."""
+    command.upgrade(alembic_config(database_url), "head")
+
+
+def head_revision() -> str | None:
+    """The newest migration's revision id."""
+    script = ScriptDirectory.from_config(alembic_config("postgresql://unused"))
+    return script.get_current_head()
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database at `database_url` is at."""
+    engine = create_engine(sqlalchemy_url(database_url), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,13 @@
+"""Every table's model, imported in one place so the metadata is complete.
+
+Migrations and the models-versus-migrations test load the metadata from here.
+"""
+
+from __future__ import annotations
+
+from app.db.base import Base
+from app.idempotency.models import Operation, OperationTransition
+from app.payments.models import Payment
+from app.tenants.models import Tenant
+
+__all__ = ["Base", "Operation", "OperationTransition", "Payment", "Tenant"]

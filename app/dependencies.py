@@ -1,0 +1,54 @@
+"""What request handlers receive: the services built in the lifespan, and the tenant.
+
+Typed `Annotated` aliases keep handler signatures short and checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.db.engine import SessionMaker, transaction
+from app.errors import Unauthenticated
+from app.payments.service import PaymentService
+from app.settings import Settings
+from app.tenants.models import Tenant
+from app.tenants.repository import find_by_api_key
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything the lifespan builds, handed to handlers through `app.state.services`."""
+
+    settings: Settings
+    sessions: SessionMaker
+    payments: PaymentService
+    schema_head: str | None
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def get_tenant(request: Request, services: ServicesDep) -> Tenant:
+    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise."""
+    header = request.headers.get("authorization", "")
+    scheme, _, api_key = header.partition(" ")
+    api_key = api_key.strip()
+    challenge = {"www-authenticate": "Bearer"}
+    if scheme.lower() != "bearer" or not api_key:
+        raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
+    async with transaction(services.sessions) as session:
+        tenant = await find_by_api_key(session, api_key)
+    if tenant is None:
+        raise Unauthenticated("the API key is not valid", headers=challenge)
+    return tenant
+
+
+CurrentTenant = Annotated[Tenant, Depends(get_tenant)]

@@ -1,0 +1,135 @@
+"""`payments dev`: the whole system on localhost with one command.
+
+Starts PostgreSQL (embedded, data kept in `.data/postgres`, unless `DATABASE_URL` is set),
+applies migrations, makes a demo tenant, then runs the fake provider, the API and the worker
+as child processes until Ctrl-C, when it stops them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+from app.db.embedded import EmbeddedPostgres
+from app.db.engine import build_engine, build_sessionmaker, transaction
+from app.db.migrate import upgrade_head
+from app.settings import Settings
+from app.tenants.repository import create_tenant, find_by_api_key
+
+DEMO_KEY_FILE = "demo-api-key"
+
+
+def _demo_api_key(settings: Settings, database_url: str) -> str:
+    """The demo tenant's API key, made on the first run and kept in the data folder."""
+    key_file = settings.data_dir / DEMO_KEY_FILE
+    configured = settings.model_copy(update={"database_url": database_url})
+
+    async def run() -> str:
+        engine = build_engine(configured, application_name="payments-dev")
+        try:
+            async with transaction(build_sessionmaker(engine)) as session:
+                if key_file.exists():
+                    known = key_file.read_text().strip()
+                    if await find_by_api_key(session, known) is not None:
+                        return known
+                _tenant, api_key = await create_tenant(session, "demo")
+            key_file.write_text(api_key + "\n")
+            return api_key
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise SystemExit(f"payments dev: a process exited early (code {child.returncode})")
+        try:
+            if httpx.get(url, timeout=1).is_success:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"payments dev: {url} did not answer within {timeout}s")
+
+
+def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
+    """Run everything until interrupted; the exit code."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    embedded: EmbeddedPostgres | None = None
+    database_url = settings.database_url
+    if database_url is None:
+        embedded = EmbeddedPostgres(settings.data_dir / "postgres")
+        database_url = embedded.start()
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        upgrade_head(database_url)
+        api_key = _demo_api_key(settings, database_url)
+        provider_url = f"http://127.0.0.1:{provider_port}"
+        api_url = f"http://127.0.0.1:{api_port}"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "PAYMENTS_PROVIDER_URL": provider_url,
+            "PAYMENTS_FAKE_PROVIDER_DB": str(settings.fake_provider_db),
+        }
+        cli = [sys.executable, "-m", "app.cli"]
+        provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)
+        children.append(provider)
+        _wait_ready(f"{provider_url}/healthz", provider)
+        api = subprocess.Popen([*cli, "serve", "--port", str(api_port)], env=env)
+        children.append(api)
+        _wait_ready(f"{api_url}/healthz", api)
+        children.append(subprocess.Popen([*cli, "worker"], env=env))
+        print(
+            "\npayments is running\n"
+            f"  API            {api_url}  (docs: {api_url}/docs)\n"
+            f"  fake provider  {provider_url}\n"
+            f"  database       {database_url}\n"
+            f"  demo API key   {api_key}\n\n"
+            "Try:\n"
+            f"  curl -s -X POST {api_url}/payments -H 'Authorization: Bearer {api_key}' \\\n"
+            "    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n"
+            '    -d \'{"amount":"10.00","currency":"EUR","account_id":"acc_demo"}\'\n\n'
+            "Ctrl-C stops everything.",
+            flush=True,
+        )
+        stop = _wait_for_signal_or_exit(children)
+        return 0 if stop else 1
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if embedded is not None:
+            embedded.stop()
+
+
+def _wait_for_signal_or_exit(children: list[subprocess.Popen[bytes]]) -> bool:
+    """Block until SIGINT/SIGTERM (True) or until a child dies on its own (False)."""
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stopping:
+        if any(child.poll() is not None for child in children):
+            print("payments dev: a process exited; stopping the others", file=sys.stderr)
+            return False
+        time.sleep(0.5)
+    return True

@@ -1,0 +1,182 @@
+"""Errors as RFC 9457 problem details.
+
+Every error the API answers with is a `ProblemError` subclass carrying its HTTP status and a
+stable machine-readable `code`; one handler renders them all as `application/problem+json`.
+Expected business outcomes never surface as 500s; an unexpected exception is logged and
+answered with a generic `INTERNAL_ERROR` problem that reveals nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+logger = logging.getLogger("payments.errors")
+
+
+def dump_json(body: Mapping[str, Any]) -> bytes:
+    """The one JSON encoding of response bodies (compact, UTF-8)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def problem_body(
+    *, status: int, code: str, title: str, detail: str, **extra: Any
+) -> dict[str, Any]:
+    """A problem details object; `type` points at the code's entry in docs/errors.md."""
+    body: dict[str, Any] = {
+        "type": f"/problems/{code.lower().replace('_', '-')}",
+        "title": title,
+        "status": status,
+        "code": code,
+        "detail": detail,
+    }
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return body
+
+
+class ProblemError(Exception):
+    """An error answered as problem+json with `status` and `code`."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "INTERNAL_ERROR"
+    title: ClassVar[str] = "Internal error"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        operation_id: uuid.UUID | None = None,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.operation_id = operation_id
+        self.headers = dict(headers or {})
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return problem_body(
+            status=self.status,
+            code=self.code,
+            title=self.title,
+            detail=self.detail,
+            operation_id=str(self.operation_id) if self.operation_id else None,
+            **self.extra,
+        )
+
+    def response(self) -> Response:
+        return Response(
+            content=dump_json(self.body()),
+            status_code=self.status,
+            headers=self.headers,
+            media_type=PROBLEM_JSON,
+        )
+
+
+class Unauthenticated(ProblemError):
+    status, code, title = 401, "UNAUTHENTICATED", "Missing or unknown API key"
+
+
+class IdempotencyKeyMissing(ProblemError):
+    status, code, title = 400, "IDEMPOTENCY_KEY_MISSING", "Idempotency-Key header required"
+
+
+class IdempotencyKeyInvalid(ProblemError):
+    status, code, title = 400, "IDEMPOTENCY_KEY_INVALID", "Idempotency-Key header invalid"
+
+
+class ValidationFailed(ProblemError):
+    status, code, title = 422, "VALIDATION_ERROR", "Request invalid"
+
+
+class PayloadTooLarge(ProblemError):
+    status, code, title = 413, "PAYLOAD_TOO_LARGE", "Request body too large"
+
+
+class UnsupportedMediaType(ProblemError):
+    status, code, title = 415, "UNSUPPORTED_MEDIA_TYPE", "Request body must be JSON"
+
+
+class IdempotencyKeyReused(ProblemError):
+    status, code, title = 422, "IDEMPOTENCY_KEY_REUSED", "Idempotency key reused"
+
+
+class IdempotencyKeyExpired(ProblemError):
+    status, code, title = 422, "IDEMPOTENCY_KEY_EXPIRED", "Idempotency key expired"
+
+
+class RequestInProgress(ProblemError):
+    status, code, title = 409, "IDEMPOTENCY_REQUEST_IN_PROGRESS", "Request in progress"
+
+
+class NotFound(ProblemError):
+    status, code, title = 404, "NOT_FOUND", "Not found"
+
+
+class MethodNotAllowed(ProblemError):
+    status, code, title = 405, "METHOD_NOT_ALLOWED", "Method not allowed"
+
+
+class ServiceUnavailable(ProblemError):
+    status, code, title = 503, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    return [
+        {
+            "field": ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "path")),
+            "message": str(err["msg"]),
+        }
+        for err in exc.errors()
+    ]
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Render every error the app can raise as problem+json."""
+
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ProblemError)
+        return exc.response()
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = _validation_errors(exc)
+        return ValidationFailed("request parameters are invalid", errors=errors).response()
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:
+            return MethodNotAllowed(f"{request.method} is not allowed here").response()
+        if exc.status_code == 404:
+            return NotFound("no such resource").response()
+        body = problem_body(
+            status=exc.status_code,
+            code="HTTP_ERROR",
+            title="HTTP error",
+            detail=str(exc.detail),
+        )
+        return Response(dump_json(body), status_code=exc.status_code, media_type=PROBLEM_JSON)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        body = problem_body(
+            status=500,
+            code="INTERNAL_ERROR",
+            title="Internal error",
+            detail="an unexpected error occurred; retrying with the same Idempotency-Key is safe",
+        )
+        return Response(dump_json(body), status_code=500, media_type=PROBLEM_JSON)
+
+    app.add_exception_handler(ProblemError, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

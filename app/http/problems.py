@@ -1,0 +1,47 @@
+"""OpenAPI descriptions of the problem+json answers, shared by the routers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details with a stable `code`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    code: str = Field(description="Stable machine-readable error code")
+    detail: str
+    operation_id: str | None = None
+    payment_id: str | None = None
+    errors: list[dict[str, str]] | None = Field(
+        default=None, description="For VALIDATION_ERROR: each failing field and why"
+    )
+
+
+def problem(description: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A `responses=` entry for a problem answer."""
+    entry: dict[str, Any] = {
+        "description": description,
+        "model": Problem,
+        "content": {"application/problem+json": {}},
+    }
+    if headers:
+        entry["headers"] = {
+            name: {"description": text, "schema": {"type": "string"}}
+            for name, text in headers.items()
+        }
+    return entry
+
+
+UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
+    401: problem("UNAUTHENTICATED: missing or unknown API key")
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: problem("NOT_FOUND: no such resource for this tenant")
+}

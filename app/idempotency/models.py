@@ -1,0 +1,109 @@
+"""The idempotency record (`operations`) and its audit trail (`operation_transitions`).
+
+An operation is one client request identified by (tenant, operation name, idempotency key).
+The unique constraint on that triple is what decides races: the first INSERT wins, every
+other request finds the winner's row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+from app.idempotency.states import State
+
+_STATES = ", ".join(f"'{s.value}'" for s in State)
+
+
+class Operation(Base):
+    """One idempotent request: its key, fingerprint, state, owner lease and stored response."""
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "operation_name", "idempotency_key"),
+        CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
+        CheckConstraint("fence >= 1", name="fence_positive"),
+        # The reconcile scan: what is unknown and due, or in flight with an expired lease.
+        Index(
+            "ix_operations_recovery_due",
+            "next_check_at",
+            postgresql_where=text("state = 'UNKNOWN_REQUIRES_RECOVERY'"),
+        ),
+        Index(
+            "ix_operations_in_flight_lease",
+            "lease_expires_at",
+            postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
+        ),
+        # The expire job: terminal operations by age.
+        Index(
+            "ix_operations_terminal_created",
+            "created_at",
+            postgresql_where=text("state IN ('COMPLETED', 'FAILED')"),
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    # No index of its own: the unique constraint below leads with tenant_id.
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
+    operation_name: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str] = mapped_column(String(255))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(32))
+    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), unique=True)
+    # Ownership: whoever holds an unexpired lease may act on the operation; every write it
+    # makes is conditional on `fence`, which grows with every new owner.
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    fence: Mapped[int] = mapped_column(BigInteger, server_default=text("1"))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_check_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    needs_attention: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    # The stored outcome: replayed byte for byte to every later request with the key.
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    response_headers: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    response_body: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set by the expire job when it drops the stored response and keeps only a tombstone.
+    response_expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class OperationTransition(Base):
+    """One audited state change, written in the same transaction as the change."""
+
+    __tablename__ = "operation_transitions"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    operation_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE"), index=True
+    )
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    trigger: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str | None] = mapped_column(Text)
+    fence: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.clock_timestamp()
+    )

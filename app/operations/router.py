@@ -1,0 +1,67 @@
+"""HTTP routes for reading operations (what a client polls when the outcome is unknown)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from app.db.engine import transaction
+from app.dependencies import CurrentTenant, ServicesDep
+from app.errors import NotFound
+from app.http.problems import NOT_FOUND, UNAUTHENTICATED
+from app.idempotency import repository as operations
+from app.operations.schemas import OperationOut
+from app.operations.views import operation_json
+from app.payments.service import CREATE_PAYMENT
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/operations/{operation_id}",
+    response_model=OperationOut,
+    summary="Read an operation",
+    responses={**UNAUTHENTICATED, **NOT_FOUND},
+)
+async def get_operation(operation_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
+    """The operation's state, result once terminal, and history."""
+    try:
+        parsed = uuid.UUID(operation_id)
+    except ValueError:
+        raise NotFound("no such operation") from None
+    async with transaction(services.sessions) as session:
+        snapshot = await operations.get_snapshot(
+            session, parsed, key_ttl_s=services.settings.key_ttl_s, tenant_id=tenant.id
+        )
+        if snapshot is None:
+            raise NotFound("no such operation")
+        return await operation_json(session, snapshot.operation)
+
+
+@router.get(
+    "/operations",
+    response_model=OperationOut,
+    summary="Find the operation for an Idempotency-Key",
+    responses={**UNAUTHENTICATED, **NOT_FOUND},
+)
+async def find_operation(
+    tenant: CurrentTenant,
+    services: ServicesDep,
+    idempotency_key: Annotated[
+        str, Query(min_length=1, max_length=255, description="The key, unquoted")
+    ],
+) -> Any:
+    """The caller's operation with this key: for a client that lost every response."""
+    async with transaction(services.sessions) as session:
+        snapshot = await operations.find_by_key(
+            session,
+            tenant_id=tenant.id,
+            operation_name=CREATE_PAYMENT,
+            idempotency_key=idempotency_key,
+            key_ttl_s=services.settings.key_ttl_s,
+        )
+        if snapshot is None:
+            raise NotFound("no operation with this idempotency key")
+        return await operation_json(session, snapshot.operation)

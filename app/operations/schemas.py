@@ -1,0 +1,45 @@
+"""The operation representation, as documented in the OpenAPI description."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class TransitionOut(BaseModel):
+    """One audited state change."""
+
+    from_state: str | None
+    to_state: str
+    trigger: str
+    actor: str
+    reason: str | None
+    at: str
+
+
+class ResultOut(BaseModel):
+    """The stored outcome of a terminal operation (body null once expired)."""
+
+    status_code: int
+    body: dict[str, Any] | None
+
+
+class OperationOut(BaseModel):
+    """An idempotent operation: where it is, and what came of it."""
+
+    operation_id: str
+    operation: str = Field(description="The operation name, `create_payment`")
+    idempotency_key: str
+    state: str = Field(
+        description="RECEIVED, PROVIDER_REQUEST_SENT, COMPLETED, FAILED, FAILED_RETRYABLE "
+        "or UNKNOWN_REQUIRES_RECOVERY"
+    )
+    payment_id: str
+    attempts: int = Field(description="Recovery checks that could not settle the outcome")
+    needs_attention: bool = Field(description="Past the attempts limit; a person should look")
+    next_check_at: str | None
+    created_at: str
+    updated_at: str
+    result: ResultOut | None
+    history: list[TransitionOut]

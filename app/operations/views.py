@@ -1,0 +1,45 @@
+"""The operation representation, used by `GET /operations` and by `202` answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import iso
+from app.idempotency import repository as operations
+from app.idempotency.models import Operation
+
+
+async def operation_json(session: AsyncSession, operation: Operation) -> dict[str, Any]:
+    """The operation with its result (once terminal) and its audited history."""
+    transitions = await operations.history(session, operation.id)
+    result: dict[str, Any] | None = None
+    if operation.response_status is not None and operation.state in ("COMPLETED", "FAILED"):
+        body = None if operation.response_body is None else json.loads(operation.response_body)
+        result = {"status_code": operation.response_status, "body": body}
+    return {
+        "operation_id": str(operation.id),
+        "operation": operation.operation_name,
+        "idempotency_key": operation.idempotency_key,
+        "state": operation.state,
+        "payment_id": str(operation.payment_id),
+        "attempts": operation.attempts,
+        "needs_attention": operation.needs_attention,
+        "next_check_at": None if operation.next_check_at is None else iso(operation.next_check_at),
+        "created_at": iso(operation.created_at),
+        "updated_at": iso(operation.updated_at),
+        "result": result,
+        "history": [
+            {
+                "from_state": t.from_state,
+                "to_state": t.to_state,
+                "trigger": t.trigger,
+                "actor": t.actor,
+                "reason": t.reason,
+                "at": iso(t.created_at),
+            }
+            for t in transitions
+        ],
+    }

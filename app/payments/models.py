@@ -1,0 +1,50 @@
+"""The payments table: the business object an operation creates."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, String, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+from app.payments.status import PaymentStatus
+
+_STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
+
+
+class Payment(Base):
+    """A charge we asked the provider for, with the stable key every call for it uses."""
+
+    __tablename__ = "payments"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({_STATUSES})", name="status_valid"),
+        CheckConstraint("amount_minor > 0", name="amount_positive"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id"), index=True
+    )
+    operation_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("operations.id"), unique=True
+    )
+    # Derived from our own payment id and stored at claim time; every provider call for this
+    # payment, first or recovery, sends it, so the provider can deduplicate.
+    provider_key: Mapped[str] = mapped_column(String(128), unique=True)
+    status: Mapped[str] = mapped_column(String(16))
+    amount_minor: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    account_id: Mapped[str] = mapped_column(String(64))
+    merchant_reference: Mapped[str | None] = mapped_column(String(128))
+    description: Mapped[str | None] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, server_default=text("'{}'::jsonb")
+    )
+    provider_charge_id: Mapped[str | None] = mapped_column(String(128))
+    decline_code: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -1,0 +1,161 @@
+"""HTTP routes for payments."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request, Response
+from pydantic import ValidationError
+
+from app.db.engine import transaction
+from app.dependencies import CurrentTenant, ServicesDep
+from app.errors import NotFound, ValidationFailed
+from app.http.body import read_json_object
+from app.http.prefer import preferred_wait_s
+from app.http.problems import NOT_FOUND, UNAUTHENTICATED, problem
+from app.idempotency.keys import parse_idempotency_key
+from app.operations.schemas import OperationOut
+from app.payments import repository as payments
+from app.payments.schemas import (
+    AmountError,
+    CreatePaymentRequest,
+    PaymentOut,
+    payment_json,
+    to_command,
+)
+from app.payments.service import MAX_WAIT_S
+
+router = APIRouter(tags=["payments"])
+
+_CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    201: {
+        "description": "Charged: the payment, `status: SUCCEEDED`. Stored and replayed.",
+        "model": PaymentOut,
+        "headers": {
+            "Location": {"description": "/payments/{id}", "schema": {"type": "string"}},
+            "Idempotent-Replayed": {
+                "description": "`true` on a replay of the stored answer",
+                "schema": {"type": "string"},
+            },
+        },
+    },
+    202: {
+        "description": "Outcome unknown yet: the operation, to poll at `Location`.",
+        "model": OperationOut,
+        "headers": {
+            "Location": {"description": "/operations/{id}", "schema": {"type": "string"}},
+            "Retry-After": {"description": "seconds", "schema": {"type": "string"}},
+        },
+    },
+    400: problem("IDEMPOTENCY_KEY_MISSING or IDEMPOTENCY_KEY_INVALID; nothing stored"),
+    **UNAUTHENTICATED,
+    402: problem(
+        "Declined by the provider; `code` is the provider's decline code "
+        "(`card_declined`, `insufficient_funds`, ...). Stored and replayed."
+    ),
+    409: problem(
+        "IDEMPOTENCY_REQUEST_IN_PROGRESS: a request with this key is being processed",
+        {"Retry-After": "seconds", "Link": '</operations/{id}>; rel="monitor"'},
+    ),
+    413: problem("PAYLOAD_TOO_LARGE: body over 64 KiB; nothing stored"),
+    415: problem("UNSUPPORTED_MEDIA_TYPE: body not sent as application/json; nothing stored"),
+    422: problem(
+        "VALIDATION_ERROR (nothing stored), IDEMPOTENCY_KEY_REUSED (key used for another "
+        "request) or IDEMPOTENCY_KEY_EXPIRED (key past its TTL)"
+    ),
+    502: problem("PROVIDER_REJECTED: the provider refused the request; nothing charged"),
+    503: problem(
+        "PROVIDER_UNAVAILABLE: certainly not processed; retry with the same key",
+        {"Retry-After": "seconds"},
+    ),
+}
+
+
+@router.post(
+    "/payments",
+    status_code=201,
+    summary="Create a payment, exactly once per Idempotency-Key",
+    responses=_CREATE_RESPONSES,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": CreatePaymentRequest.model_json_schema()}},
+        }
+    },
+)
+async def create_payment(
+    request: Request,
+    tenant: CurrentTenant,
+    services: ServicesDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description='Required. `"abc"` (structured-field string) or `abc`; after '
+            "unquoting 1-255 visible ASCII characters. Scoped to the tenant.",
+        ),
+    ] = None,
+    prefer: Annotated[
+        str | None,
+        Header(description="`wait=N` (N <= 10): wait up to N s for an in-flight outcome"),
+    ] = None,
+) -> Response:
+    """Charge the payer once, however often this request is delivered."""
+    key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
+    data = await read_json_object(request)
+    try:
+        command = to_command(CreatePaymentRequest.model_validate(data))
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        raise ValidationFailed("the payment request is invalid", errors=errors) from None
+    except AmountError as exc:
+        raise ValidationFailed(
+            "the payment request is invalid", errors=[{"field": "amount", "message": str(exc)}]
+        ) from None
+    wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
+    reply = await services.payments.create(
+        tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s
+    )
+    return Response(
+        content=reply.body,
+        status_code=reply.status,
+        headers=reply.headers,
+        media_type=reply.media_type,
+    )
+
+
+@router.get(
+    "/payments/{payment_id}",
+    response_model=PaymentOut,
+    summary="Read a payment",
+    responses={**UNAUTHENTICATED, **NOT_FOUND},
+)
+async def get_payment(payment_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
+    """The payment's current representation."""
+    try:
+        parsed = uuid.UUID(payment_id)
+    except ValueError:
+        raise NotFound("no such payment") from None
+    async with transaction(services.sessions) as session:
+        payment = await payments.get(session, tenant_id=tenant.id, payment_id=parsed)
+    if payment is None:
+        raise NotFound("no such payment")
+    return payment_json(
+        payment_id=payment.id,
+        operation_id=payment.operation_id,
+        status=payment.status,
+        amount_minor=payment.amount_minor,
+        currency=payment.currency,
+        account_id=payment.account_id,
+        merchant_reference=payment.merchant_reference,
+        description=payment.description,
+        metadata=payment.metadata_,
+        provider_charge_id=payment.provider_charge_id,
+        decline_code=payment.decline_code,
+        created_at=payment.created_at,
+        updated_at=payment.updated_at,
+    )

@@ -1,0 +1,184 @@
+"""The create-payment request, its canonical command, and the payment representation."""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+
+from app.clock import iso
+from app.payments.money import (
+    InvalidAmount,
+    UnknownCurrency,
+    currency_exponent,
+    format_minor_units,
+    to_minor_units,
+)
+
+MAX_METADATA_PAIRS = 20
+
+
+def _reject_controls(value: str, *, allow_whitespace: bool = False) -> str:
+    # NUL cannot be stored by PostgreSQL at all, and other control characters in ids and
+    # references are almost always a client bug; refuse them with a clear message.
+    allowed = {"\t", "\n", "\r"} if allow_whitespace else set()
+    for ch in value:
+        if ch not in allowed and unicodedata.category(ch) in ("Cc", "Cs"):
+            raise ValueError(f"must not contain control characters (found U+{ord(ch):04X})")
+    return value
+
+
+MetadataKey = Annotated[StrictStr, Field(min_length=1, max_length=40)]
+MetadataValue = Annotated[StrictStr, Field(max_length=500)]
+
+
+class CreatePaymentRequest(BaseModel):
+    """Body of `POST /payments`. Unknown members are rejected; money is never a float."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    amount: StrictStr = Field(
+        description="Decimal string > 0 with at most the currency's fraction digits",
+        examples=["10.00"],
+    )
+    currency: StrictStr = Field(
+        description="ISO 4217 alphabetic code, any case", examples=["EUR"], max_length=3
+    )
+    account_id: StrictStr = Field(
+        min_length=1, max_length=64, description="The payer's account at the provider"
+    )
+    merchant_reference: StrictStr | None = Field(default=None, max_length=128)
+    description: StrictStr | None = Field(default=None, max_length=500)
+    metadata: dict[MetadataKey, MetadataValue] | None = Field(
+        default=None, description=f"Up to {MAX_METADATA_PAIRS} string pairs"
+    )
+
+    @field_validator("currency")
+    @classmethod
+    def _known_currency(cls, value: str) -> str:
+        try:
+            currency_exponent(value)
+        except UnknownCurrency as exc:
+            raise ValueError(str(exc)) from None
+        return value.upper()
+
+    @field_validator("account_id", "merchant_reference")
+    @classmethod
+    def _no_controls(cls, value: str | None) -> str | None:
+        return None if value is None else _reject_controls(value)
+
+    @field_validator("description")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _reject_controls(value, allow_whitespace=True)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        if len(value) > MAX_METADATA_PAIRS:
+            raise ValueError(f"may hold at most {MAX_METADATA_PAIRS} pairs")
+        for key, item in value.items():
+            _reject_controls(key)
+            _reject_controls(item, allow_whitespace=True)
+        return value
+
+
+@dataclass(frozen=True)
+class CreatePaymentCommand:
+    """A validated request in canonical form: what the fingerprint is computed over."""
+
+    amount_minor: int
+    currency: str
+    account_id: str
+    merchant_reference: str | None
+    description: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "account_id": self.account_id,
+            "merchant_reference": self.merchant_reference,
+            "description": self.description,
+            "metadata": dict(sorted(self.metadata.items())),
+        }
+
+
+class AmountError(ValueError):
+    """The amount does not fit the currency (carried to a VALIDATION_ERROR on `amount`)."""
+
+
+def to_command(request: CreatePaymentRequest) -> CreatePaymentCommand:
+    """Canonicalise a validated request: minor units, upper-case currency, defaults applied."""
+    try:
+        amount_minor = to_minor_units(request.amount, request.currency)
+    except InvalidAmount as exc:
+        raise AmountError(str(exc)) from None
+    return CreatePaymentCommand(
+        amount_minor=amount_minor,
+        currency=request.currency,
+        account_id=request.account_id,
+        merchant_reference=request.merchant_reference,
+        description=request.description,
+        metadata=dict(request.metadata or {}),
+    )
+
+
+class PaymentOut(BaseModel):
+    """The payment representation."""
+
+    payment_id: uuid.UUID
+    operation_id: uuid.UUID
+    status: str = Field(description="PENDING, SUCCEEDED, DECLINED or FAILED")
+    amount: str
+    currency: str
+    account_id: str
+    merchant_reference: str | None
+    description: str | None
+    metadata: dict[str, str]
+    provider_charge_id: str | None = Field(description="The provider's charge id, once known")
+    decline_code: str | None = Field(description="The provider's decline code, if declined")
+    created_at: datetime
+    updated_at: datetime
+
+
+def payment_json(
+    *,
+    payment_id: uuid.UUID,
+    operation_id: uuid.UUID,
+    status: str,
+    amount_minor: int,
+    currency: str,
+    account_id: str,
+    merchant_reference: str | None,
+    description: str | None,
+    metadata: dict[str, str],
+    provider_charge_id: str | None,
+    decline_code: str | None,
+    created_at: datetime,
+    updated_at: datetime,
+) -> dict[str, Any]:
+    """The payment as a JSON-ready dict (the shape of `PaymentOut`)."""
+    body: dict[str, Any] = {
+        "payment_id": str(payment_id),
+        "operation_id": str(operation_id),
+        "status": status,
+        "amount": format_minor_units(amount_minor, currency),
+        "currency": currency,
+        "account_id": account_id,
+        "merchant_reference": merchant_reference,
+        "description": description,
+        "metadata": metadata,
+        "provider_charge_id": provider_charge_id,
+        "decline_code": decline_code,
+        "created_at": iso(created_at),
+        "updated_at": iso(updated_at),
+    }
+    return body

@@ -1,0 +1,170 @@
+"""The create-payment flow: claim the key, or answer from what the key already holds.
+
+first request with a key     claim (one transaction) -> drive the charge
+same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
+expired key                  422 IDEMPOTENCY_KEY_EXPIRED
+COMPLETED / FAILED           the stored reply, byte for byte, Idempotent-Replayed: true
+in flight, lease live        409 IDEMPOTENCY_REQUEST_IN_PROGRESS (after Prefer: wait)
+in flight, lease expired,    take recovery ownership and reconcile inline
+  or UNKNOWN
+FAILED_RETRYABLE             take ownership and drive the same payment again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from app.db.engine import SessionMaker, transaction
+from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
+from app.idempotency import repository as operations
+from app.idempotency.fingerprint import fingerprint
+from app.idempotency.repository import OwnedRef, Snapshot
+from app.idempotency.states import IN_FLIGHT, TERMINAL, State, Trigger
+from app.payments import repository as payments
+from app.payments.charging import ChargeDriver
+from app.payments.replies import Reply, operation_location, stored_reply
+from app.payments.schemas import CreatePaymentCommand
+from app.provider.keys import derive_provider_key
+from app.recovery.reconcile import Reconciler
+from app.settings import Settings
+
+CREATE_PAYMENT = "create_payment"
+MAX_WAIT_S = 10.0
+_WAIT_POLL_S = 0.05
+
+
+def new_owner(role: str) -> str:
+    """A unique name for one owner (one request, one worker pass) in leases and history."""
+    return f"{role}:{uuid.uuid4().hex[:12]}"
+
+
+class PaymentService:
+    """Creates payments exactly once per scoped idempotency key."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionMaker,
+        driver: ChargeDriver,
+        reconciler: Reconciler,
+        settings: Settings,
+    ):
+        self._sessions = sessions
+        self._driver = driver
+        self._reconciler = reconciler
+        self._settings = settings
+
+    async def create(
+        self,
+        *,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        command: CreatePaymentCommand,
+        wait_s: float = 0.0,
+    ) -> Reply:
+        """Answer one `POST /payments`."""
+        owner = new_owner("api")
+        digest = fingerprint(CREATE_PAYMENT, command.canonical())
+        operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
+        # The claim: one short transaction inserts the operation (first writer wins on the
+        # unique scoped key), its payment with the derived provider key, and our lease.
+        async with transaction(self._sessions) as session:
+            claimed = await operations.insert_claim(
+                session,
+                operation_id=operation_id,
+                tenant_id=tenant_id,
+                operation_name=CREATE_PAYMENT,
+                idempotency_key=idempotency_key,
+                fingerprint=digest,
+                payment_id=payment_id,
+                owner=owner,
+                lease_s=self._settings.lease_s,
+            )
+            if claimed:
+                await payments.insert_payment(
+                    session,
+                    payment_id=payment_id,
+                    tenant_id=tenant_id,
+                    operation_id=operation_id,
+                    provider_key=derive_provider_key(payment_id),
+                    command=command,
+                )
+        if claimed:
+            ref = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
+            return await self._driver.send(ref, Trigger.SEND, actor=owner)
+        return await self._answer_existing(
+            tenant_id=tenant_id,
+            idempotency_key=idempotency_key,
+            digest=digest,
+            owner=owner,
+            wait_s=min(max(wait_s, 0.0), MAX_WAIT_S),
+        )
+
+    async def _answer_existing(
+        self, *, tenant_id: uuid.UUID, idempotency_key: str, digest: str, owner: str, wait_s: float
+    ) -> Reply:
+        deadline = time.monotonic() + wait_s
+        while True:
+            snapshot = await self._find(tenant_id, idempotency_key)
+            if snapshot is None:
+                # Only possible if the key's tombstone was purged in between: the key is free.
+                raise RequestInProgress(
+                    "the key was released while this request ran; retry it",
+                    headers={"retry-after": "1"},
+                )
+            op = snapshot.operation
+            if snapshot.key_expired:
+                raise IdempotencyKeyExpired(
+                    "this Idempotency-Key has expired; use a new key for a new payment",
+                    operation_id=op.id,
+                )
+            if op.fingerprint != digest:
+                raise IdempotencyKeyReused(
+                    "this Idempotency-Key was used for a different request",
+                    operation_id=op.id,
+                )
+            if snapshot.state in TERMINAL:
+                return stored_reply(op, replayed=True)
+            if snapshot.lease_live:
+                if time.monotonic() < deadline:
+                    # Prefer: wait — poll for the owner's outcome until the deadline.
+                    await asyncio.sleep(_WAIT_POLL_S)
+                    continue
+                raise RequestInProgress(
+                    "a request with this Idempotency-Key is still being processed",
+                    operation_id=op.id,
+                    headers={
+                        "retry-after": "1",
+                        "link": f'<{operation_location(op.id)}>; rel="monitor"',
+                    },
+                )
+            reply = await self._take_over(snapshot, owner)
+            if reply is not None:
+                return reply
+            # Another request or worker took ownership first: look again.
+
+    async def _find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
+        async with transaction(self._sessions) as session:
+            return await operations.find_by_key(
+                session,
+                tenant_id=tenant_id,
+                operation_name=CREATE_PAYMENT,
+                idempotency_key=idempotency_key,
+                key_ttl_s=self._settings.key_ttl_s,
+            )
+
+    async def _take_over(self, snapshot: Snapshot, owner: str) -> Reply | None:
+        """Own a stalled, unknown or retryable operation and drive it; None if we lost."""
+        async with transaction(self._sessions) as session:
+            ref = await operations.take_ownership(
+                session, snapshot, owner=owner, lease_s=self._settings.lease_s
+            )
+        if ref is None:
+            return None
+        if ref.state is State.FAILED_RETRYABLE:
+            # Definitely not processed before: drive the same payment, same provider key.
+            return await self._driver.send(ref, Trigger.RETRY, actor=owner)
+        assert ref.state in IN_FLIGHT or ref.state is State.UNKNOWN_REQUIRES_RECOVERY
+        return await self._reconciler.reconcile(ref, actor=owner, inline=True)

@@ -1,0 +1,31 @@
+"""The payment provider adapter: HTTP client, derived keys and the error tree."""
+
+from app.provider.client import (
+    Charge,
+    ChargeRequest,
+    Observer,
+    ProviderClient,
+    build_http_client,
+)
+from app.provider.errors import (
+    ChargeNotSent,
+    ChargeRejected,
+    LookupFailed,
+    OutcomeUnknown,
+    ProviderError,
+)
+from app.provider.keys import derive_provider_key
+
+__all__ = [
+    "Charge",
+    "ChargeNotSent",
+    "ChargeRejected",
+    "ChargeRequest",
+    "LookupFailed",
+    "Observer",
+    "OutcomeUnknown",
+    "ProviderClient",
+    "ProviderError",
+    "build_http_client",
+    "derive_provider_key",
+]

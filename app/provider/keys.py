@@ -1,0 +1,17 @@
+"""The idempotency key we send to the provider for a payment."""
+
+from __future__ import annotations
+
+import uuid
+
+
+def derive_provider_key(payment_id: uuid.UUID) -> str:
+    """The provider idempotency key for `payment_id`: `payment-<uuid>`.
+
+    Derived from our own payment id, never from the client's idempotency key: client keys are
+    only unique per tenant, so two tenants using the same key must not collide at the
+    provider, and the provider must never see a value the client chose. The key is a pure
+    function of the id, so it is stable across the first call, retries and recovery; it is
+    still stored with the payment at claim time so every caller reads the same value.
+    """
+    return f"payment-{payment_id}"

@@ -1,0 +1,133 @@
+"""Session-wide real infrastructure: PostgreSQL, the fake provider, the API process.
+
+Each test gets its own tenant, so tests never see each other's operations, and its own
+account ids, so provider faults aimed at one test never hit another.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from psycopg.rows import DictRow, dict_row
+
+from app.tenants.keys import generate_api_key, hash_api_key
+from tests.support.database import test_database
+from tests.support.faults import FaultInjector
+from tests.support.processes import Process, free_port
+from tests.support.system import start_api, start_fake_provider, system_env
+
+# Short provider timeout and lease keep crash and timeout tests quick; the lease still
+# outlives the provider timeout as the settings require.
+TEST_PROVIDER_TIMEOUT_S = "2"
+TEST_LEASE_S = "6"
+
+
+@dataclass(frozen=True)
+class TenantHandle:
+    id: uuid.UUID
+    api_key: str
+
+
+@pytest.fixture(scope="session")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("system")
+
+
+@pytest.fixture(scope="session")
+def database_url(work_dir: Path) -> Iterator[str]:
+    with test_database(os.environ.get("DATABASE_URL") or None, work_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def provider(work_dir: Path) -> Iterator[Process]:
+    process = start_fake_provider(work_dir / "logs", work_dir / "ledger.sqlite3")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def base_env(database_url: str, provider: Process) -> dict[str, str]:
+    assert provider.url is not None
+    return system_env(
+        database_url,
+        provider.url,
+        PAYMENTS_PROVIDER_TIMEOUT_S=TEST_PROVIDER_TIMEOUT_S,
+        PAYMENTS_LEASE_S=TEST_LEASE_S,
+    )
+
+
+@pytest.fixture(scope="session")
+def api(work_dir: Path, base_env: dict[str, str]) -> Iterator[Process]:
+    process = start_api(work_dir / "logs", base_env)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
+    with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+        yield conn
+
+
+def make_tenant(conn: psycopg.Connection[DictRow], name: str = "test tenant") -> TenantHandle:
+    api_key = generate_api_key()
+    tenant_id = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, %s, %s)",
+        (tenant_id, name, hash_api_key(api_key)),
+    )
+    return TenantHandle(id=tenant_id, api_key=api_key)
+
+
+@pytest.fixture
+def tenant(db: psycopg.Connection[DictRow]) -> TenantHandle:
+    return make_tenant(db)
+
+
+def api_client(api: Process, tenant: TenantHandle) -> httpx.Client:
+    assert api.url is not None
+    return httpx.Client(
+        base_url=api.url,
+        headers={"Authorization": f"Bearer {tenant.api_key}"},
+        timeout=30.0,
+    )
+
+
+@pytest.fixture
+def client(api: Process, tenant: TenantHandle) -> Iterator[httpx.Client]:
+    with api_client(api, tenant) as http:
+        yield http
+
+
+@pytest.fixture
+def faults(provider: Process) -> Iterator[FaultInjector]:
+    assert provider.url is not None
+    injector = FaultInjector(provider.url)
+    injector.clear()
+    yield injector
+    injector.clear()
+
+
+@pytest.fixture(scope="session")
+def api_no_provider_process(work_dir: Path, base_env: dict[str, str]) -> Iterator[Process]:
+    """An API whose provider URL points at a port nobody listens on: connection refused."""
+    env = {**base_env, "PAYMENTS_PROVIDER_URL": f"http://127.0.0.1:{free_port()}"}
+    process = start_api(work_dir / "logs", env)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def api_without_provider(
+    api_no_provider_process: Process, tenant: TenantHandle
+) -> Iterator[httpx.Client]:
+    with api_client(api_no_provider_process, tenant) as http:
+        yield http

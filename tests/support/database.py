@@ -1,0 +1,61 @@
+"""The test database: a throwaway embedded PostgreSQL, or a fresh database on DATABASE_URL."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from app.db.embedded import EmbeddedPostgres
+from app.db.migrate import upgrade_head
+
+
+def _with_database(url: str, database: str) -> str:
+    params = conninfo_to_dict(url)
+    params["dbname"] = database
+    return make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
+
+
+def as_url(conninfo: str) -> str:
+    """A `postgresql://` URL for a libpq conninfo string."""
+    params = conninfo_to_dict(conninfo)
+    user = params.get("user", "postgres")
+    password = params.get("password")
+    auth = f"{user}:{password}" if password else str(user)
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    return f"postgresql://{auth}@{host}:{port}/{params['dbname']}"
+
+
+@contextmanager
+def test_database(server_url: str | None, work_dir: Path) -> Iterator[str]:
+    """A migrated, empty database for one test session; gone afterwards."""
+    if server_url is None:
+        # Not under pytest's temp folder: pytest makes that private to root (0700) whenever
+        # a session starts, which would lock the server's own user out of its data.
+        data_dir = Path(tempfile.mkdtemp(prefix="payments-test-pg-"))
+        server = EmbeddedPostgres(data_dir, durable=False, database="payments_test")
+        url = server.start()
+        try:
+            upgrade_head(url)
+            yield url
+        finally:
+            server.stop(mode="immediate")
+            shutil.rmtree(data_dir, ignore_errors=True)
+        return
+    name = f"payments_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = as_url(_with_database(server_url, name))
+    try:
+        upgrade_head(url)
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,41 @@
+"""Request builders for payment tests: plain functions with keyword defaults."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+
+def new_key() -> str:
+    return f"key-{uuid.uuid4()}"
+
+
+def new_account() -> str:
+    """An account id no other test uses, so faults filtered on it hit only this test."""
+    return f"acc_{uuid.uuid4().hex[:16]}"
+
+
+def payment_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "amount": "10.00",
+        "currency": "EUR",
+        "account_id": new_account(),
+        "merchant_reference": "order-1",
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def post_payment(
+    client: httpx.Client,
+    body: dict[str, Any] | None = None,
+    *,
+    key: str | None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    all_headers = dict(headers or {})
+    if key is not None:
+        all_headers["Idempotency-Key"] = key
+    return client.post("/payments", json=body or payment_body(), headers=all_headers)

@@ -1,0 +1,50 @@
+"""Starting the system's real processes for tests: API, worker, fake provider."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from tests.support.processes import Process, free_port, start_process
+
+PYTHON_CLI = [sys.executable, "-m", "app.cli"]
+
+
+def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None) -> Process:
+    """The bundled fake provider on a free port, its ledger in `ledger`."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    return start_process(
+        "fake-provider",
+        [*PYTHON_CLI, "fake-provider", "--port", str(port)],
+        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger)},
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+    )
+
+
+def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, str]:
+    """Environment for an API or worker process."""
+    return {"DATABASE_URL": database_url, "PAYMENTS_PROVIDER_URL": provider_url, **extra}
+
+
+def start_api(log_dir: Path, env: Mapping[str, str], *, port: int | None = None) -> Process:
+    """`payments serve` on a free port, ready once `/healthz` answers."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    return start_process(
+        "api",
+        [*PYTHON_CLI, "serve", "--port", str(port)],
+        env=dict(env),
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+    )
+
+
+def start_worker(log_dir: Path, env: Mapping[str, str], *, once: bool = False) -> Process:
+    """`payments worker` (with `--once`: drain what is due and exit)."""
+    args = [*PYTHON_CLI, "worker", *(["--once"] if once else [])]
+    return start_process("worker", args, env=dict(env), log_dir=log_dir)

@@ -1,0 +1,100 @@
+"""One worker's reconciliation pass: claim what is due, reconcile it, release the rest.
+
+Claiming happens in one short transaction (`claim_due`, FOR UPDATE SKIP LOCKED plus a fence
+bump), so any number of worker processes can run side by side without two owning one row.
+Reconciling happens outside any transaction, a few operations at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+
+from app.db.engine import SessionMaker, transaction
+from app.idempotency import repository as operations
+from app.idempotency.repository import OwnedRef
+from app.recovery.reconcile import Reconciler
+from app.settings import Settings
+
+logger = logging.getLogger("payments.worker")
+
+
+def worker_name() -> str:
+    """This process's name in leases and history."""
+    return f"worker:{socket.gethostname()}:{os.getpid()}"
+
+
+class ReconcileWorker:
+    """Reconciles due operations in batches until told to stop."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: SessionMaker,
+        reconciler: Reconciler,
+        name: str,
+        concurrency: int = 10,
+    ):
+        self._settings = settings
+        self._sessions = sessions
+        self._reconciler = reconciler
+        self.name = name
+        self._concurrency = concurrency
+        self.stopping = asyncio.Event()
+        self.reconciled = 0
+        self._busy = asyncio.Lock()
+
+    async def run_batch(self) -> int:
+        """Claim one batch and reconcile it; the number of operations claimed."""
+        if self.stopping.is_set():
+            return 0
+        async with transaction(self._sessions) as session:
+            owned = await operations.claim_due(
+                session,
+                owner=self.name,
+                lease_s=self._settings.lease_s,
+                limit=self._settings.reconcile_batch_size,
+            )
+        if not owned:
+            return 0
+        queue: asyncio.Queue[OwnedRef] = asyncio.Queue()
+        for ref in owned:
+            queue.put_nowait(ref)
+        await asyncio.gather(*(self._drain(queue) for _ in range(self._concurrency)))
+        # Stopping: whatever was claimed but not started goes back, for another worker.
+        while not queue.empty():
+            await self._release(queue.get_nowait())
+        return len(owned)
+
+    async def _drain(self, queue: asyncio.Queue[OwnedRef]) -> None:
+        while not self.stopping.is_set() and not queue.empty():
+            ref = queue.get_nowait()
+            try:
+                await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+                self.reconciled += 1
+            except Exception:
+                # The lease will expire and the operation be claimed again; never guess.
+                logger.exception("reconciling operation %s failed", ref.id)
+
+    async def _release(self, ref: OwnedRef) -> None:
+        async with transaction(self._sessions) as session:
+            await operations.release(session, ref)
+
+    async def drain(self) -> int:
+        """Run batches until nothing is due (or stopping); the total claimed."""
+        total = 0
+        async with self._busy:
+            while not self.stopping.is_set():
+                claimed = await self.run_batch()
+                if claimed == 0:
+                    break
+                total += claimed
+        return total
+
+    async def wait_idle(self) -> None:
+        """Return once no pass is under way."""
+        async with self._busy:
+            pass
