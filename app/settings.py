@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     db_statement_timeout_ms: int = Field(default=10_000, ge=0)
     db_lock_timeout_ms: int = Field(default=5_000, ge=0)
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)
+    # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment.
+    failpoints: str = ""
 
     @field_validator("database_url")
     @classmethod
@@ -56,6 +58,14 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("failpoints")
+    @classmethod
+    def _failpoints_parse(cls, value: str) -> str:
+        from app.failpoints import Failpoints
+
+        Failpoints.parse(value)
+        return value
 
     @model_validator(mode="after")
     def _lease_outlives_provider_call(self) -> Settings:

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.db.engine import SessionMaker, transaction
 from app.errors import problem_body
+from app.failpoints import Failpoints
 from app.idempotency import repository as operations
 from app.idempotency.models import Operation
 from app.idempotency.repository import OwnedRef
@@ -55,6 +56,7 @@ class ChargeDriver:
         self._sessions = sessions
         self._provider = provider
         self._settings = settings
+        self._failpoints = Failpoints.parse(settings.failpoints)
 
     async def send(
         self,
@@ -71,6 +73,7 @@ class ChargeDriver:
         unknown rather than FAILED_RETRYABLE. `count_attempt`: an indefinite answer counts
         against the operation's attempts (the worker's checks do, client requests do not).
         """
+        await self._failpoints.reach("after_claim")
         async with transaction(self._sessions) as session:
             sent = await operations.apply(
                 session, ref, trigger, actor=actor, reason="calling the provider"
@@ -110,6 +113,7 @@ class ChargeDriver:
         self, ref: OwnedRef, payment: Payment, charge: Charge, *, actor: str, reason: str
     ) -> Reply:
         """The provider has a charge (approved or declined): COMPLETED, reply stored."""
+        await self._failpoints.reach("before_record")
         now = utcnow()
         if charge.status == "succeeded":
             status = PaymentStatus.SUCCEEDED

@@ -1,0 +1,104 @@
+"""Recovery of unknown outcomes: by the worker, and inline on a client's retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.system import start_worker
+
+
+def _make_due(db: psycopg.Connection[DictRow], operation_id: str) -> None:
+    """Bring the next check forward, as if the backoff had elapsed."""
+    db.execute("UPDATE operations SET next_check_at = now() WHERE id = %s", (operation_id,))
+
+
+def test_worker_completes_an_unknown_operation_through_a_lookup(
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+    base_env: dict[str, str],
+    work_dir: Path,
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    accepted = post_payment(client, body, key=key)
+    assert accepted.status_code == 202
+    operation_id = accepted.json()["operation_id"]
+    _make_due(db, operation_id)
+
+    worker = start_worker(work_dir / "logs", base_env, once=True)
+    assert worker.wait_exit(timeout=60) == 0, worker.log()
+
+    operation = client.get(f"/operations/{operation_id}").json()
+    assert operation["state"] == "COMPLETED"
+    assert operation["result"]["status_code"] == 201
+    assert operation["history"][-1]["actor"].startswith("worker:")
+    charges = faults.charges(account_id=body["account_id"])
+    assert len(charges) == 1
+    replay = post_payment(client, body, key=key)
+    assert replay.status_code == 201
+    assert replay.json()["provider_charge_id"] == charges[0]["charge_id"]
+    assert replay.headers["idempotent-replayed"] == "true"
+
+
+def test_client_retry_reconciles_inline_and_gets_the_final_answer(
+    client: httpx.Client, faults: FaultInjector
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("drop_after_commit", account_id=body["account_id"])
+    accepted = post_payment(client, body, key=key)
+    assert accepted.status_code == 202
+
+    retry = post_payment(client, body, key=key)
+
+    assert retry.status_code == 201, retry.text
+    assert retry.json()["operation_id"] == accepted.json()["operation_id"]
+    assert len(faults.charges(account_id=body["account_id"])) == 1
+    history = client.get(f"/operations/{accepted.json()['operation_id']}").json()["history"]
+    assert [h["to_state"] for h in history][-1] == "COMPLETED"
+    assert "lookup" in history[-1]["reason"]
+
+
+def test_timeout_before_commit_then_retry_sends_again_with_the_same_key(
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow]
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("timeout_before_commit", account_id=body["account_id"], delay_s=4)
+    accepted = post_payment(client, body, key=key)
+    assert accepted.status_code == 202
+    assert faults.charges(account_id=body["account_id"]) == []
+
+    retry = post_payment(client, body, key=key)
+
+    assert retry.status_code == 201, retry.text
+    charges = faults.charges(account_id=body["account_id"])
+    assert len(charges) == 1
+    provider_key = db.execute(
+        "SELECT provider_key FROM payments WHERE id = %s", (retry.json()["payment_id"],)
+    ).fetchone()
+    assert provider_key == {"provider_key": charges[0]["idempotency_key"]}
+
+
+def test_lookup_unavailable_keeps_the_operation_unknown_without_guessing(
+    client: httpx.Client, faults: FaultInjector
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    faults.add("lookup_unavailable", account_id=body["account_id"])
+    accepted = post_payment(client, body, key=key)
+    assert accepted.status_code == 202
+
+    retry = post_payment(client, body, key=key)
+    assert retry.status_code == 202, retry.text
+    assert retry.json()["state"] == "UNKNOWN_REQUIRES_RECOVERY"
+    assert retry.json()["attempts"] == 0
+
+    final = post_payment(client, body, key=key)
+    assert final.status_code == 201, final.text
+    assert len(faults.charges(account_id=body["account_id"])) == 1
