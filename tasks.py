@@ -26,7 +26,7 @@ PYTHON = BIN / "python"
 
 def ensure_venv(extras: str) -> None:
     """Create `.venv` and install the project with `extras`, if not already current."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - runs before the project is installed
         sys.exit("payments needs Python 3.11 or newer")
     stamp = VENV / f".installed-{extras or 'base'}"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()

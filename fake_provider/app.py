@@ -1,0 +1,41 @@
+"""`create_app(db_path)`: the fake provider's FastAPI app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+
+from fake_provider import admin, charges
+from fake_provider.errors import validation_error_handler
+from fake_provider.faults import FaultBook
+from fake_provider.ledger import Ledger
+
+
+def create_app(db_path: Path) -> FastAPI:
+    """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.ledger = Ledger.open(db_path)
+        try:
+            yield
+        finally:
+            app.state.ledger.close()
+
+    app = FastAPI(title="Fake payment provider", lifespan=lifespan)
+    # Fault rules are process memory on purpose: a restarted provider starts healthy.
+    app.state.faults = FaultBook()
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.include_router(charges.router)
+    app.include_router(admin.router)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is up and serving."""
+        return {"status": "ok"}
+
+    return app

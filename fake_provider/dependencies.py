@@ -1,0 +1,25 @@
+"""Typed FastAPI dependencies for the state `create_app` builds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends
+from starlette.requests import Request
+
+from fake_provider.faults import FaultBook
+from fake_provider.ledger import Ledger
+
+
+def _ledger(request: Request) -> Ledger:
+    ledger: Ledger = request.app.state.ledger
+    return ledger
+
+
+def _faults(request: Request) -> FaultBook:
+    faults: FaultBook = request.app.state.faults
+    return faults
+
+
+LedgerDep = Annotated[Ledger, Depends(_ledger)]
+FaultsDep = Annotated[FaultBook, Depends(_faults)]

@@ -1,0 +1,122 @@
+"""Fault rules: which of the next calls misbehave, and how.
+
+Rules live in memory (a restart clears them). Each applies to the next `times` calls it
+matches; rules are tried in creation order and the first one with calls left is consumed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+
+from fake_provider.schemas import FaultName, FaultRuleRequest
+
+LOOKUP_FAULTS: frozenset[FaultName] = frozenset({"lookup_unavailable"})
+CHARGE_FAULTS: frozenset[FaultName] = frozenset(
+    {
+        "latency",
+        "unavailable",
+        "timeout_before_commit",
+        "timeout_after_commit",
+        "error_after_commit",
+        "drop_after_commit",
+        "crash_after_commit",
+    }
+)
+# The faults that wait, with the wait they use when the rule gives no `delay_s`.
+DEFAULT_DELAY_S: dict[FaultName, float] = {
+    "latency": 1.0,
+    "timeout_before_commit": 30.0,
+    "timeout_after_commit": 30.0,
+}
+# The exit status of `crash_after_commit`, so a test can tell the crash from other failures.
+CRASH_EXIT_STATUS = 75
+
+
+class FaultRuleError(ValueError):
+    """A fault rule that cannot be applied as written."""
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One rule as created; how many calls it has left is kept by the `FaultBook`."""
+
+    id: int
+    fault: FaultName
+    times: int
+    account_id: str | None
+    idempotency_key: str | None
+    delay_s: float | None
+
+    def matches(self, *, account_id: str | None, idempotency_key: str) -> bool:
+        """Whether a call on this account and key passes the rule's filters."""
+        if self.account_id is not None and self.account_id != account_id:
+            return False
+        return self.idempotency_key is None or self.idempotency_key == idempotency_key
+
+
+class FaultBook:
+    """The rules of one provider process; every method is safe under concurrent calls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        # Insertion order is creation order, which is the order rules are matched in.
+        self._rules: dict[int, FaultRule] = {}
+        self._remaining: dict[int, int] = {}
+
+    def add(self, request: FaultRuleRequest) -> tuple[FaultRule, int]:
+        """Create a rule from `request`; return it with its remaining count."""
+        if request.delay_s is not None and request.fault not in DEFAULT_DELAY_S:
+            raise FaultRuleError(
+                f"delay_s applies only to {', '.join(sorted(DEFAULT_DELAY_S))}, "
+                f"not to {request.fault}"
+            )
+        delay_s = request.delay_s
+        if delay_s is None:
+            delay_s = DEFAULT_DELAY_S.get(request.fault)
+        with self._lock:
+            rule = FaultRule(
+                id=next(self._ids),
+                fault=request.fault,
+                times=request.times,
+                account_id=request.account_id,
+                idempotency_key=request.idempotency_key,
+                delay_s=None if delay_s is None else float(delay_s),
+            )
+            self._rules[rule.id] = rule
+            self._remaining[rule.id] = rule.times
+        return rule, rule.times
+
+    def rules(self) -> list[tuple[FaultRule, int]]:
+        """The rules with calls left and how many, in matching order."""
+        with self._lock:
+            return [(rule, self._remaining[rule.id]) for rule in self._rules.values()]
+
+    def clear(self) -> None:
+        """Drop every rule."""
+        with self._lock:
+            self._rules.clear()
+            self._remaining.clear()
+
+    def take(
+        self,
+        faults: frozenset[FaultName],
+        *,
+        account_id: str | None,
+        idempotency_key: str,
+    ) -> FaultRule | None:
+        """Consume one call from the first matching rule among `faults`; None if none match."""
+        # Find and decrement under one lock, so a rule with one call left hits exactly one
+        # of any number of concurrent callers.
+        with self._lock:
+            for rule in self._rules.values():
+                if rule.fault in faults and rule.matches(
+                    account_id=account_id, idempotency_key=idempotency_key
+                ):
+                    self._remaining[rule.id] -= 1
+                    if self._remaining[rule.id] == 0:
+                        del self._rules[rule.id], self._remaining[rule.id]
+                    return rule
+        return None

@@ -1,0 +1,137 @@
+"""The provider's ledger: every charge it made, in one SQLite file that outlives the process.
+
+A charge is committed (and fsynced) before any answer leaves, so a crash right after the commit
+loses nothing. The unique idempotency key decides races: the insert either creates the row or
+does nothing, and the caller then reads whichever row won.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fake_provider.schemas import Charge, ChargeRequest, ChargeStatus
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS charges (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    charge_id       TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    amount_minor    INTEGER NOT NULL CHECK (amount_minor > 0),
+    currency        TEXT NOT NULL,
+    account_id      TEXT NOT NULL,
+    reference       TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('succeeded', 'declined')),
+    decline_code    TEXT,
+    created_at      TEXT NOT NULL
+)
+"""
+
+_COLUMNS = (
+    "charge_id, status, decline_code, idempotency_key, amount_minor, currency, account_id,"
+    " reference, created_at"
+)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The charge stored under a key, and whether this call created it."""
+
+    charge: Charge
+    created: bool
+
+
+class Ledger:
+    """Charges by idempotency key; safe to call from several threads."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._conn = connection
+        # One connection shared by the threadpool: the lock keeps its statements from
+        # interleaving (sqlite3 connections are not safe for concurrent use).
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path) -> Ledger:
+        """Open (creating if needed) the ledger file at `path`."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit: each statement is its own transaction, committed when it completes.
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL fsyncs the WAL on every commit, so a committed charge survives os._exit and
+        # power loss alike.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute(_SCHEMA)
+        return cls(conn)
+
+    def close(self) -> None:
+        """Close the file; the ledger is unusable afterwards."""
+        with self._lock:
+            self._conn.close()
+
+    def record(
+        self,
+        key: str,
+        request: ChargeRequest,
+        *,
+        status: ChargeStatus,
+        decline_code: str | None,
+    ) -> Recorded:
+        """Create the charge for `key`, or return the one already stored under it.
+
+        Never reads before inserting: the unique key makes the insert a no-op for every
+        caller but the first, however many arrive at once.
+        """
+        params = {
+            "charge_id": f"ch_{uuid.uuid4().hex}",
+            "status": status,
+            "decline_code": decline_code,
+            "idempotency_key": key,
+            "amount_minor": request.amount_minor,
+            "currency": request.currency,
+            "account_id": request.account_id,
+            "reference": request.reference,
+            "created_at": datetime.now(UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z"),
+        }
+        with self._lock:
+            inserted = self._conn.execute(
+                f"INSERT INTO charges ({_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
+                " :idempotency_key, :amount_minor, :currency, :account_id, :reference,"
+                f" :created_at) ON CONFLICT (idempotency_key) DO NOTHING RETURNING {_COLUMNS}",
+                params,
+            ).fetchall()
+            if inserted:
+                return Recorded(_charge(inserted[0]), created=True)
+            existing = self._find(key)
+        if existing is None:
+            # Rows are never deleted, so the row that won the insert must be there.
+            raise RuntimeError(f"charge for key {key!r} vanished after a conflicting insert")
+        return Recorded(existing, created=False)
+
+    def find(self, key: str) -> Charge | None:
+        """The charge stored under `key`, if any."""
+        with self._lock:
+            return self._find(key)
+
+    def charges(self) -> list[Charge]:
+        """Every charge, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM charges ORDER BY seq").fetchall()
+        return [_charge(row) for row in rows]
+
+    def _find(self, key: str) -> Charge | None:
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM charges WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return None if row is None else _charge(row)
+
+
+def _charge(row: sqlite3.Row) -> Charge:
+    return Charge.model_validate(dict(row))

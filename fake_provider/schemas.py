@@ -1,0 +1,95 @@
+"""Request and response bodies of the fake provider's HTTP API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+ChargeStatus = Literal["succeeded", "declined"]
+
+FaultName = Literal[
+    "latency",
+    "unavailable",
+    "timeout_before_commit",
+    "timeout_after_commit",
+    "error_after_commit",
+    "drop_after_commit",
+    "crash_after_commit",
+    "lookup_unavailable",
+]
+
+# Visible ASCII, like the keys the payments API accepts from its own clients.
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+
+
+class ChargeRequest(BaseModel):
+    """The body of `POST /charges`; strict, so a string or float amount is a bad request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amount_minor: Annotated[StrictInt, Field(gt=0)]
+    currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
+    account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    reference: Annotated[StrictStr, Field(max_length=128)] = ""
+
+
+class Charge(BaseModel):
+    """A charge in the ledger, as every charge endpoint returns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    charge_id: str
+    status: ChargeStatus
+    decline_code: str | None
+    idempotency_key: str
+    amount_minor: int
+    currency: str
+    account_id: str
+    reference: str
+    created_at: str
+
+    def same_request(self, request: ChargeRequest) -> bool:
+        """Whether `request` is the one this charge was created from."""
+        return (
+            self.amount_minor == request.amount_minor
+            and self.currency == request.currency
+            and self.account_id == request.account_id
+            and self.reference == request.reference
+        )
+
+
+class ChargeList(BaseModel):
+    """The whole ledger, oldest first."""
+
+    charges: list[Charge]
+
+
+class FaultRuleRequest(BaseModel):
+    """The body of `POST /_faults`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fault: FaultName
+    times: Annotated[StrictInt, Field(ge=1, le=1_000_000)] = 1
+    account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
+    idempotency_key: Annotated[StrictStr, Field(pattern=IDEMPOTENCY_KEY_PATTERN)] | None = None
+    delay_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600)] | None = None
+
+
+class FaultRuleView(BaseModel):
+    """A fault rule as the admin API shows it, with the calls it still applies to."""
+
+    id: int
+    fault: FaultName
+    times: int
+    remaining: int
+    account_id: str | None
+    idempotency_key: str | None
+    delay_s: float | None
+
+
+class FaultRuleList(BaseModel):
+    """The rules with calls left, in the order they are matched."""
+
+    faults: list[FaultRuleView]

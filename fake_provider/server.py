@@ -1,0 +1,31 @@
+"""`serve(db_path, host=..., port=...)`: run the fake provider under uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+
+from fake_provider.app import create_app
+from fake_provider.connection import DroppableH11Protocol
+
+
+def serve(db_path: Path, *, host: str, port: int) -> None:
+    """Serve the provider on `host:port` with its ledger at `db_path` until stopped.
+
+    The ledger file and its parent folders are created at startup if missing.
+    """
+    config = uvicorn.Config(
+        create_app(db_path),
+        host=host,
+        port=port,
+        # One loop and the h11 protocol: deterministic, and the protocol is the one
+        # DroppableH11Protocol extends to close connections without answering.
+        loop="asyncio",
+        http=DroppableH11Protocol,
+        log_level="warning",
+        access_log=False,
+        # In-flight timeout faults sleep up to their delay; do not let them hold up a stop.
+        timeout_graceful_shutdown=1,
+    )
+    uvicorn.Server(config).run()

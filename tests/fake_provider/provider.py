@@ -1,0 +1,127 @@
+"""Starting the fake provider as a real process, and the calls tests make to it."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from threading import Barrier
+from typing import Any, TypeVar
+
+import httpx
+
+from tests.support.processes import Process, free_port, start_process
+
+T = TypeVar("T")
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    # The provider speaks plain HTTP, but every httpx client builds a TLS context anyway and
+    # loading the CA bundle each time costs tens of milliseconds; build it once.
+    return ssl.create_default_context()
+
+
+@dataclass
+class Provider:
+    """A running fake provider process and where its ledger lives."""
+
+    process: Process
+    url: str
+    db_path: Path
+
+    def client(self, timeout: float = 10.0) -> httpx.Client:
+        """A client for this provider; close it (use `with`)."""
+        return httpx.Client(base_url=self.url, timeout=timeout, verify=_tls_context())
+
+
+def start_provider(db_path: Path, log_dir: Path) -> Provider:
+    """Start `payments fake-provider` on a free port with its ledger at `db_path`."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = start_process(
+        "fake-provider",
+        [sys.executable, "-m", "app.cli", "fake-provider", "--port", str(port)],
+        env={"PAYMENTS_FAKE_PROVIDER_DB": str(db_path)},
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+    )
+    return Provider(process=process, url=url, db_path=db_path)
+
+
+def new_key() -> str:
+    """An idempotency key no other test uses."""
+    return f"test-{uuid.uuid4().hex}"
+
+
+def new_account() -> str:
+    """An ordinary (approved) account id no other test uses."""
+    return f"acc_{uuid.uuid4().hex[:12]}"
+
+
+def charge_body(
+    *,
+    account_id: str = "acc_ok",
+    amount_minor: int = 1250,
+    currency: str = "EUR",
+    reference: str = "order-1",
+) -> dict[str, Any]:
+    """A valid `POST /charges` body."""
+    return {
+        "amount_minor": amount_minor,
+        "currency": currency,
+        "account_id": account_id,
+        "reference": reference,
+    }
+
+
+def post_charge(client: httpx.Client, key: str, body: dict[str, Any]) -> httpx.Response:
+    """`POST /charges` with `key` as the Idempotency-Key."""
+    return client.post("/charges", json=body, headers={"Idempotency-Key": key})
+
+
+def add_fault(client: httpx.Client, **rule: Any) -> dict[str, Any]:
+    """Arm a fault rule; return it as the provider echoes it."""
+    response = client.post("/_faults", json=rule)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def fault_rules(client: httpx.Client) -> list[dict[str, Any]]:
+    """The rules the provider still holds."""
+    response = client.get("/_faults")
+    assert response.status_code == 200, response.text
+    rules: list[dict[str, Any]] = response.json()["faults"]
+    return rules
+
+
+def ledger(client: httpx.Client) -> list[dict[str, Any]]:
+    """Every charge in the provider's ledger."""
+    response = client.get("/charges")
+    assert response.status_code == 200, response.text
+    charges: list[dict[str, Any]] = response.json()["charges"]
+    return charges
+
+
+def ledger_for(client: httpx.Client, key: str) -> list[dict[str, Any]]:
+    """The ledger entries under `key` (a correct provider has at most one)."""
+    return [charge for charge in ledger(client) if charge["idempotency_key"] == key]
+
+
+def all_at_once(count: int, call: Callable[[int], T]) -> list[T]:
+    """Run `call(i)` for i in range(count) on `count` threads released together."""
+    barrier = Barrier(count)
+
+    def run(index: int) -> T:
+        barrier.wait(timeout=30)
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(run, range(count)))
