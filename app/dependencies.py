@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 
 from app.db.engine import SessionMaker, transaction
 from app.errors import Unauthenticated
+from app.observability.metrics import Metrics
 from app.payments.service import PaymentService
 from app.settings import Settings
 from app.tenants.models import Tenant
@@ -26,6 +27,7 @@ class Services:
     sessions: SessionMaker
     payments: PaymentService
     schema_head: str | None
+    metrics: Metrics
 
 
 def get_services(request: Request) -> Services:

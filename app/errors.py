@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
@@ -130,6 +131,21 @@ class ServiceUnavailable(ProblemError):
     status, code, title = 503, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"
 
 
+# SQLSTATE classes that mean "try again": connection trouble (08), serialization failure and
+# deadlock (40), resources (53), lock/statement timeouts and shutdowns (55P03, 57014, 57P*).
+_RETRYABLE_SQLSTATE_PREFIXES = ("08", "40", "53", "55P03", "57014", "57P")
+
+
+def is_transient_database_error(exc: BaseException) -> bool:
+    """True for database errors a retry may clear (never for errors in our own SQL)."""
+    if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+        return sqlstate.startswith(_RETRYABLE_SQLSTATE_PREFIXES)
+    return False
+
+
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return [
         {
@@ -166,6 +182,18 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         return Response(dump_json(body), status_code=exc.status_code, media_type=PROBLEM_JSON)
 
+    async def on_database_error(request: Request, exc: Exception) -> Response:
+        if not is_transient_database_error(exc):
+            raise exc
+        # The database is away or refused this transaction. Nothing half-done is exposed:
+        # a request that owned an operation left it leased, and recovery or a retry with
+        # the same key carries it on.
+        logger.warning("database unavailable: %s", type(exc).__name__)
+        return ServiceUnavailable(
+            "the database is temporarily unavailable; retry with the same Idempotency-Key",
+            headers={"retry-after": "1"},
+        ).response()
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         body = problem_body(
@@ -179,4 +207,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(sa_exc.SQLAlchemyError, on_database_error)
     app.add_exception_handler(Exception, on_unexpected)

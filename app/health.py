@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
 from sqlalchemy import text
 
 from app.db.engine import transaction
 from app.dependencies import ServicesDep
 from app.errors import ServiceUnavailable
+from app.http.problems import problem
+from app.observability.metrics import CONTENT_TYPE
+
+logger = logging.getLogger("payments.health")
 
 router = APIRouter(tags=["health"])
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {CONTENT_TYPE: {}}}},
+)
+async def metrics(services: ServicesDep) -> Response:
+    try:
+        async with transaction(services.sessions) as session:
+            await services.metrics.refresh_backlog(session)
+    except Exception:
+        # The counters are still worth serving while the database is away.
+        logger.warning("metrics: backlog gauges not refreshed", exc_info=True)
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.get("/healthz", summary="The process is up")
@@ -22,7 +44,7 @@ async def healthz() -> dict[str, str]:
 @router.get(
     "/readyz",
     summary="The database is reachable and its schema is at the newest migration",
-    responses={503: {"description": "SERVICE_UNAVAILABLE: not ready"}},
+    responses={503: problem("SERVICE_UNAVAILABLE: database unreachable or schema not at head")},
 )
 async def readyz(services: ServicesDep, response: Response) -> dict[str, Any]:
     try:

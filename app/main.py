@@ -16,6 +16,8 @@ from app.db.engine import build_engine, build_sessionmaker
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
+from app.http.middleware import ObserveRequests
+from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
 from app.payments.charging import ChargeDriver
@@ -35,22 +37,30 @@ with a stable `code`.
 
 def create_app(settings: Settings) -> FastAPI:
     """The FastAPI app for `settings`."""
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = build_engine(settings, application_name="payments-api")
         http = build_http_client(settings.provider_url, settings.provider_timeout_s)
         sessions = build_sessionmaker(engine)
-        provider = ProviderClient(http, deadline_s=settings.provider_timeout_s)
+        provider = ProviderClient(
+            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
+        )
         driver = ChargeDriver(sessions=sessions, provider=provider, settings=settings)
         reconciler = Reconciler(sessions=sessions, provider=provider, driver=driver)
         app.state.services = Services(
             settings=settings,
             sessions=sessions,
             payments=PaymentService(
-                sessions=sessions, driver=driver, reconciler=reconciler, settings=settings
+                sessions=sessions,
+                driver=driver,
+                reconciler=reconciler,
+                settings=settings,
+                metrics=metrics,
             ),
             schema_head=head_revision(),
+            metrics=metrics,
         )
         try:
             yield
@@ -60,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(ObserveRequests, metrics=metrics)
     app.include_router(payments_router.router)
     app.include_router(operations_router.router)
     app.include_router(health.router)

@@ -124,7 +124,7 @@ def test_openapi_describes_every_endpoint_header_and_error(api: Process) -> None
     }
     create = paths["/payments"]["post"]
     headers = {p["name"] for p in create["parameters"] if p["in"] == "header"}
-    assert headers >= {"Idempotency-Key", "prefer"}
+    assert headers >= {"Idempotency-Key", "Prefer"}
     assert set(create["responses"]) >= {
         "201",
         "202",

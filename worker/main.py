@@ -1,8 +1,10 @@
 """The worker process: APScheduler jobs, signal handling, `--once`.
 
-SIGTERM or SIGINT sets the stop event: no new batch is claimed, reconciliations under way
-finish (each is bounded by the provider timeout, which the lease outlives), operations
-claimed but not started are released, and the process exits.
+Two jobs run on an interval: `reconcile` (every PAYMENTS_RECONCILE_INTERVAL_S) and `expire`
+(every PAYMENTS_EXPIRE_INTERVAL_S). SIGTERM or SIGINT sets the stop event: no new batch is
+claimed, reconciliations under way finish (each is bounded by the provider timeout, which
+the lease outlives), operations claimed but not started are released, and the process exits.
+With `--once` it drains what is due, runs the expire job once, and exits.
 """
 
 from __future__ import annotations
@@ -13,54 +15,73 @@ import signal
 from datetime import UTC, datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import start_http_server
 
 from app.db.engine import build_engine, build_sessionmaker
+from app.observability.logging import configure_logging
+from app.observability.metrics import Metrics
 from app.payments.charging import ChargeDriver
 from app.provider.client import ProviderClient, build_http_client
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
+from worker.expiry import ExpireJob
 from worker.reconciler import ReconcileWorker, worker_name
 
 logger = logging.getLogger("payments.worker")
 
 
 async def _run(settings: Settings, *, once: bool) -> int:
+    metrics = Metrics()
+    if settings.worker_metrics_port:
+        start_http_server(settings.worker_metrics_port, addr="127.0.0.1", registry=metrics.registry)
     engine = build_engine(settings, application_name="payments-worker")
     http = build_http_client(settings.provider_url, settings.provider_timeout_s)
     try:
         sessions = build_sessionmaker(engine)
-        provider = ProviderClient(http, deadline_s=settings.provider_timeout_s)
+        provider = ProviderClient(
+            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
+        )
         driver = ChargeDriver(sessions=sessions, provider=provider, settings=settings)
         worker = ReconcileWorker(
             settings=settings,
             sessions=sessions,
             reconciler=Reconciler(sessions=sessions, provider=provider, driver=driver),
             name=worker_name(),
+            metrics=metrics,
+        )
+        expire = ExpireJob(
+            settings=settings, sessions=sessions, metrics=metrics, stopping=worker.stopping
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stopping.set)
         if once:
             total = await worker.drain()
-            logger.info("drained %d operations", total)
+            await expire.run()
+            logger.info("drained", extra={"fields": {"operations": total}})
             return 0
+        now = datetime.now(UTC)
         scheduler = AsyncIOScheduler()
-        scheduler.add_job(
-            worker.drain,
-            "interval",
-            seconds=settings.reconcile_interval_s,
-            id="reconcile",
-            max_instances=1,
-            coalesce=True,
-            next_run_time=datetime.now(UTC),
-        )
+        for job, interval, name in (
+            (worker.drain, settings.reconcile_interval_s, "reconcile"),
+            (expire.run, settings.expire_interval_s, "expire"),
+        ):
+            scheduler.add_job(
+                job,
+                "interval",
+                seconds=interval,
+                id=name,
+                max_instances=1,
+                coalesce=True,
+                next_run_time=now,
+            )
         scheduler.start()
-        logger.info("worker %s started", worker.name)
+        logger.info("worker started", extra={"fields": {"worker": worker.name}})
         await worker.stopping.wait()
         scheduler.shutdown(wait=False)
         # Let a pass under way finish its in-flight reconciliations and release the rest.
         await worker.wait_idle()
-        logger.info("worker %s stopped", worker.name)
+        logger.info("worker stopped", extra={"fields": {"worker": worker.name}})
         return 0
     finally:
         await http.aclose()
@@ -71,5 +92,5 @@ def run_worker(settings: Settings, *, once: bool) -> int:
     """Run the worker until SIGTERM (or, with `once`, until nothing is due)."""
     if settings.database_url is None:
         raise SystemExit("payments: DATABASE_URL is not set (use `payments dev` to embed one)")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging()
     return asyncio.run(_run(settings, once=once))

@@ -15,6 +15,8 @@ import socket
 from app.db.engine import SessionMaker, transaction
 from app.idempotency import repository as operations
 from app.idempotency.repository import OwnedRef
+from app.observability.logging import new_context
+from app.observability.metrics import Metrics
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
@@ -36,6 +38,7 @@ class ReconcileWorker:
         sessions: SessionMaker,
         reconciler: Reconciler,
         name: str,
+        metrics: Metrics,
         concurrency: int = 10,
     ):
         self._settings = settings
@@ -43,6 +46,7 @@ class ReconcileWorker:
         self._reconciler = reconciler
         self.name = name
         self._concurrency = concurrency
+        self._metrics = metrics
         self.stopping = asyncio.Event()
         self.reconciled = 0
         self._busy = asyncio.Lock()
@@ -73,7 +77,9 @@ class ReconcileWorker:
         while not self.stopping.is_set() and not queue.empty():
             ref = queue.get_nowait()
             try:
-                await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+                new_context(operation_id=str(ref.id), worker=self.name)
+                reply = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+                self._metrics.reconciled(reply.status, source="worker")
                 self.reconciled += 1
             except Exception:
                 # The lease will expire and the operation be claimed again; never guess.
@@ -92,6 +98,8 @@ class ReconcileWorker:
                 if claimed == 0:
                     break
                 total += claimed
+            async with transaction(self._sessions) as session:
+                await self._metrics.refresh_backlog(session)
         return total
 
     async def wait_idle(self) -> None:

@@ -134,9 +134,12 @@ class EmbeddedPostgres:
             self._pg("initdb", *args, *([] if self.durable else ["--no-sync"]))
         elif user is not None:
             _open_path_for(self.data_dir, user)
-        self.port = self._running_port()
-        if self.port is None:
-            self.port = _free_port()
+        running = self._running_port()
+        if running is not None:
+            self.port = running
+        else:
+            # A restart keeps its port, so clients' URLs stay valid across it.
+            self.port = self.port or _free_port()
             options = [f"-h 127.0.0.1 -p {self.port} -k {self.pgdata}", "-c max_connections=300"]
             if not self.durable:
                 # A throwaway test cluster: durability buys nothing, speed does.

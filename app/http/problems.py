@@ -28,8 +28,7 @@ def problem(description: str, headers: dict[str, str] | None = None) -> dict[str
     """A `responses=` entry for a problem answer."""
     entry: dict[str, Any] = {
         "description": description,
-        "model": Problem,
-        "content": {"application/problem+json": {}},
+        "content": {"application/problem+json": {"schema": Problem.model_json_schema()}},
     }
     if headers:
         entry["headers"] = {
@@ -44,4 +43,7 @@ UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: problem("NOT_FOUND: no such resource for this tenant")
+}
+VALIDATION: dict[int | str, dict[str, Any]] = {
+    422: problem("VALIDATION_ERROR: invalid parameters; `errors` says which and why")
 }

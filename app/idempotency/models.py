@@ -53,11 +53,21 @@ class Operation(Base):
             "lease_expires_at",
             postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
         ),
-        # The expire job: terminal operations by age.
+        # The expire job: terminal operations still holding a response, by age ...
         Index(
-            "ix_operations_terminal_created",
-            "created_at",
-            postgresql_where=text("state IN ('COMPLETED', 'FAILED')"),
+            "ix_operations_response_expiry",
+            "completed_at",
+            postgresql_where=text(
+                "state IN ('COMPLETED', 'FAILED') AND response_expired_at IS NULL"
+            ),
+        ),
+        # ... and tombstones still holding their key, by age.
+        Index(
+            "ix_operations_tombstone_release",
+            "completed_at",
+            postgresql_where=text(
+                "response_expired_at IS NOT NULL AND idempotency_key IS NOT NULL"
+            ),
         ),
     )
 
@@ -65,7 +75,9 @@ class Operation(Base):
     # No index of its own: the unique constraint below leads with tenant_id.
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
     operation_name: Mapped[str] = mapped_column(String(64))
-    idempotency_key: Mapped[str] = mapped_column(String(255))
+    # NULL once the tombstone is released: the key is then free for a new operation, while
+    # the operation row, its payment link and its history stay.
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
     fingerprint: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(32))
     payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), unique=True)
@@ -87,6 +99,8 @@ class Operation(Base):
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set by the expire job when it drops the stored response and keeps only a tombstone.
     response_expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when the tombstone is released and the key cleared.
+    key_released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class OperationTransition(Base):

@@ -11,6 +11,7 @@ Times come from the database clock (`now()`), the one clock every process shares
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -24,6 +25,7 @@ from app.idempotency.models import Operation, OperationTransition
 from app.idempotency.states import IN_FLIGHT, MACHINE, TERMINAL, State, Trigger
 
 CLAIM_TRIGGER = "claim"
+logger = logging.getLogger("payments.operations")
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,13 @@ def _snapshot_query(key_ttl_s: int) -> Any:
     lease_live = and_(
         Operation.lease_expires_at.is_not(None), Operation.lease_expires_at > func.now()
     )
-    # A key expires only once its operation is terminal: in-flight work never expires.
+    # A key expires only once its operation is terminal (in-flight work never expires), and
+    # its TTL counts from when the outcome became known.
     key_expired = and_(
         Operation.state.in_([s.value for s in TERMINAL]),
         or_(
             Operation.response_expired_at.is_not(None),
-            Operation.created_at < func.now() - timedelta(seconds=key_ttl_s),
+            Operation.completed_at < func.now() - timedelta(seconds=key_ttl_s),
         ),
     )
     return select(Operation, lease_live.label("lease_live"), key_expired.label("key_expired"))
@@ -193,6 +196,19 @@ async def apply(
         actor=actor,
         reason=reason,
         fence=ref.fence,
+    )
+    logger.info(
+        "operation transition",
+        extra={
+            "fields": {
+                "operation_id": str(ref.id),
+                "from_state": ref.state.value,
+                "to_state": new_state.value,
+                "trigger": trigger.value,
+                "actor": actor,
+                "fence": ref.fence,
+            }
+        },
     )
     return replace(ref, state=new_state, attempts=attempts)
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from app.db.engine import transaction
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED
+from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
 from app.idempotency import repository as operations
 from app.operations.schemas import OperationOut
 from app.operations.views import operation_json
@@ -23,7 +23,7 @@ router = APIRouter(tags=["operations"])
     "/operations/{operation_id}",
     response_model=OperationOut,
     summary="Read an operation",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
 )
 async def get_operation(operation_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     """The operation's state, result once terminal, and history."""
@@ -44,13 +44,19 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
     "/operations",
     response_model=OperationOut,
     summary="Find the operation for an Idempotency-Key",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
 )
 async def find_operation(
     tenant: CurrentTenant,
     services: ServicesDep,
     idempotency_key: Annotated[
-        str, Query(min_length=1, max_length=255, description="The key, unquoted")
+        str,
+        Query(
+            min_length=1,
+            max_length=255,
+            pattern=r"^[\x21-\x7E]+$",
+            description="The key as stored: unquoted, 1-255 visible ASCII characters",
+        ),
     ],
 ) -> Any:
     """The caller's operation with this key: for a client that lost every response."""

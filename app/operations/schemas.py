@@ -30,7 +30,7 @@ class OperationOut(BaseModel):
 
     operation_id: str
     operation: str = Field(description="The operation name, `create_payment`")
-    idempotency_key: str
+    idempotency_key: str | None = Field(description="null once the key is released")
     state: str = Field(
         description="RECEIVED, PROVIDER_REQUEST_SENT, COMPLETED, FAILED, FAILED_RETRYABLE "
         "or UNKNOWN_REQUIRES_RECOVERY"

@@ -11,6 +11,7 @@ found nothing) drive payments through here; recovery also records lookups' findi
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +44,8 @@ from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, OutcomeUnknown
 from app.recovery.backoff import next_delay_s
 from app.settings import Settings
+
+logger = logging.getLogger("payments.charging")
 
 
 class _FencedOut(Exception):
@@ -224,6 +227,10 @@ class ChargeDriver:
         if attempts >= self._settings.max_attempts:
             # Never guess an outcome: flag it for a person and keep checking at the cap.
             changes["needs_attention"] = True
+            logger.warning(
+                "operation needs attention",
+                extra={"fields": {"operation_id": str(ref.id), "attempts": attempts}},
+            )
         try:
             async with transaction(self._sessions) as session:
                 moved = await operations.apply(
@@ -237,6 +244,10 @@ class ChargeDriver:
 
     async def current_reply(self, ref: OwnedRef) -> Reply:
         """What the operation says now (for an owner that was fenced out)."""
+        logger.info(
+            "fenced out: a newer owner holds the operation",
+            extra={"fields": {"operation_id": str(ref.id), "fence": ref.fence}},
+        )
         async with transaction(self._sessions) as session:
             snapshot = await operations.get_snapshot(
                 session, ref.id, key_ttl_s=self._settings.key_ttl_s

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from app.db.engine import transaction
@@ -13,7 +13,7 @@ from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, ValidationFailed
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, problem
+from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
 from app.idempotency.keys import parse_idempotency_key
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
@@ -77,29 +77,36 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     status_code=201,
     summary="Create a payment, exactly once per Idempotency-Key",
     responses=_CREATE_RESPONSES,
+    # The headers are parsed by the handler itself (a missing key is a 400 with its own
+    # code, not a generic validation error), so they are described here rather than
+    # declared as parameters.
     openapi_extra={
+        "parameters": [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": True,
+                "description": '`"abc"` (structured-field string) or `abc`; after unquoting '
+                "1-255 visible ASCII characters (0x21-0x7E). Scoped to the tenant.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 257},
+            },
+            {
+                "name": "Prefer",
+                "in": "header",
+                "required": False,
+                "description": "`wait=N` (N <= 10): while a request with this key is in "
+                "flight, wait up to N seconds for its outcome before answering 409",
+                "schema": {"type": "string"},
+            },
+        ],
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": CreatePaymentRequest.model_json_schema()}},
-        }
+        },
     },
 )
 async def create_payment(
-    request: Request,
-    tenant: CurrentTenant,
-    services: ServicesDep,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            description='Required. `"abc"` (structured-field string) or `abc`; after '
-            "unquoting 1-255 visible ASCII characters. Scoped to the tenant.",
-        ),
-    ] = None,
-    prefer: Annotated[
-        str | None,
-        Header(description="`wait=N` (N <= 10): wait up to N s for an in-flight outcome"),
-    ] = None,
+    request: Request, tenant: CurrentTenant, services: ServicesDep
 ) -> Response:
     """Charge the payer once, however often this request is delivered."""
     key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
@@ -132,7 +139,7 @@ async def create_payment(
     "/payments/{payment_id}",
     response_model=PaymentOut,
     summary="Read a payment",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
 )
 async def get_payment(payment_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     """The payment's current representation."""

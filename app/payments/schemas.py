@@ -42,11 +42,16 @@ class CreatePaymentRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     amount: StrictStr = Field(
-        description="Decimal string > 0 with at most the currency's fraction digits",
+        description="Decimal string > 0 with at most the currency's fraction digits "
+        "(a JSON number is refused)",
         examples=["10.00"],
+        pattern=r"^[0-9]+(\.[0-9]+)?$",
+        max_length=32,
     )
     currency: StrictStr = Field(
-        description="ISO 4217 alphabetic code, any case", examples=["EUR"], max_length=3
+        description="ISO 4217 alphabetic code with a minor unit, any case",
+        examples=["EUR"],
+        pattern=r"^[A-Za-z]{3}$",
     )
     account_id: StrictStr = Field(
         min_length=1, max_length=64, description="The payer's account at the provider"

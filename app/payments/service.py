@@ -22,6 +22,8 @@ from app.idempotency import repository as operations
 from app.idempotency.fingerprint import fingerprint
 from app.idempotency.repository import OwnedRef, Snapshot
 from app.idempotency.states import IN_FLIGHT, TERMINAL, State, Trigger
+from app.observability.logging import bind, key_hash
+from app.observability.metrics import Metrics
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
 from app.payments.replies import Reply, operation_location, stored_reply
@@ -50,11 +52,13 @@ class PaymentService:
         driver: ChargeDriver,
         reconciler: Reconciler,
         settings: Settings,
+        metrics: Metrics,
     ):
         self._sessions = sessions
         self._driver = driver
         self._reconciler = reconciler
         self._settings = settings
+        self._metrics = metrics
 
     async def create(
         self,
@@ -66,6 +70,7 @@ class PaymentService:
     ) -> Reply:
         """Answer one `POST /payments`."""
         owner = new_owner("api")
+        bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
         digest = fingerprint(CREATE_PAYMENT, command.canonical())
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         # The claim: one short transaction inserts the operation (first writer wins on the
@@ -92,6 +97,7 @@ class PaymentService:
                     command=command,
                 )
         if claimed:
+            bind(operation_id=str(operation_id))
             ref = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
             return await self._driver.send(ref, Trigger.SEND, actor=owner)
         return await self._answer_existing(
@@ -115,23 +121,28 @@ class PaymentService:
                     headers={"retry-after": "1"},
                 )
             op = snapshot.operation
+            bind(operation_id=str(op.id))
             if snapshot.key_expired:
+                self._metrics.expired_key_retries.inc()
                 raise IdempotencyKeyExpired(
                     "this Idempotency-Key has expired; use a new key for a new payment",
                     operation_id=op.id,
                 )
             if op.fingerprint != digest:
+                self._metrics.conflicts.labels("different_request").inc()
                 raise IdempotencyKeyReused(
                     "this Idempotency-Key was used for a different request",
                     operation_id=op.id,
                 )
             if snapshot.state in TERMINAL:
+                self._metrics.replays.inc()
                 return stored_reply(op, replayed=True)
             if snapshot.lease_live:
                 if time.monotonic() < deadline:
                     # Prefer: wait — poll for the owner's outcome until the deadline.
                     await asyncio.sleep(_WAIT_POLL_S)
                     continue
+                self._metrics.conflicts.labels("in_progress").inc()
                 raise RequestInProgress(
                     "a request with this Idempotency-Key is still being processed",
                     operation_id=op.id,
@@ -167,4 +178,6 @@ class PaymentService:
             # Definitely not processed before: drive the same payment, same provider key.
             return await self._driver.send(ref, Trigger.RETRY, actor=owner)
         assert ref.state in IN_FLIGHT or ref.state is State.UNKNOWN_REQUIRES_RECOVERY
-        return await self._reconciler.reconcile(ref, actor=owner, inline=True)
+        reply = await self._reconciler.reconcile(ref, actor=owner, inline=True)
+        self._metrics.reconciled(reply.status, source="inline")
+        return reply

@@ -1,0 +1,112 @@
+"""Prometheus metrics: one `Metrics` object per process, built by its entry point.
+
+Counters and histograms are updated where things happen; the gauges that describe the
+backlog (oldest in-flight operation, unknown and needs-attention counts) are read from the
+database when `/metrics` is scraped, so every process reports the same truth.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_BACKLOG_SQL = text(
+    """
+    SELECT
+      coalesce(extract(epoch FROM now() - min(created_at)
+               FILTER (WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT'))), 0) AS oldest,
+      count(*) FILTER (WHERE state = 'UNKNOWN_REQUIRES_RECOVERY') AS unknown,
+      count(*) FILTER (WHERE needs_attention) AS attention
+    FROM operations
+    WHERE state NOT IN ('COMPLETED', 'FAILED')
+    """
+)
+
+
+class Metrics:
+    """Every metric the service exports, on its own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.replays = Counter(
+            "payments_idempotent_replays",
+            "Stored answers replayed to a retried request",
+            registry=r,
+        )
+        self.conflicts = Counter(
+            "payments_idempotency_conflicts",
+            "Requests refused because of their key: different_request, in_progress",
+            ["reason"],
+            registry=r,
+        )
+        self.expired_key_retries = Counter(
+            "payments_expired_key_retries", "Requests with a key past its TTL", registry=r
+        )
+        self.reconciliations = Counter(
+            "payments_reconciliations",
+            "Reconciliations by outcome (completed, failed, unknown) and source (worker, inline)",
+            ["outcome", "source"],
+            registry=r,
+        )
+        self.provider_calls = Counter(
+            "payments_provider_calls",
+            "Provider calls by operation (charge, lookup) and outcome",
+            ["operation", "outcome"],
+            registry=r,
+        )
+        self.provider_latency = Histogram(
+            "payments_provider_call_duration_seconds",
+            "Provider call latency",
+            ["operation"],
+            registry=r,
+        )
+        self.request_latency = Histogram(
+            "payments_http_request_duration_seconds",
+            "API request latency by route and status",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.keys_expired = Counter(
+            "payments_keys_expired", "Stored responses dropped past the key TTL", registry=r
+        )
+        self.keys_released = Counter(
+            "payments_keys_released", "Tombstones dropped: keys free again", registry=r
+        )
+        self.oldest_in_flight = Gauge(
+            "payments_oldest_in_flight_operation_age_seconds",
+            "Age of the oldest RECEIVED or PROVIDER_REQUEST_SENT operation",
+            registry=r,
+        )
+        self.unknown = Gauge(
+            "payments_operations_unknown", "Operations in UNKNOWN_REQUIRES_RECOVERY", registry=r
+        )
+        self.needs_attention = Gauge(
+            "payments_operations_needs_attention",
+            "Operations past the attempts limit, waiting for a person",
+            registry=r,
+        )
+
+    def observe_provider_call(self, operation: str, outcome: str, seconds: float) -> None:
+        """The provider client's observer hook."""
+        self.provider_calls.labels(operation, outcome).inc()
+        self.provider_latency.labels(operation).observe(seconds)
+
+    def reconciled(self, status: int, *, source: str) -> None:
+        """Count a reconciliation by the answer it produced."""
+        outcome = {201: "completed", 402: "completed", 502: "failed"}.get(status, "unknown")
+        self.reconciliations.labels(outcome, source).inc()
+
+    async def refresh_backlog(self, session: AsyncSession) -> None:
+        """Read the backlog gauges from the database."""
+        row = (await session.execute(_BACKLOG_SQL)).one()
+        self.oldest_in_flight.set(float(row.oldest))
+        self.unknown.set(int(row.unknown))
+        self.needs_attention.set(int(row.attention))
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

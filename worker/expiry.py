@@ -1,0 +1,60 @@
+"""The expire job: the key lifecycle's two steps, in small batches (app/idempotency/expiry.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from app.db.engine import SessionMaker, transaction
+from app.idempotency.expiry import expire_responses, release_tombstones
+from app.observability.metrics import Metrics
+from app.settings import Settings
+
+logger = logging.getLogger("payments.expiry")
+
+
+class ExpireJob:
+    """Drops stored responses past the key TTL and releases tombstones past theirs."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: SessionMaker,
+        metrics: Metrics,
+        stopping: asyncio.Event,
+    ):
+        self._settings = settings
+        self._sessions = sessions
+        self._metrics = metrics
+        self._stopping = stopping
+
+    async def run(self) -> tuple[int, int]:
+        """Run both steps until nothing is left (or stopping); (expired, released)."""
+        batch = self._settings.expire_batch_size
+        expired = released = 0
+        while not self._stopping.is_set():
+            # One short transaction per batch: locks are held for one batch at most.
+            async with transaction(self._sessions) as session:
+                count = await expire_responses(
+                    session, key_ttl_s=self._settings.key_ttl_s, limit=batch
+                )
+            expired += count
+            self._metrics.keys_expired.inc(count)
+            if count < batch:
+                break
+        while not self._stopping.is_set():
+            async with transaction(self._sessions) as session:
+                count = await release_tombstones(
+                    session, tombstone_ttl_s=self._settings.tombstone_ttl_s, limit=batch
+                )
+            released += count
+            self._metrics.keys_released.inc(count)
+            if count < batch:
+                break
+        if expired or released:
+            logger.info(
+                "keys expired",
+                extra={"fields": {"responses_dropped": expired, "keys_released": released}},
+            )
+        return expired, released
