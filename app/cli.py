@@ -73,6 +73,28 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     return code
 
 
+def _cmd_pay(args: argparse.Namespace) -> int:
+    from client.cli import run_pay
+
+    return run_pay(
+        amount=args.amount,
+        currency=args.currency,
+        account_id=args.account,
+        key=args.key,
+        api_url=args.api_url,
+        api_key=args.api_key,
+        wait_s=args.wait,
+    )
+
+
+def _cmd_operations_show(args: argparse.Namespace) -> int:
+    from client.cli import run_operations_show
+
+    return run_operations_show(
+        operation_id=args.operation_id, api_url=args.api_url, api_key=args.api_key
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="payments", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +127,28 @@ def build_parser() -> argparse.ArgumentParser:
     create = tenant_sub.add_parser("create", help="create a tenant and print its API key")
     create.add_argument("name")
     create.set_defaults(func=_cmd_tenant_create)
+
+    # Client commands: they talk to a running API (PAYMENTS_API_URL, PAYMENTS_API_KEY) and
+    # need none of the server's settings.
+    api_options = argparse.ArgumentParser(add_help=False)
+    api_options.add_argument("--api-url", help="default: $PAYMENTS_API_URL or 127.0.0.1:8000")
+    api_options.add_argument("--api-key", help="default: $PAYMENTS_API_KEY")
+
+    pay = sub.add_parser(
+        "pay", parents=[api_options], help="make one payment through the Python client"
+    )
+    pay.add_argument("--amount", required=True, help='decimal string, e.g. "10.00"')
+    pay.add_argument("--currency", required=True, help="ISO 4217 code, e.g. EUR")
+    pay.add_argument("--account", required=True, help="the payer's account id")
+    pay.add_argument("--key", help="idempotency key to resume a payment (default: a new one)")
+    pay.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a final outcome")
+    pay.set_defaults(func=_cmd_pay)
+
+    ops = sub.add_parser("operations", help="read operations")
+    ops_sub = ops.add_subparsers(dest="operations_command", required=True)
+    show = ops_sub.add_parser("show", parents=[api_options], help="print an operation")
+    show.add_argument("operation_id")
+    show.set_defaults(func=_cmd_operations_show)
     return parser
 
 

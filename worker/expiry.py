@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import Counter
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import SessionMaker, transaction
 from app.idempotency.expiry import expire_responses, release_tombstones
@@ -31,30 +35,36 @@ class ExpireJob:
 
     async def run(self) -> tuple[int, int]:
         """Run both steps until nothing is left (or stopping); (expired, released)."""
-        batch = self._settings.expire_batch_size
-        expired = released = 0
-        while not self._stopping.is_set():
-            # One short transaction per batch: locks are held for one batch at most.
-            async with transaction(self._sessions) as session:
-                count = await expire_responses(
-                    session, key_ttl_s=self._settings.key_ttl_s, limit=batch
-                )
-            expired += count
-            self._metrics.keys_expired.inc(count)
-            if count < batch:
-                break
-        while not self._stopping.is_set():
-            async with transaction(self._sessions) as session:
-                count = await release_tombstones(
-                    session, tombstone_ttl_s=self._settings.tombstone_ttl_s, limit=batch
-                )
-            released += count
-            self._metrics.keys_released.inc(count)
-            if count < batch:
-                break
+        ttl, tombstone_ttl = self._settings.key_ttl_s, self._settings.tombstone_ttl_s
+        expired = await self._drain(
+            lambda session, limit: expire_responses(session, key_ttl_s=ttl, limit=limit),
+            self._metrics.keys_expired,
+        )
+        released = await self._drain(
+            lambda session, limit: release_tombstones(
+                session, tombstone_ttl_s=tombstone_ttl, limit=limit
+            ),
+            self._metrics.keys_released,
+        )
         if expired or released:
             logger.info(
                 "keys expired",
                 extra={"fields": {"responses_dropped": expired, "keys_released": released}},
             )
         return expired, released
+
+    async def _drain(
+        self, step: Callable[[AsyncSession, int], Awaitable[int]], counter: Counter
+    ) -> int:
+        """Run `step` batch after batch until a batch comes back short."""
+        batch = self._settings.expire_batch_size
+        total = 0
+        while not self._stopping.is_set():
+            # One short transaction per batch: locks are held for one batch at most.
+            async with transaction(self._sessions) as session:
+                count = await step(session, batch)
+            total += count
+            counter.inc(count)
+            if count < batch:
+                break
+        return total

@@ -15,6 +15,7 @@ payment and its history are kept when the key is released.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,15 +26,13 @@ from app.idempotency.states import TERMINAL
 _TERMINAL = [s.value for s in TERMINAL]
 
 
-async def expire_responses(session: AsyncSession, *, key_ttl_s: int, limit: int) -> int:
-    """Drop stored responses of terminal operations past the key TTL; how many."""
+async def _update_batch(
+    session: AsyncSession, conditions: list[Any], values: dict[str, Any], limit: int
+) -> int:
+    """Update up to `limit` rows matching `conditions`, oldest completion first; how many."""
     due = (
         select(Operation.id)
-        .where(
-            Operation.state.in_(_TERMINAL),
-            Operation.response_expired_at.is_(None),
-            Operation.completed_at < func.now() - timedelta(seconds=key_ttl_s),
-        )
+        .where(*conditions)
         .order_by(Operation.completed_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -41,34 +40,35 @@ async def expire_responses(session: AsyncSession, *, key_ttl_s: int, limit: int)
     stmt = (
         update(Operation)
         .where(Operation.id.in_(due.scalar_subquery()))
-        .values(
-            response_body=None,
-            response_headers=None,
-            response_expired_at=func.now(),
-            updated_at=func.now(),
-        )
+        .values(**values, updated_at=func.now())
         .returning(Operation.id)
     )
     return len((await session.execute(stmt)).all())
+
+
+async def expire_responses(session: AsyncSession, *, key_ttl_s: int, limit: int) -> int:
+    """Drop stored responses of terminal operations past the key TTL; how many."""
+    return await _update_batch(
+        session,
+        [
+            Operation.state.in_(_TERMINAL),
+            Operation.response_expired_at.is_(None),
+            Operation.completed_at < func.now() - timedelta(seconds=key_ttl_s),
+        ],
+        {"response_body": None, "response_headers": None, "response_expired_at": func.now()},
+        limit,
+    )
 
 
 async def release_tombstones(session: AsyncSession, *, tombstone_ttl_s: int, limit: int) -> int:
     """Free the keys of tombstones past the tombstone TTL; how many."""
-    due = (
-        select(Operation.id)
-        .where(
+    return await _update_batch(
+        session,
+        [
             Operation.response_expired_at.is_not(None),
             Operation.idempotency_key.is_not(None),
             Operation.completed_at < func.now() - timedelta(seconds=tombstone_ttl_s),
-        )
-        .order_by(Operation.completed_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+        ],
+        {"idempotency_key": None, "key_released_at": func.now()},
+        limit,
     )
-    stmt = (
-        update(Operation)
-        .where(Operation.id.in_(due.scalar_subquery()))
-        .values(idempotency_key=None, key_released_at=func.now(), updated_at=func.now())
-        .returning(Operation.id)
-    )
-    return len((await session.execute(stmt)).all())

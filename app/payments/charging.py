@@ -122,7 +122,12 @@ class ChargeDriver:
             status = PaymentStatus.SUCCEEDED
             reply = json_reply(
                 201,
-                self._payment_body(payment, status, charge.charge_id, None, now),
+                payment_json(
+                    payment,
+                    status=status.value,
+                    provider_charge_id=charge.charge_id,
+                    updated_at=now,
+                ),
                 {"location": payment_location(payment.id)},
             )
         else:
@@ -308,30 +313,6 @@ class ChargeDriver:
         except _FencedOut:
             return await self.current_reply(ref)
         return reply
-
-    def _payment_body(
-        self,
-        payment: Payment,
-        status: PaymentStatus,
-        charge_id: str | None,
-        decline_code: str | None,
-        now: datetime,
-    ) -> dict[str, Any]:
-        return payment_json(
-            payment_id=payment.id,
-            operation_id=payment.operation_id,
-            status=status.value,
-            amount_minor=payment.amount_minor,
-            currency=payment.currency,
-            account_id=payment.account_id,
-            merchant_reference=payment.merchant_reference,
-            description=payment.description,
-            metadata=payment.metadata_,
-            provider_charge_id=charge_id,
-            decline_code=decline_code,
-            created_at=payment.created_at,
-            updated_at=now,
-        )
 
 
 def accepted_reply(operation: Operation, body: dict[str, Any]) -> Reply:

@@ -151,18 +151,4 @@ async def get_payment(payment_id: str, tenant: CurrentTenant, services: Services
         payment = await payments.get(session, tenant_id=tenant.id, payment_id=parsed)
     if payment is None:
         raise NotFound("no such payment")
-    return payment_json(
-        payment_id=payment.id,
-        operation_id=payment.operation_id,
-        status=payment.status,
-        amount_minor=payment.amount_minor,
-        currency=payment.currency,
-        account_id=payment.account_id,
-        merchant_reference=payment.merchant_reference,
-        description=payment.description,
-        metadata=payment.metadata_,
-        provider_charge_id=payment.provider_charge_id,
-        decline_code=payment.decline_code,
-        created_at=payment.created_at,
-        updated_at=payment.updated_at,
-    )
+    return payment_json(payment)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from app.clock import iso
+from app.payments.models import Payment
 from app.payments.money import (
     InvalidAmount,
     UnknownCurrency,
@@ -155,35 +156,29 @@ class PaymentOut(BaseModel):
 
 
 def payment_json(
+    payment: Payment,
     *,
-    payment_id: uuid.UUID,
-    operation_id: uuid.UUID,
-    status: str,
-    amount_minor: int,
-    currency: str,
-    account_id: str,
-    merchant_reference: str | None,
-    description: str | None,
-    metadata: dict[str, str],
-    provider_charge_id: str | None,
-    decline_code: str | None,
-    created_at: datetime,
-    updated_at: datetime,
+    status: str | None = None,
+    provider_charge_id: str | None = None,
+    decline_code: str | None = None,
+    updated_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The payment as a JSON-ready dict (the shape of `PaymentOut`)."""
-    body: dict[str, Any] = {
-        "payment_id": str(payment_id),
-        "operation_id": str(operation_id),
-        "status": status,
-        "amount": format_minor_units(amount_minor, currency),
-        "currency": currency,
-        "account_id": account_id,
-        "merchant_reference": merchant_reference,
-        "description": description,
-        "metadata": metadata,
-        "provider_charge_id": provider_charge_id,
-        "decline_code": decline_code,
-        "created_at": iso(created_at),
-        "updated_at": iso(updated_at),
+    """The payment as a JSON-ready dict (the shape of `PaymentOut`).
+
+    The keyword arguments describe an outcome being recorded, before the row is updated.
+    """
+    return {
+        "payment_id": str(payment.id),
+        "operation_id": str(payment.operation_id),
+        "status": status or payment.status,
+        "amount": format_minor_units(payment.amount_minor, payment.currency),
+        "currency": payment.currency,
+        "account_id": payment.account_id,
+        "merchant_reference": payment.merchant_reference,
+        "description": payment.description,
+        "metadata": payment.metadata_,
+        "provider_charge_id": provider_charge_id or payment.provider_charge_id,
+        "decline_code": decline_code or payment.decline_code,
+        "created_at": iso(payment.created_at),
+        "updated_at": iso(updated_at or payment.updated_at),
     }
-    return body
