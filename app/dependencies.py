@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.db.engine import SessionMaker, transaction
 from app.errors import Unauthenticated
@@ -38,13 +39,18 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_tenant(request: Request, services: ServicesDep) -> Tenant:
+# Declared for the OpenAPI document (a bearer security scheme); errors are our own 401s.
+_bearer = HTTPBearer(auto_error=False, description="The tenant's API key")
+
+
+async def get_tenant(
+    services: ServicesDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Tenant:
     """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise."""
-    header = request.headers.get("authorization", "")
-    scheme, _, api_key = header.partition(" ")
-    api_key = api_key.strip()
     challenge = {"www-authenticate": "Bearer"}
-    if scheme.lower() != "bearer" or not api_key:
+    api_key = credentials.credentials.strip() if credentials is not None else ""
+    if not api_key:
         raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
     async with transaction(services.sessions) as session:
         tenant = await find_by_api_key(session, api_key)
