@@ -1,0 +1,218 @@
+"""`PaymentsClient`: the blocking client.
+
+    with PaymentsClient("http://127.0.0.1:8000", api_key) as payments:
+        payment = payments.create_payment("10.00", "EUR", "acc_1", on_key=save_key)
+
+The decisions (what an answer means, how long to wait) live in `client.decisions` and
+`client.retrying`; this module only makes the calls and sleeps.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+import httpx
+
+from client._base import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_TIMEOUT_S,
+    ClientBase,
+    OnKey,
+    find_read,
+    operation_path,
+    payment_path,
+    prepare_create,
+    single_read,
+    transport_unavailable,
+)
+from client.backoff import Backoff, Clock, RetryBudget
+from client.decisions import (
+    Done,
+    Fail,
+    FetchPayment,
+    OperationDecision,
+    Retry,
+    create_decision,
+    poll_operation_decision,
+    poll_payment_decision,
+    transport_decision,
+)
+from client.errors import PaymentsError
+from client.models import Operation, Payment, parse_operation, parse_payment
+from client.retrying import OnRetry, RetryState
+from client.wire import Amount, Answer, answer_from, create_headers
+
+
+class PaymentsClient(ClientBase):
+    """A blocking client that retries only what is safe, always with the same key.
+
+    `timeout` bounds each HTTP request; `deadline` bounds a whole call (all attempts and
+    waits); `retry_budget` is shared by every call of this client (pass one budget to several
+    clients to share it wider). `clock`, `sleep` and `rng` exist for tests. `on_retry` is
+    called before every wait with a `RetryEvent`, for progress reports and logs.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        deadline: float = DEFAULT_DEADLINE_S,
+        backoff: Backoff | None = None,
+        retry_budget: RetryBudget | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        on_retry: OnRetry | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            api_key,
+            timeout=timeout,
+            deadline=deadline,
+            backoff=backoff,
+            retry_budget=retry_budget,
+            clock=clock,
+            rng=rng,
+            on_retry=on_retry,
+        )
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=self._default_headers(),
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> PaymentsClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def create_payment(
+        self,
+        amount: Amount,
+        currency: str,
+        account_id: str,
+        *,
+        merchant_reference: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        on_key: OnKey | None = None,
+        deadline: float | None = None,
+    ) -> Payment:
+        """Charge once and return the SUCCEEDED payment, retrying what is safe to retry.
+
+        One call is one logical payment: it uses `idempotency_key` if given (to resume a
+        payment an earlier call or process started), else a new UUIDv7, and sends that key
+        on every attempt. `on_key(key)` runs before the first attempt; persist the key there
+        (if it raises, nothing is sent). Raises `PaymentDeclined`, `PaymentRejected`, a
+        `RequestError`, or `OutcomeUnknown` when `deadline` (seconds) passes first.
+        """
+        key, body = prepare_create(
+            amount,
+            currency,
+            account_id,
+            merchant_reference=merchant_reference,
+            description=description,
+            metadata=metadata,
+            idempotency_key=idempotency_key,
+        )
+        if on_key is not None:
+            on_key(key)
+        state = self._retry_state("create_payment", deadline, idempotency_key=key)
+        while True:
+            timeout = state.request_timeout(self._timeout)
+            try:
+                response = self._http.post(
+                    "/payments",
+                    json=body,
+                    headers=create_headers(key, request_timeout_s=timeout),
+                    timeout=timeout,
+                )
+            except httpx.TransportError as exc:
+                decision: Done | Fail | Retry = transport_decision(exc)
+            else:
+                decision = create_decision(answer_from(response), key=key)
+            if isinstance(decision, Done):
+                return decision.payment
+            if isinstance(decision, Fail):
+                raise decision.error
+            self._wait(state, decision)
+
+    def wait_for_outcome(self, operation_id: str, *, deadline: float | None = None) -> Payment:
+        """Poll `GET /operations/{id}` until the outcome is final; the SUCCEEDED payment.
+
+        Raises like `create_payment`: `PaymentDeclined`, `PaymentRejected`, `NotFound`, or
+        `OutcomeUnknown` when `deadline` passes while the outcome is still open. Polling only
+        reads; the service's worker settles unknown outcomes.
+        """
+        state = self._retry_state("wait_for_outcome", deadline, operation_id=operation_id)
+        while True:
+            answer = self._get(state, operation_path(operation_id))
+            decision: OperationDecision
+            if isinstance(answer, Retry):
+                decision = answer
+            else:
+                decision, operation = poll_operation_decision(answer)
+                if operation is not None and operation.idempotency_key is not None:
+                    state.idempotency_key = operation.idempotency_key
+            if isinstance(decision, FetchPayment):
+                answer = self._get(state, payment_path(decision.payment_id))
+                if isinstance(answer, Retry):
+                    decision = answer
+                else:
+                    decision = poll_payment_decision(answer, key=state.idempotency_key)
+            if isinstance(decision, Done):
+                return decision.payment
+            if isinstance(decision, Fail):
+                raise decision.error
+            self._wait(state, decision)
+
+    def get_operation(self, operation_id: str) -> Operation:
+        """One read of an operation (no retries)."""
+        return parse_operation(single_read(self._read(operation_path(operation_id))))
+
+    def find_operation(self, idempotency_key: str) -> Operation | None:
+        """The operation an idempotency key started, or None if the API never saw the key."""
+        found = find_read(self._read("/operations", params={"idempotency_key": idempotency_key}))
+        return None if found is None else parse_operation(found)
+
+    def get_payment(self, payment_id: str) -> Payment:
+        """One read of a payment as it is now (no retries)."""
+        return parse_payment(single_read(self._read(payment_path(payment_id))))
+
+    def _get(self, state: RetryState, path: str) -> Answer | Retry:
+        timeout = state.request_timeout(self._timeout)
+        try:
+            return answer_from(self._http.get(path, timeout=timeout))
+        except httpx.TransportError as exc:
+            return transport_decision(exc)
+
+    def _read(self, path: str, params: Mapping[str, str] | None = None) -> Answer | PaymentsError:
+        try:
+            return answer_from(self._http.get(path, params=params))
+        except httpx.TransportError as exc:
+            return transport_unavailable(exc)
+
+    def _wait(self, state: RetryState, decision: Retry) -> None:
+        delay = state.next_delay(decision)
+        self._report(state, delay)
+        self._sleep(delay)
