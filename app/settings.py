@@ -28,7 +28,8 @@ class Settings(BaseSettings):
     provider_timeout_s: float = Field(default=5.0, gt=0, le=120)
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
-    reconcile_batch_size: int = Field(default=50, ge=1, le=1000)
+    # Operations a worker claims and reconciles at once (all of them concurrently).
+    reconcile_batch_size: int = Field(default=10, ge=1, le=100)
     max_attempts: int = Field(default=10, ge=1, le=1000)
     backoff_base_s: float = Field(default=2.0, gt=0, le=3600)
     backoff_max_s: float = Field(default=300.0, gt=0, le=86400)

@@ -2,8 +2,8 @@
 
 Two jobs run on an interval: `reconcile` (every PAYMENTS_RECONCILE_INTERVAL_S) and `expire`
 (every PAYMENTS_EXPIRE_INTERVAL_S). SIGTERM or SIGINT sets the stop event: no new batch is
-claimed, reconciliations under way finish (each is bounded by the provider timeout, which
-the lease outlives), operations claimed but not started are released, and the process exits.
+claimed, the reconciliations under way finish (a batch is reconciled all at once, each
+bounded by the provider timeout), and the process exits.
 With `--once` it drains what is due, runs the expire job once, and exits.
 """
 
@@ -78,9 +78,12 @@ async def _run(settings: Settings, *, once: bool) -> int:
         scheduler.start()
         logger.info("worker started", extra={"fields": {"worker": worker.name}})
         await worker.stopping.wait()
-        scheduler.shutdown(wait=False)
-        # Let a pass under way finish its in-flight reconciliations and release the rest.
+        # Order matters: shutting the scheduler down cancels running jobs, so first stop new
+        # runs, then let the pass under way finish its reconciliations (it claims nothing
+        # new once `stopping` is set), and only then shut down.
+        scheduler.pause()
         await worker.wait_idle()
+        scheduler.shutdown(wait=False)
         logger.info("worker stopped", extra={"fields": {"worker": worker.name}})
         return 0
     finally:

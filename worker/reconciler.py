@@ -1,13 +1,14 @@
-"""One worker's reconciliation pass: claim what is due, reconcile it, release the rest.
+"""One worker's reconciliation pass: claim what is due and reconcile it.
 
 Claiming happens in one short transaction (`claim_due`, FOR UPDATE SKIP LOCKED plus a fence
 bump), so any number of worker processes can run side by side without two owning one row.
-Reconciling happens outside any transaction, a few operations at a time.
+Reconciling happens outside any transaction, the whole batch concurrently.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -39,13 +40,11 @@ class ReconcileWorker:
         reconciler: Reconciler,
         name: str,
         metrics: Metrics,
-        concurrency: int = 10,
     ):
         self._settings = settings
         self._sessions = sessions
         self._reconciler = reconciler
         self.name = name
-        self._concurrency = concurrency
         self._metrics = metrics
         self.stopping = asyncio.Event()
         self.reconciled = 0
@@ -64,26 +63,24 @@ class ReconcileWorker:
             )
         if not owned:
             return 0
-        queue: asyncio.Queue[OwnedRef] = asyncio.Queue()
-        for ref in owned:
-            queue.put_nowait(ref)
-        await asyncio.gather(*(self._drain(queue) for _ in range(self._concurrency)))
-        # Stopping: whatever was claimed but not started goes back, for another worker.
-        while not queue.empty():
-            await self._release(queue.get_nowait())
+        # The whole batch is reconciled at once: no claimed operation waits in a queue while
+        # its lease runs out. Each reconciliation is bounded by the provider timeout (twice:
+        # a lookup, then perhaps a resend).
+        await asyncio.gather(*(self._reconcile_one(ref) for ref in owned))
         return len(owned)
 
-    async def _drain(self, queue: asyncio.Queue[OwnedRef]) -> None:
-        while not self.stopping.is_set() and not queue.empty():
-            ref = queue.get_nowait()
-            try:
-                new_context(operation_id=str(ref.id), worker=self.name)
-                reply = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
-                self._metrics.reconciled(reply.status, source="worker")
-                self.reconciled += 1
-            except Exception:
-                # The lease will expire and the operation be claimed again; never guess.
-                logger.exception("reconciling operation %s failed", ref.id)
+    async def _reconcile_one(self, ref: OwnedRef) -> None:
+        try:
+            new_context(operation_id=str(ref.id), worker=self.name)
+            reply = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+            self._metrics.reconciled(reply.status, source="worker")
+            self.reconciled += 1
+        except Exception:
+            # Give it back at once rather than sit on it until the lease expires; it will be
+            # claimed again. An outcome is never guessed.
+            logger.exception("reconciling operation %s failed", ref.id)
+            with contextlib.suppress(Exception):
+                await self._release(ref)
 
     async def _release(self, ref: OwnedRef) -> None:
         async with transaction(self._sessions) as session:

@@ -1,0 +1,199 @@
+"""Fencing: an owner that lost its lease can never write over the newer owner's work.
+
+A real worker is paused (SIGSTOP) while it holds an operation, past its lease; a second
+worker takes the operation over and completes it; when the first resumes, its late write is
+refused by the fence. At the repository level, concurrent take-overs of one operation have
+exactly one winner, and a stale owner cannot release the new owner's lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from app.db.engine import transaction
+from app.idempotency import repository as operations
+from app.idempotency.repository import OwnedRef
+from app.idempotency.states import State
+from tests.conftest import TenantHandle
+from tests.recovery.conftest import AsyncDb, Spawner
+from tests.recovery.support import (
+    assert_completed_once,
+    make_due,
+    operation,
+    payment_for,
+    post_in_background,
+    transitions,
+    wait_for_key_state,
+    wait_lease_expired,
+    wait_owned_by,
+)
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+
+STORED = ("state", "fence", "response_status", "response_headers", "response_body", "completed_at")
+
+
+def test_worker_paused_past_its_lease_cannot_overwrite_the_new_owners_result(
+    spawn: Spawner,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    accepted = post_payment(client, body, key=key)
+    assert accepted.status_code == 202, accepted.text
+    operation_id = accepted.json()["operation_id"]
+    make_due(db, operation_id)
+
+    # A holds the operation for a few seconds after finding the charge, before recording.
+    paused = spawn.worker(
+        once=True,
+        PAYMENTS_LEASE_S="2",
+        PAYMENTS_PROVIDER_TIMEOUT_S="1",
+        PAYMENTS_FAILPOINTS="before_record=3",
+    )
+    held = wait_owned_by(db, operation_id, paused)
+    paused.signal(signal.SIGSTOP)
+    wait_lease_expired(db, operation_id)
+
+    newer = spawn.worker(once=True)
+    assert newer.wait_exit(timeout=60) == 0, newer.log()
+    completed = operation(db, operation_id)
+    assert completed["state"] == "COMPLETED"
+    assert completed["fence"] > held["fence"]
+    payment = payment_for(db, operation_id)
+
+    paused.signal(signal.SIGCONT)
+    assert paused.wait_exit(timeout=60) == 0, paused.log()
+
+    after = operation(db, operation_id)
+    assert {c: after[c] for c in STORED} == {c: completed[c] for c in STORED}
+    assert payment_for(db, operation_id) == payment
+    history = transitions(db, operation_id)
+    assert not [t for t in history if t["actor"].endswith(f":{paused.pid}")], history
+    completion, _ = assert_completed_once(db, faults, operation_id)
+    assert completion["actor"].endswith(f":{newer.pid}")
+    assert completion["fence"] == after["fence"] > held["fence"]
+    # Taken over only once A's lease had run out, by the database clock.
+    assert completion["created_at"] >= held["lease_expires_at"]
+    replay = post_payment(client, body, key=key)
+    assert replay.status_code == 201
+    assert replay.text == after["response_body"]
+
+
+def test_api_request_paused_past_its_lease_answers_with_the_workers_result(
+    background: ThreadPoolExecutor,
+    spawn: Spawner,
+    tenant: TenantHandle,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    # The API claims, then holds 3 s before sending; paused there, it outlives its lease.
+    api = spawn.api(
+        PAYMENTS_LEASE_S="2", PAYMENTS_PROVIDER_TIMEOUT_S="1", PAYMENTS_FAILPOINTS="after_claim=3"
+    )
+    key, body = new_key(), payment_body()
+    answer = post_in_background(background, api, tenant, key, body)
+    claimed = wait_for_key_state(db, tenant, key, "RECEIVED")
+    api.signal(signal.SIGSTOP)
+    operation_id = claimed["id"]
+    wait_lease_expired(db, operation_id)
+    worker = spawn.worker(once=True)
+    assert worker.wait_exit(timeout=60) == 0, worker.log()
+    completed = operation(db, operation_id)
+    assert completed["state"] == "COMPLETED"
+    api.signal(signal.SIGCONT)
+    late = answer.result(timeout=60)
+
+    # Its SEND was fenced out: it neither called the provider nor wrote; it answered with
+    # the worker's stored result.
+    assert late.status_code == 201, late.text
+    assert late.json() == json.loads(completed["response_body"])
+    history = transitions(db, operation_id)
+    assert [t["to_state"] for t in history] == ["RECEIVED", "PROVIDER_REQUEST_SENT", "COMPLETED"]
+    assert history[0]["actor"].startswith("api:")
+    assert all(t["actor"].endswith(f":{worker.pid}") for t in history[1:]), history
+    assert operation(db, operation_id)["fence"] == completed["fence"] == 2
+    assert_completed_once(db, faults, operation_id)
+
+
+def _claim(db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
+    """A fresh operation in RECEIVED whose owner's lease has already run out."""
+    operation_id = uuid.uuid4()
+
+    async def insert() -> None:
+        async with transaction(async_db.sessions) as session:
+            assert await operations.insert_claim(
+                session,
+                operation_id=operation_id,
+                tenant_id=tenant.id,
+                operation_name="create_payment",
+                idempotency_key=new_key(),
+                fingerprint="0" * 64,
+                payment_id=uuid.uuid4(),
+                owner="api:crashed",
+                lease_s=0,
+            )
+
+    async_db.run(insert())
+    wait_lease_expired(db, operation_id)
+    return operation_id
+
+
+def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
+    async_db: AsyncDb, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+) -> None:
+    contenders = 8
+    for _ in range(5):
+        operation_id = _claim(db, async_db, tenant)
+
+        async def take_over(owner: str, operation_id: uuid.UUID = operation_id) -> OwnedRef | None:
+            async with transaction(async_db.sessions) as session:
+                snapshot = await operations.get_snapshot(session, operation_id, key_ttl_s=86400)
+            assert snapshot is not None
+            async with transaction(async_db.sessions) as session:
+                return await operations.take_ownership(session, snapshot, owner=owner, lease_s=30)
+
+        async def race() -> list[OwnedRef | None]:
+            return list(await asyncio.gather(*(take_over(f"c{i}") for i in range(contenders))))
+
+        results = async_db.run(race())
+        winners = [(i, r) for i, r in enumerate(results) if r is not None]
+        row = operation(db, operation_id)
+        # Every contender read fence 1; only one could move it to 2.
+        assert len(winners) == 1, results
+        index, ref = winners[0]
+        assert (ref.fence, row["fence"], row["lease_owner"]) == (2, 2, f"c{index}")
+
+
+def test_a_stale_owner_cannot_release_the_new_owners_lease(
+    async_db: AsyncDb, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+) -> None:
+    operation_id = _claim(db, async_db, tenant)
+    stale = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
+
+    async def take_over_then_stale_release() -> tuple[OwnedRef | None, bool]:
+        async with transaction(async_db.sessions) as session:
+            snapshot = await operations.get_snapshot(session, operation_id, key_ttl_s=86400)
+            assert snapshot is not None
+            owned = await operations.take_ownership(
+                session, snapshot, owner="worker:new", lease_s=30
+            )
+        async with transaction(async_db.sessions) as session:
+            released = await operations.release(session, stale)
+        return owned, released
+
+    owned, released = async_db.run(take_over_then_stale_release())
+    assert owned is not None
+    assert released is False
+    row = operation(db, operation_id)
+    assert (row["lease_owner"], row["fence"], row["lease_expired"]) == ("worker:new", 2, False)

@@ -1,0 +1,115 @@
+"""How a worker process ends: SIGTERM (graceful) and SIGKILL (nothing graceful at all).
+
+SIGTERM (the spec, "Recovery"): a worker finishes or releases what it owns and exits. A
+reconciliation under way may finish and record its outcome; an operation claimed but not
+started must be released (no owner, lease over) so another worker can take it at once.
+Either way nothing stays owned by a process that no longer exists.
+
+SIGKILL: whatever the dead worker owned is taken over by another worker once the lease has
+run out, by the database clock, and completed exactly once.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.recovery.conftest import FAST_WORKER, Spawner
+from tests.recovery.support import (
+    assert_completed_once,
+    make_due,
+    operation,
+    transitions,
+    wait_for_state,
+    wait_owned_by,
+)
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import wait_until
+
+# More than the worker reconciles at once (10), so part of its batch is claimed but queued.
+BATCH = 14
+
+
+def _unknown_operations(
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow], count: int
+) -> list[str]:
+    """`count` operations whose answers were lost (charged at the provider), all due now."""
+    account_id = payment_body()["account_id"]
+    faults.add("error_after_commit", account_id=account_id, times=count)
+    ids = []
+    for _ in range(count):
+        accepted = post_payment(client, payment_body(account_id=account_id), key=new_key())
+        assert accepted.status_code == 202, accepted.text
+        ids.append(accepted.json()["operation_id"])
+    for operation_id in ids:
+        make_due(db, operation_id)
+    return ids
+
+
+def test_sigterm_finishes_or_releases_every_owned_operation_and_exits_zero(
+    spawn: Spawner,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    ids = _unknown_operations(client, faults, db, BATCH)
+    # Each reconciliation holds for 2 s after finding the charge, before recording it.
+    worker = spawn.worker(
+        once=False, PAYMENTS_FAILPOINTS="before_record=2", PAYMENTS_RECONCILE_INTERVAL_S="0.2"
+    )
+    for operation_id in ids:
+        wait_owned_by(db, operation_id, worker)
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(timeout=30) == 0, worker.log()[-5000:]
+
+    left_owned = []
+    for operation_id in ids:
+        row = operation(db, operation_id)
+        if row["state"] == "COMPLETED":
+            assert transitions(db, operation_id)[-1]["actor"].endswith(f":{worker.pid}")
+        elif row["lease_owner"] is not None or not row["lease_expired"]:
+            left_owned.append((operation_id, row["state"], row["lease_owner"]))
+    assert left_owned == [], (
+        f"{len(left_owned)} of {BATCH} operations are neither finished nor released after "
+        f"the worker exited on SIGTERM (still leased by the dead process): {left_owned}"
+    )
+
+    # What was released is taken by the next worker at once: no lease to wait out.
+    successor = spawn.worker(once=True)
+    assert successor.wait_exit(timeout=60) == 0, successor.log()
+    for operation_id in ids:
+        assert_completed_once(db, faults, operation_id)
+
+
+def test_sigkilled_workers_operation_is_taken_over_once_its_lease_expires(
+    spawn: Spawner,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    (operation_id,) = _unknown_operations(client, faults, db, 1)
+    doomed = spawn.worker(
+        once=False,
+        **FAST_WORKER,
+        PAYMENTS_FAILPOINTS="before_record=30",
+    )
+    held = wait_owned_by(db, operation_id, doomed)
+    doomed.kill()
+    # Dead, but its lease still stands: nothing released it.
+    row = operation(db, operation_id)
+    assert (row["state"], row["lease_owner"]) == (held["state"], held["lease_owner"])
+
+    successor = spawn.worker(once=False, **FAST_WORKER)
+    wait_for_state(db, operation_id, "COMPLETED", "FAILED")
+
+    completion, _ = assert_completed_once(db, faults, operation_id)
+    assert completion["actor"].endswith(f":{successor.pid}")
+    assert completion["fence"] > held["fence"]
+    assert completion["created_at"] >= held["lease_expires_at"]
+    assert not [t for t in transitions(db, operation_id) if t["actor"].endswith(f":{doomed.pid}")]
+    wait_until(lambda: operation(db, operation_id)["lease_owner"] is None, message="no owner")
