@@ -183,6 +183,16 @@ def test_body_over_64_kib_is_413(client: httpx.Client) -> None:
 
 
 @pytest.mark.usefixtures("nothing_stored")
+def test_ten_megabyte_body_is_413(client: httpx.Client) -> None:
+    response = client.post(
+        "/payments",
+        content=b"{" + b" " * (10 * 1024 * 1024) + b"}",
+        headers={"Idempotency-Key": new_key(), "Content-Type": "application/json"},
+    )
+    _problem(response, 413, "PAYLOAD_TOO_LARGE")
+
+
+@pytest.mark.usefixtures("nothing_stored")
 def test_streamed_body_over_64_kib_without_length_is_413(client: httpx.Client) -> None:
     def chunks() -> Iterator[bytes]:
         yield b'{"description":"'

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 from psycopg.rows import DictRow
 
+from tests.conftest import TenantHandle, api_client
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.system import start_worker
+from tests.support.processes import Process, wait_until
+from tests.support.system import start_api, start_worker
 
 
 def _make_due(db: psycopg.Connection[DictRow], operation_id: str) -> None:
@@ -102,3 +106,62 @@ def test_lookup_unavailable_keeps_the_operation_unknown_without_guessing(
     final = post_payment(client, body, key=key)
     assert final.status_code == 201, final.text
     assert len(faults.charges(account_id=body["account_id"])) == 1
+
+
+def test_retry_into_a_stalled_request_takes_it_over_once_its_lease_expired(
+    base_env: dict[str, str],
+    work_dir: Path,
+    api: Process,
+    tenant: TenantHandle,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    """The first request's process dies after the claim; a retry finishes the payment."""
+    stalled = start_api(work_dir / "logs", {**base_env, "PAYMENTS_FAILPOINTS": "after_claim=60"})
+    key, body = new_key(), payment_body()
+    try:
+        with api_client(stalled, tenant) as doomed, ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(post_payment, doomed, body, key=key)
+            wait_until(
+                lambda: (
+                    db.execute(
+                        "SELECT 1 FROM operations WHERE tenant_id = %s AND idempotency_key = %s",
+                        (tenant.id, key),
+                    ).fetchone()
+                    is not None
+                ),
+                message="the claim",
+            )
+            stalled.kill()
+            with pytest.raises(httpx.TransportError):
+                pending.result()
+    finally:
+        stalled.kill()
+
+    with api_client(api, tenant) as client:
+        in_flight = post_payment(client, body, key=key)
+        assert in_flight.status_code == 409
+        assert faults.charges(account_id=body["account_id"]) == []
+        wait_until(
+            lambda: (
+                db.execute(
+                    "SELECT lease_expires_at <= now() AS expired FROM operations "
+                    "WHERE tenant_id = %s AND idempotency_key = %s",
+                    (tenant.id, key),
+                ).fetchone()
+                == {"expired": True}
+            ),
+            message="the dead owner's lease to expire",
+        )
+        taken_over = post_payment(client, body, key=key)
+
+    assert taken_over.status_code == 201, taken_over.text
+    assert len(faults.charges(account_id=body["account_id"])) == 1
+    history = [
+        (row["to_state"], row["fence"])
+        for row in db.execute(
+            "SELECT to_state, fence FROM operation_transitions WHERE operation_id = %s ORDER BY id",
+            (taken_over.json()["operation_id"],),
+        )
+    ]
+    assert history == [("RECEIVED", 1), ("PROVIDER_REQUEST_SENT", 2), ("COMPLETED", 2)]
