@@ -72,6 +72,29 @@ class PaymentService:
         owner = new_owner("api")
         bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
         digest = fingerprint(CREATE_PAYMENT, command.canonical())
+        while True:
+            reply = await self._claim_or_answer(
+                tenant_id=tenant_id,
+                idempotency_key=idempotency_key,
+                command=command,
+                digest=digest,
+                owner=owner,
+                wait_s=min(max(wait_s, 0.0), MAX_WAIT_S),
+            )
+            if reply is not None:
+                return reply
+            # The key was released between our claim and our read: claim it again.
+
+    async def _claim_or_answer(
+        self,
+        *,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        command: CreatePaymentCommand,
+        digest: str,
+        owner: str,
+        wait_s: float,
+    ) -> Reply | None:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         # The claim: one short transaction inserts the operation (first writer wins on the
         # unique scoped key), its payment with the derived provider key, and our lease.
@@ -105,21 +128,19 @@ class PaymentService:
             idempotency_key=idempotency_key,
             digest=digest,
             owner=owner,
-            wait_s=min(max(wait_s, 0.0), MAX_WAIT_S),
+            wait_s=wait_s,
         )
 
     async def _answer_existing(
         self, *, tenant_id: uuid.UUID, idempotency_key: str, digest: str, owner: str, wait_s: float
-    ) -> Reply:
+    ) -> Reply | None:
+        """Answer from the operation holding the key; None if there is none any more."""
         deadline = time.monotonic() + wait_s
         while True:
             snapshot = await self._find(tenant_id, idempotency_key)
             if snapshot is None:
-                # Only possible if the key's tombstone was purged in between: the key is free.
-                raise RequestInProgress(
-                    "the key was released while this request ran; retry it",
-                    headers={"retry-after": "1"},
-                )
+                # The key's tombstone was released after our claim lost: the key is free.
+                return None
             op = snapshot.operation
             bind(operation_id=str(op.id))
             if snapshot.key_expired:
