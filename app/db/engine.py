@@ -49,7 +49,11 @@ def build_engine(settings: Settings, *, application_name: str) -> AsyncEngine:
         sqlalchemy_url(settings.database_url),
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
-        pool_pre_ping=True,
+        # No pre-ping: it costs a round trip per transaction. A connection found dead
+        # (database restarted) fails that one transaction, which is answered 503 and
+        # retried by the client, and SQLAlchemy then discards the pool's stale connections.
+        pool_pre_ping=False,
+        pool_recycle=1800,
         pool_timeout=10,
         connect_args={
             "options": session_options(settings),

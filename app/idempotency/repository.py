@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -329,8 +329,9 @@ async def _audit(
     reason: str | None,
     fence: int,
 ) -> None:
-    session.add(
-        OperationTransition(
+    # A plain INSERT, not the ORM unit of work: this runs on every transition.
+    await session.execute(
+        insert(OperationTransition).values(
             operation_id=operation_id,
             from_state=None if from_state is None else from_state.value,
             to_state=to_state.value,
@@ -340,4 +341,3 @@ async def _audit(
             fence=fence,
         )
     )
-    await session.flush()

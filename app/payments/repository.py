@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.payments.models import Payment
@@ -21,24 +21,23 @@ async def insert_payment(
     operation_id: uuid.UUID,
     provider_key: str,
     command: CreatePaymentCommand,
-) -> Payment:
+) -> None:
     """Insert the payment, PENDING, with its derived provider key."""
-    payment = Payment(
-        id=payment_id,
-        tenant_id=tenant_id,
-        operation_id=operation_id,
-        provider_key=provider_key,
-        status=PaymentStatus.PENDING.value,
-        amount_minor=command.amount_minor,
-        currency=command.currency,
-        account_id=command.account_id,
-        merchant_reference=command.merchant_reference,
-        description=command.description,
-        metadata_=command.metadata,
+    await session.execute(
+        insert(Payment).values(
+            id=payment_id,
+            tenant_id=tenant_id,
+            operation_id=operation_id,
+            provider_key=provider_key,
+            status=PaymentStatus.PENDING.value,
+            amount_minor=command.amount_minor,
+            currency=command.currency,
+            account_id=command.account_id,
+            merchant_reference=command.merchant_reference,
+            description=command.description,
+            metadata_=command.metadata,
+        )
     )
-    session.add(payment)
-    await session.flush()
-    return payment
 
 
 async def get_for_operation(session: AsyncSession, operation_id: uuid.UUID) -> Payment:
