@@ -19,7 +19,7 @@ def test_short_chaos_run_keeps_every_promise(database_url: str, tmp_path: Path) 
         report = run_chaos(ChaosConfig.short(), url, tmp_path)
     print(report.summary())
     assert report.violations == []
-    assert report.schedule_failures == []
+    assert report.harness_failures == []
     # Every fault kind was injected while its window was open: the run did something.
     assert report.gaps == []
     assert report.recovery["went_unknown"] > 0

@@ -1,0 +1,69 @@
+"""One bench run: start the system, run every scenario in order, write the results.
+
+The order matters: the lookups on a small table run before anything fills it, pgbench after
+the HTTP scenarios, and the preload of a million rows last, so that the lookups and new
+payments after it are the same scenarios on a big table. See bench/scenarios.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.config import BenchConfig
+from bench.machine import describe_machine, load_average
+from bench.report import Row, table, write_results
+from bench.scenarios import Bench, log
+from bench.system import RESULTS_DIR, bench_database
+from tests.support.processes import REPO_ROOT
+
+
+def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Path]:
+    """Run every scenario; write the results; return the rows and the two result files."""
+    started = time.monotonic()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    with bench_database(durable=config.durable) as database:
+        bench = Bench(config, database, work_dir)
+        try:
+            version, pg_settings = bench.postgres_description()
+            machine = describe_machine(
+                REPO_ROOT, postgres_version=version, postgres_settings=pg_settings
+            )
+            log(f"machine: {machine}")
+            bench.warm_up(bench.target, bench.new_payment_maker("warm"))
+            bench.baseline_insert()
+            bench.provider_direct()
+            bench.new_payments("new payments", "new", total=config.new_payments)
+            bench.new_payments(
+                "new payments, 1 connection", "serial", total=config.serial_payments, concurrency=1
+            )
+            bench.replays()
+            bench.duplicates()
+            bench.lookups("lookups, small table")
+            bench.reconcile(1)
+            bench.reconcile(2)
+            bench.pgbench_baselines()
+            bench.preload()
+            bench.lookups(f"lookups, +{config.preload_rows:,} rows")
+            bench.new_payments(
+                f"new payments, +{config.preload_rows:,} rows", "big", total=config.new_payments
+            )
+            if config.profile:
+                bench.profile(RESULTS_DIR / f"{stamp}-{config.mode}-profile")
+        finally:
+            bench.close()
+    bench.extra["load_average_at_end"] = load_average()
+    bench.extra["wall_s"] = round(time.monotonic() - started, 1)
+    json_path, md_path = write_results(
+        RESULTS_DIR,
+        stamp=stamp,
+        mode=config.mode,
+        config=asdict(config),
+        machine=machine,
+        rows=bench.rows,
+        extra=bench.extra,
+    )
+    print(table(bench.rows))
+    return bench.rows, json_path, md_path

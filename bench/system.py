@@ -1,0 +1,123 @@
+"""Starting what the bench measures: PostgreSQL, the fake provider, the API, a tenant.
+
+The process helpers are the test suite's (`tests/support`): start a real process, wait until
+it answers, stop or kill it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from app.db.embedded import EmbeddedPostgres
+from app.db.migrate import upgrade_head
+from app.tenants.keys import hash_api_key
+from tests.support.database import as_url
+from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+from tests.support.system import start_fake_provider, system_env
+
+BENCH_ROOT = REPO_ROOT / "bench"
+RESULTS_DIR = BENCH_ROOT / "results"
+
+
+@dataclass(frozen=True)
+class Database:
+    """The bench's own migrated database; `postmaster_pid` only for the embedded server."""
+
+    url: str
+    postmaster_pid: int | None
+    embedded: bool
+
+
+def _with_database(server_url: str, name: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(server_url)
+    params["dbname"] = name
+    return as_url(psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items()}))
+
+
+@contextmanager
+def bench_database(*, durable: bool) -> Iterator[Database]:
+    """A fresh database: on the server at `DATABASE_URL` if set, else an embedded server.
+
+    The embedded server runs with PostgreSQL's defaults (fsync on) unless `durable` is
+    False. Either way the database is gone afterwards.
+    """
+    server_url = os.environ.get("DATABASE_URL") or None
+    if server_url is not None:
+        name = f"payments_bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        url = _with_database(server_url, name)
+        try:
+            upgrade_head(url)
+            yield Database(url=url, postmaster_pid=None, embedded=False)
+        finally:
+            with psycopg.connect(server_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return
+    # Not under the repository: the server's own user must be able to reach the folder.
+    data_dir = Path(tempfile.mkdtemp(prefix="payments-bench-pg-"))
+    server = EmbeddedPostgres(data_dir, durable=durable, database="payments_bench")
+    try:
+        url = server.start()
+        upgrade_head(url)
+        pid = int((server.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        yield Database(url=url, postmaster_pid=pid, embedded=True)
+    finally:
+        server.stop(mode="fast")
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def start_provider(log_dir: Path) -> Process:
+    """The fake provider with a fresh ledger in `log_dir`."""
+    return start_fake_provider(log_dir, log_dir / "provider-ledger.sqlite3")
+
+
+def start_api(log_dir: Path, env: dict[str, str], *, workers: int) -> Process:
+    """`payments serve` with `workers` uvicorn worker processes, ready once /healthz answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    return start_process(
+        "api",
+        [*PAYMENTS, "serve", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+        timeout=60,
+    )
+
+
+def api_env(database_url: str, provider_url: str) -> dict[str, str]:
+    """The environment of the bench's API and worker processes (default settings)."""
+    return system_env(database_url, provider_url)
+
+
+def create_tenant(env: dict[str, str], name: str) -> tuple[uuid.UUID, str]:
+    """`payments tenant create NAME`; the tenant's id and API key."""
+    result = subprocess.run(
+        [*PAYMENTS, "tenant", "create", name],
+        env={**os.environ, **env},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    api_key = result.stdout.strip()
+    with psycopg.connect(env["DATABASE_URL"]) as conn:
+        row = conn.execute(
+            "SELECT id FROM tenants WHERE api_key_hash = %s", (hash_api_key(api_key),)
+        ).fetchone()
+    assert row is not None
+    tenant_id: uuid.UUID = row[0]
+    return tenant_id, api_key

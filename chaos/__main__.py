@@ -1,0 +1,65 @@
+"""`python -m chaos [--short] [options]`: a chaos run; exit status 1 on any violation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from chaos.config import ChaosConfig
+from chaos.run import run_chaos
+from tests.support.database import test_database
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m chaos",
+        description="Payments under faults: clients with retries, two APIs, two workers, "
+        "provider faults, SIGKILL and SIGSTOP of processes; then checks that every payment "
+        "happened exactly once. Uses an embedded PostgreSQL, or a new database on the "
+        "server at DATABASE_URL.",
+    )
+    parser.add_argument("--short", action="store_true", help="the test suite's short run")
+    parser.add_argument("--duration", type=float, help="seconds of faults")
+    parser.add_argument("--converge", type=float, help="seconds allowed to converge")
+    parser.add_argument("--clients", type=int, help="client processes")
+    parser.add_argument("--tasks", type=int, help="concurrent payments per client process")
+    parser.add_argument("--max-requests", type=int, help="requests per client process")
+    parser.add_argument("--seed", type=int, help="random seed of clients and schedule")
+    parser.add_argument("--keep", action="store_true", help="keep logs and history")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = {
+        name: value
+        for name, value in {
+            "duration_s": args.duration,
+            "converge_s": args.converge,
+            "clients": args.clients,
+            "tasks_per_client": args.tasks,
+            "max_requests_per_client": args.max_requests,
+            "seed": args.seed,
+        }.items()
+        if value is not None
+    }
+    config = ChaosConfig.short(**overrides) if args.short else ChaosConfig.long(**overrides)
+    work_dir = Path(tempfile.mkdtemp(prefix="payments-chaos-"))
+    with test_database(os.environ.get("DATABASE_URL") or None, work_dir) as database_url:
+        report = run_chaos(config, database_url, work_dir)
+    print(report.summary())
+    if report.ok and not args.keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    elif not report.ok:
+        print(f"chaos: logs, history and report kept in {work_dir}", file=sys.stderr)
+    if report.violations or report.harness_failures:
+        return 1
+    return 0 if report.ok else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

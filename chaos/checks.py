@@ -1,0 +1,236 @@
+"""The checks a chaos run must pass, on the history, the database and the provider's ledger.
+
+one_charge_per_key        at most one provider charge per scoped key; no charge that no
+                          payment of ours explains
+success_matches_ledger    every 201 a client saw has its charge in the ledger, with the
+                          same charge id and amount, and the payment row agrees
+ledger_matches_database   every charge is recorded on its payment (status and charge id),
+                          and no payment is SUCCEEDED without its charge
+operations_settled        every operation is COMPLETED or FAILED, or flagged needs_attention
+replays_identical         every final answer for one key has the same status and the same
+                          body bytes
+nothing_charged_on_failure  no approved charge for a key answered 502 PROVIDER_REJECTED
+                          or 402 declined
+mismatch_rejected         the same key with another amount is answered 422
+                          IDEMPOTENCY_KEY_REUSED, always
+expected_statuses         no other answer than the contract's (no 500, no 422 for the
+                          original request, no 4xx of a malformed request)
+intents_finished          every key reached a final answer before the deadline
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+ORIGINAL_ALLOWED = frozenset({201, 202, 402, 409, 502, 503})
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    key: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.check} [{self.key}]: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state after convergence: the tenant's operations and payments, and the ledger."""
+
+    operations: list[dict[str, Any]]
+    payments: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+
+
+def _minor(amount: str) -> int:
+    return int(Decimal(amount) * 100)
+
+
+def _is_final(record: Mapping[str, Any]) -> bool:
+    status = record.get("status")
+    return status in (201, 402) or (status == 502 and record.get("code") == "PROVIDER_REJECTED")
+
+
+class _Index:
+    """The snapshot, indexed the ways the checks look things up."""
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        self.op_by_key = {op["idempotency_key"]: op for op in snapshot.operations}
+        self.op_by_id = {str(op["id"]): op for op in snapshot.operations}
+        self.payment_by_id = {str(p["id"]): p for p in snapshot.payments}
+        self.payment_by_provider_key = {p["provider_key"]: p for p in snapshot.payments}
+        self.charge_by_provider_key = {c["idempotency_key"]: c for c in snapshot.ledger}
+
+    def key_of(self, payment: Mapping[str, Any]) -> str:
+        op = self.op_by_id.get(str(payment["operation_id"]))
+        return str(op["idempotency_key"]) if op else f"payment {payment['id']}"
+
+    def charge_for_key(self, key: str) -> dict[str, Any] | None:
+        op = self.op_by_key.get(key)
+        payment = self.payment_by_id.get(str(op["payment_id"])) if op else None
+        return self.charge_by_provider_key.get(payment["provider_key"]) if payment else None
+
+
+def _one_charge_per_key(index: _Index) -> Iterator[Violation]:
+    charges_by_key: dict[str, list[str]] = defaultdict(list)
+    for charge in index.snapshot.ledger:
+        payment = index.payment_by_provider_key.get(charge["idempotency_key"])
+        if payment is None:
+            yield Violation(
+                "one_charge_per_key",
+                charge["idempotency_key"],
+                f"charge {charge['charge_id']} belongs to no payment of ours",
+            )
+            continue
+        charges_by_key[index.key_of(payment)].append(charge["charge_id"])
+    for key, ids in charges_by_key.items():
+        if len(ids) > 1:
+            yield Violation("one_charge_per_key", key, f"{len(ids)} charges {ids}")
+
+
+def _ledger_matches_database(index: _Index) -> Iterator[Violation]:
+    for charge in index.snapshot.ledger:
+        payment = index.payment_by_provider_key.get(charge["idempotency_key"])
+        if payment is None:
+            continue
+        key = index.key_of(payment)
+        if charge["amount_minor"] != payment["amount_minor"]:
+            yield Violation(
+                "ledger_matches_database",
+                key,
+                f"charged {charge['amount_minor']}, payment is {payment['amount_minor']}",
+            )
+        op = index.op_by_id.get(str(payment["operation_id"]))
+        if op is None or op["state"] not in ("COMPLETED", "FAILED"):
+            continue  # unsettled: operations_settled reports it unless flagged
+        expected = "SUCCEEDED" if charge["status"] == "succeeded" else "DECLINED"
+        if op["state"] != "COMPLETED" or payment["status"] != expected:
+            yield Violation(
+                "ledger_matches_database",
+                key,
+                f"charge {charge['charge_id']} ({charge['status']}) but operation "
+                f"{op['state']}, payment {payment['status']}",
+            )
+        elif payment["provider_charge_id"] != charge["charge_id"]:
+            yield Violation(
+                "ledger_matches_database",
+                key,
+                f"payment records charge {payment['provider_charge_id']}, ledger has "
+                f"{charge['charge_id']}",
+            )
+    charged_ids = {c["charge_id"] for c in index.snapshot.ledger}
+    for payment in index.snapshot.payments:
+        if payment["status"] == "SUCCEEDED" and payment["provider_charge_id"] not in charged_ids:
+            yield Violation(
+                "ledger_matches_database",
+                index.key_of(payment),
+                f"payment SUCCEEDED with charge {payment['provider_charge_id']} that the "
+                "ledger does not have",
+            )
+
+
+def _operations_settled(index: _Index) -> Iterator[Violation]:
+    for op in index.snapshot.operations:
+        if op["state"] not in ("COMPLETED", "FAILED") and not op["needs_attention"]:
+            yield Violation("operations_settled", op["idempotency_key"], f"left in {op['state']}")
+
+
+def _success_problem(index: _Index, record: Mapping[str, Any]) -> str | None:
+    body = json.loads(record["body"])
+    payment = index.payment_by_id.get(str(body.get("payment_id")))
+    if payment is None:
+        return f"payment {body.get('payment_id')} does not exist"
+    charge = index.charge_by_provider_key.get(payment["provider_key"])
+    if charge is None:
+        return "no charge in the ledger"
+    if charge["status"] != "succeeded":
+        return f"ledger charge is {charge['status']}"
+    if charge["charge_id"] != body.get("provider_charge_id"):
+        return f"answered {body.get('provider_charge_id')}, ledger {charge['charge_id']}"
+    if charge["amount_minor"] != _minor(body["amount"]):
+        return f"answered {body['amount']}, charged {charge['amount_minor']}"
+    if charge["amount_minor"] != _minor(record["amount"]):
+        return f"requested {record['amount']}, charged {charge['amount_minor']}"
+    if payment["status"] != "SUCCEEDED" or payment["provider_charge_id"] != charge["charge_id"]:
+        return f"payment row is {payment['status']} with {payment['provider_charge_id']}"
+    return None
+
+
+def _per_key(index: _Index, key: str, attempts: list[dict[str, Any]]) -> Iterator[Violation]:
+    finals = [r for r in attempts if r["role"] != "mismatch" and _is_final(r)]
+
+    distinct = {(r["status"], r["body"]) for r in finals}
+    if len(distinct) > 1:
+        statuses = sorted({status for status, _ in distinct})
+        yield Violation(
+            "replays_identical", key, f"{len(distinct)} different final answers ({statuses})"
+        )
+
+    for record in finals:
+        if record["status"] == 201:
+            problem = _success_problem(index, record)
+            if problem is not None:
+                yield Violation("success_matches_ledger", key, problem)
+                break
+
+    failed = [r for r in finals if r["status"] in (402, 502)]
+    charge = index.charge_for_key(key)
+    if failed and charge is not None and charge["status"] == "succeeded":
+        yield Violation(
+            "nothing_charged_on_failure",
+            key,
+            f"answered {failed[0]['status']} but charge {charge['charge_id']} succeeded",
+        )
+
+    for record in attempts:
+        status = record["status"]
+        if status is None:
+            continue
+        if record["role"] == "mismatch":
+            if status != 422 or record.get("code") != "IDEMPOTENCY_KEY_REUSED":
+                yield Violation(
+                    "mismatch_rejected",
+                    key,
+                    f"different amount answered {status} {record.get('code')}",
+                )
+        elif status not in ORIGINAL_ALLOWED:
+            yield Violation(
+                "expected_statuses",
+                key,
+                f"{record['role']} answered {status} {record.get('code')}: "
+                f"{(record.get('body') or '')[:200]}",
+            )
+
+    originals = [r for r in attempts if r["role"] == "original"]
+    if originals and not any(_is_final(r) for r in originals):
+        last = originals[-1]
+        yield Violation(
+            "intents_finished",
+            key,
+            f"no final answer; last {last['status']} {last.get('code') or ''}"
+            f"{last.get('error') or ''}",
+        )
+
+
+def check_all(history: Iterable[dict[str, Any]], snapshot: Snapshot) -> list[Violation]:
+    """Every violation found; an empty list means the run kept every promise."""
+    index = _Index(snapshot)
+    violations = [
+        *_one_charge_per_key(index),
+        *_ledger_matches_database(index),
+        *_operations_settled(index),
+    ]
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in history:
+        by_key[record["key"]].append(record)
+    for key, attempts in by_key.items():
+        violations.extend(_per_key(index, key, attempts))
+    return violations

@@ -1,0 +1,193 @@
+"""The system under chaos: one fake provider, two APIs, two workers, all restartable.
+
+Every process keeps its port (and the provider its ledger) across restarts, so clients'
+URLs stay valid. Readiness is awaited as a condition (the process answers `/healthz`).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from chaos.config import ChaosConfig
+from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
+from tests.support.system import system_env
+
+_START_TRIES = 3
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1.0).is_success
+    except httpx.TransportError:
+        return False
+
+
+def worker_lease_name(process: Process) -> str:
+    """The name a worker process writes into the leases it holds (worker/reconciler.py)."""
+    return f"worker:{socket.gethostname()}:{process.pid}"
+
+
+class Cluster:
+    """Starts, kills, pauses and restarts the system's processes."""
+
+    def __init__(self, config: ChaosConfig, database_url: str, work_dir: Path):
+        self.config = config
+        self.database_url = database_url
+        self.log_dir = work_dir / "logs"
+        self.ledger = work_dir / "provider-ledger.sqlite3"
+        self.provider_port = free_port()
+        self.provider_url = f"http://127.0.0.1:{self.provider_port}"
+        self.api_ports = [free_port(), free_port()]
+        self.api_urls = [f"http://127.0.0.1:{port}" for port in self.api_ports]
+        env = system_env(
+            database_url,
+            self.provider_url,
+            PAYMENTS_PROVIDER_TIMEOUT_S=str(config.provider_timeout_s),
+            PAYMENTS_LEASE_S=str(config.lease_s),
+            PAYMENTS_RECONCILE_INTERVAL_S=str(config.reconcile_interval_s),
+            PAYMENTS_BACKOFF_BASE_S=str(config.backoff_base_s),
+            PAYMENTS_BACKOFF_MAX_S=str(config.backoff_max_s),
+        )
+        self.api_env = {**env, "PAYMENTS_FAILPOINTS": config.api_failpoints}
+        self.worker_env = {**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints}
+        self.lock = threading.Lock()
+        self.provider: Process | None = None
+        self.apis: list[Process | None] = [None, None]
+        self.workers: list[Process | None] = [None, None]
+        self.provider_generation = 0
+        self.restarts = {"provider": 0, "api": 0, "worker": 0}
+        # Every process ever started, so that none is left running or unwaited.
+        self.started: list[Process] = []
+
+    # -- starting --------------------------------------------------------------------------
+
+    def _spawn_provider(self) -> Process:
+        return start_process(
+            "fake-provider",
+            [*PAYMENTS, "fake-provider", "--port", str(self.provider_port)],
+            env={"PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger)},
+            log_dir=self.log_dir,
+            url=self.provider_url,
+        )
+
+    def _spawn_api(self, index: int) -> Process:
+        return start_process(
+            f"api{index}",
+            [*PAYMENTS, "serve", "--port", str(self.api_ports[index])],
+            env=self.api_env,
+            log_dir=self.log_dir,
+            url=self.api_urls[index],
+        )
+
+    def _spawn_worker(self, index: int) -> Process:
+        return start_process(
+            f"worker{index}", [*PAYMENTS, "worker"], env=self.worker_env, log_dir=self.log_dir
+        )
+
+    def _ready(self, process: Process, timeout: float = 60.0) -> bool:
+        url = process.url
+        assert url is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not process.alive():
+                return False
+            if _answers(url):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def _start_http(self, spawn_name: str, index: int) -> Process:
+        """Start an HTTP process and wait until it answers; retry if it dies at start (a
+        restarted process can find its port still held for a moment)."""
+        for _ in range(_START_TRIES):
+            process = self._spawn_provider() if spawn_name == "provider" else self._spawn_api(index)
+            self.started.append(process)
+            if self._ready(process):
+                return process
+            process.kill()
+            time.sleep(0.5)
+        raise RuntimeError(f"{spawn_name} {index} did not start; logs in {self.log_dir}")
+
+    def start(self) -> None:
+        """Start everything; the HTTP processes in parallel, then wait for them."""
+        threads = [
+            threading.Thread(target=self.restart_provider, kwargs={"first": True}),
+            threading.Thread(target=self.restart_api, args=(0,), kwargs={"first": True}),
+            threading.Thread(target=self.restart_api, args=(1,), kwargs={"first": True}),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if self.provider is None or None in self.apis:
+            raise RuntimeError(f"the system did not start; logs in {self.log_dir}")
+        for index in range(2):
+            self.restart_worker(index, first=True)
+
+    def restart_provider(self, *, first: bool = False) -> None:
+        process = self._start_http("provider", 0)
+        with self.lock:
+            self.provider = process
+            self.provider_generation += 1
+            if not first:
+                self.restarts["provider"] += 1
+
+    def restart_api(self, index: int, *, first: bool = False) -> None:
+        with self.lock:
+            self.apis[index] = None
+        process = self._start_http("api", index)
+        with self.lock:
+            self.apis[index] = process
+            if not first:
+                self.restarts["api"] += 1
+
+    def restart_worker(self, index: int, *, first: bool = False) -> None:
+        process = self._spawn_worker(index)
+        self.started.append(process)
+        with self.lock:
+            self.workers[index] = process
+            if not first:
+                self.restarts["worker"] += 1
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def kill(self, process: Process) -> None:
+        """SIGKILL (after a SIGCONT, in case it was paused) and reap it."""
+        process.signal(signal.SIGKILL)
+        process.signal(signal.SIGCONT)
+        process.popen.wait(timeout=30)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def heal(self) -> None:
+        """After the faults (and their restarts): continue anything paused, restart anything
+        dead."""
+        for process in self.started:
+            process.signal(signal.SIGCONT)
+        if self.provider is None or not self.provider.alive():
+            self.restart_provider()
+        for index, api in enumerate(self.apis):
+            if api is None or not api.alive():
+                self.restart_api(index)
+        for index, worker in enumerate(self.workers):
+            if worker is None or not worker.alive():
+                self.restart_worker(index)
+
+    def all_alive(self) -> bool:
+        processes = [self.provider, *self.apis, *self.workers]
+        return all(p is not None and p.alive() for p in processes)
+
+    def wait_provider(self) -> None:
+        wait_until(lambda: _answers(self.provider_url), timeout=60, message="the provider")
+
+    def stop(self) -> None:
+        """Stop every process ever started (SIGTERM, then SIGKILL), and reap it."""
+        for process in reversed(self.started):
+            process.signal(signal.SIGCONT)
+            process.stop(timeout=10)

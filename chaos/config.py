@@ -1,0 +1,60 @@
+"""The sizes, timings and settings of one chaos run; `short()` for the test suite."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    """Every bound of a run: faults last `duration_s`, convergence at most `converge_s`."""
+
+    duration_s: float = 300.0
+    converge_s: float = 120.0
+    clients: int = 4
+    tasks_per_client: int = 4
+    max_requests_per_client: int = 20_000
+    seed: int = 1
+    # Process faults: the pause between two of them, and how long a SIGSTOP lasts.
+    process_fault_gap_s: float = 0.5
+    api_pause_s: float = 3.0
+    # A paused worker sleeps past its lease, so another owner takes over and the paused one
+    # must be fenced out when it wakes.
+    worker_pause_extra_s: float = 1.5
+    # How long to wait for a fault's window (requests in flight, a rule used up).
+    window_wait_s: float = 8.0
+    # Service settings: short timeouts so that recovery happens within the run.
+    provider_timeout_s: float = 2.0
+    lease_s: float = 5.0
+    reconcile_interval_s: float = 0.5
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 2.0
+    client_timeout_s: float = 6.0
+    # Failpoints widen the windows between claim, provider call and record.
+    api_failpoints: str = "after_claim=0.02,before_record=0.02"
+    worker_failpoints: str = "after_claim=0.5,before_record=0.5"
+
+    @classmethod
+    def short(cls, **overrides: Any) -> ChaosConfig:
+        """The test-suite run: about a minute on a small machine."""
+        base = cls(
+            duration_s=30.0,
+            converge_s=45.0,
+            clients=3,
+            tasks_per_client=3,
+            max_requests_per_client=600,
+        )
+        return replace(base, **overrides)
+
+    @classmethod
+    def long(cls, **overrides: Any) -> ChaosConfig:
+        """The documented long run: five minutes of faults."""
+        return replace(cls(), **overrides)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def worker_pause_s(self) -> float:
+        return self.lease_s + self.worker_pause_extra_s

@@ -1,0 +1,323 @@
+"""The fault schedule: provider faults and process faults, each recorded with its window.
+
+Two threads run side by side for the fault phase:
+
+- provider faults: every fault kind of the fake provider in turn, armed through its admin
+  API and then watched until the rule is used up (`GET /_faults` no longer lists it) or, for
+  `crash_after_commit`, until the provider exits with status 75; it is then restarted on the
+  same port and ledger;
+- process faults: SIGKILL and restart of an API or a worker, and SIGSTOP/SIGCONT pauses of
+  them, each done once its window is open: requests in flight at that API (counted by the
+  clients), or operations leased by that worker (read from the database). A paused worker
+  sleeps past its lease so that another owner takes over and the paused one is fenced out.
+
+A fault whose window never opened is still done, but recorded as not hit; the run reports
+every kind that was never hit, so it cannot pass by doing nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+import psycopg
+
+from chaos.cluster import Cluster, worker_lease_name
+from chaos.config import ChaosConfig
+from tests.support.processes import Process
+
+PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
+    ("latency", {"delay_s": 0.5, "times": 3}),
+    ("unavailable", {"times": 2}),
+    ("timeout_before_commit", {"delay_s": 3.0, "times": 2}),
+    ("timeout_after_commit", {"delay_s": 3.0, "times": 3}),
+    ("error_after_commit", {"times": 3}),
+    ("drop_after_commit", {"times": 3}),
+    ("lookup_unavailable", {"times": 2}),
+    ("crash_after_commit", {"times": 1}),
+]
+
+# (action, target, preferred index): the other process of the kind is taken when only its
+# window is open. Every kind comes once in the first four, so a short run sees them all. A
+# worker's turn follows an API's kill: the operations the killed API held come up for
+# recovery once their leases expire, which opens the worker's window.
+PROCESS_FAULTS: list[tuple[str, str, int]] = [
+    ("kill", "api", 0),
+    ("kill", "worker", 0),
+    ("stop", "worker", 1),
+    ("stop", "api", 1),
+    ("kill", "api", 1),
+    ("kill", "worker", 1),
+    ("stop", "worker", 0),
+    ("stop", "api", 0),
+]
+
+
+@dataclass
+class ProviderFaultRecord:
+    fault: str
+    times: int
+    armed_at: float
+    consumed: int = 0
+    crashed: bool = False
+
+    @property
+    def hit(self) -> bool:
+        return self.consumed > 0 or self.crashed
+
+
+@dataclass
+class ProcessFaultRecord:
+    action: str  # kill | stop
+    target: str  # api | worker
+    index: int
+    at: float
+    window: int  # requests in flight (api) or operations leased (worker) at the signal
+    seconds: float = 0.0
+
+    @property
+    def hit(self) -> bool:
+        return self.window > 0
+
+
+@dataclass
+class FaultLog:
+    """What the schedule did; shared by the two threads (each appends to its own list)."""
+
+    provider: list[ProviderFaultRecord] = field(default_factory=list)
+    processes: list[ProcessFaultRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def kinds(self) -> dict[str, dict[str, int]]:
+        """Per fault kind: how often it was injected and how often its window was hit."""
+        summary: dict[str, dict[str, int]] = {}
+        for record in self.provider:
+            entry = summary.setdefault(f"provider:{record.fault}", {"injected": 0, "hit": 0})
+            entry["injected"] += 1
+            entry["hit"] += record.hit
+        for p in self.processes:
+            entry = summary.setdefault(f"{p.action}:{p.target}", {"injected": 0, "hit": 0})
+            entry["injected"] += 1
+            entry["hit"] += p.hit
+        return summary
+
+    def gaps(self) -> list[str]:
+        """Fault kinds never hit (or never injected) during the run."""
+        kinds = self.kinds()
+        expected = [f"provider:{name}" for name, _ in PROVIDER_FAULTS]
+        expected += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
+        return [kind for kind in expected if kinds.get(kind, {}).get("hit", 0) == 0]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": [asdict(r) | {"hit": r.hit} for r in self.provider],
+            "processes": [asdict(r) | {"hit": r.hit} for r in self.processes],
+            "errors": self.errors,
+            "failures": self.failures,
+            "kinds": self.kinds(),
+        }
+
+
+class Schedule:
+    """Runs the two fault threads until `stop` is set."""
+
+    def __init__(self, cluster: Cluster, config: ChaosConfig, in_flight: Any):
+        self.cluster = cluster
+        self.config = config
+        self.in_flight = in_flight
+        self.rng = random.Random(config.seed)
+        self.stop = threading.Event()
+        self.log = FaultLog()
+        self._restarts: list[threading.Thread] = []
+        self._threads = [
+            threading.Thread(target=self._guard, args=(self._provider_faults,), daemon=True),
+            threading.Thread(target=self._guard, args=(self._process_faults,), daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def join(self) -> None:
+        self.stop.set()
+        for thread in [*self._threads, *self._restarts]:
+            thread.join(timeout=120)
+
+    def _guard(self, body: Callable[[], None]) -> None:
+        try:
+            body()
+        except Exception as exc:  # recorded and reported: a schedule that died fails the run
+            name = getattr(body, "__name__", "restart")
+            self.log.failures.append(f"{name}: {type(exc).__name__}: {exc}")
+
+    # -- provider faults -------------------------------------------------------------------
+
+    def _rules(self) -> dict[str, int] | None:
+        """Rule id -> remaining calls, or None if the provider does not answer."""
+        try:
+            response = httpx.get(f"{self.cluster.provider_url}/_faults", timeout=2)
+            response.raise_for_status()
+        except httpx.HTTPError:
+            return None
+        return {rule["id"]: rule["remaining"] for rule in response.json()["faults"]}
+
+    def _provider_faults(self) -> None:
+        # Nothing to hit before the clients send: wait for the first request in flight.
+        deadline = time.monotonic() + 30
+        while not any(self.in_flight[:]) and time.monotonic() < deadline:
+            if self.stop.wait(0.02):
+                return
+        armed: dict[str, ProviderFaultRecord] = {}
+        kinds = list(PROVIDER_FAULTS)
+        try:
+            while not self.stop.is_set():
+                self.rng.shuffle(kinds)
+                # The crash wipes the provider's rules: keep it last in each round.
+                kinds.sort(key=lambda kind: kind[0] == "crash_after_commit")
+                for fault, options in kinds:
+                    if self.stop.is_set():
+                        return
+                    self._inject_provider_fault(fault, dict(options), armed)
+        finally:
+            self._update_consumed(armed)
+            try:
+                httpx.delete(f"{self.cluster.provider_url}/_faults", timeout=2)
+            except httpx.HTTPError:
+                self.log.errors.append("could not clear the provider's rules at the end")
+
+    def _update_consumed(self, armed: dict[str, ProviderFaultRecord]) -> None:
+        rules = self._rules()
+        if rules is None:
+            return
+        for rule_id, record in list(armed.items()):
+            record.consumed = record.times - rules.get(rule_id, 0)
+            if record.consumed >= record.times:
+                del armed[rule_id]
+
+    def _inject_provider_fault(
+        self, fault: str, options: dict[str, Any], armed: dict[str, ProviderFaultRecord]
+    ) -> None:
+        """Arm one rule and watch it until used up, or for `window_wait_s` at most.
+
+        A rule not used up in that time stays armed (rules apply in creation order, so it is
+        the next to act when traffic comes) and keeps being counted.
+        """
+        cluster = self.cluster
+        provider = cluster.provider
+        assert provider is not None
+        times = int(options.pop("times"))
+        try:
+            response = httpx.post(
+                f"{cluster.provider_url}/_faults",
+                json={"fault": fault, "times": times, **options},
+                timeout=2,
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.log.errors.append(f"arming {fault}: {exc}")
+            self._revive_provider(armed)
+            return
+        rule_id = response.json()["id"]
+        record = ProviderFaultRecord(fault=fault, times=times, armed_at=time.time())
+        self.log.provider.append(record)
+        armed[rule_id] = record
+        deadline = time.monotonic() + self.config.window_wait_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            if not provider.alive():
+                if fault == "crash_after_commit" and provider.popen.wait() == 75:
+                    record.crashed = True
+                    record.consumed = times
+                self._revive_provider(armed)
+                return
+            self._update_consumed(armed)
+            if rule_id not in armed:
+                return
+            time.sleep(0.05)
+
+    def _revive_provider(self, armed: dict[str, ProviderFaultRecord]) -> None:
+        provider = self.cluster.provider
+        if provider is not None and provider.alive():
+            return
+        # A restarted provider starts with no rules: what was left of them is gone.
+        armed.clear()
+        self.cluster.restart_provider()
+
+    # -- process faults --------------------------------------------------------------------
+
+    def _process_faults(self) -> None:
+        with psycopg.connect(self.cluster.database_url, autocommit=True) as conn:
+            while not self.stop.is_set():
+                for action, target, index in PROCESS_FAULTS:
+                    if self.stop.wait(self.config.process_fault_gap_s):
+                        return
+                    self._process_fault(conn, action, target, index)
+
+    def _live(self, target: str, index: int) -> Process | None:
+        process = (self.cluster.apis if target == "api" else self.cluster.workers)[index]
+        return process if process is not None and process.alive() else None
+
+    def _window(self, conn: psycopg.Connection[Any], target: str, index: int) -> int:
+        process = self._live(target, index)
+        if process is None:
+            return 0
+        if target == "api":
+            return int(self.in_flight[index])
+        return owned_by(conn, process)
+
+    def _process_fault(
+        self, conn: psycopg.Connection[Any], action: str, target: str, preferred: int
+    ) -> None:
+        if target == "api":
+            # Never take the last API down: wait until a restarted one answers again.
+            deadline = time.monotonic() + 60
+            while not all(self._live("api", i) for i in (0, 1)) and time.monotonic() < deadline:
+                if self.stop.wait(0.05):
+                    return
+        order = [preferred, 1 - preferred]
+        deadline = time.monotonic() + self.config.window_wait_s
+        chosen, window = preferred, 0
+        while not self.stop.is_set():
+            for index in order:
+                window = self._window(conn, target, index)
+                if window:
+                    chosen = index
+                    break
+            if window or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        process = self._live(target, chosen)
+        if process is None:
+            return
+        record = ProcessFaultRecord(action, target, chosen, at=time.time(), window=window)
+        self.log.processes.append(record)
+        started = time.monotonic()
+        if action == "kill":
+            self.cluster.kill(process)
+            # Restart in the background: the schedule goes on while the process boots.
+            restart = self.cluster.restart_api if target == "api" else self.cluster.restart_worker
+            thread = threading.Thread(target=self._guard, args=(lambda: restart(chosen),))
+            thread.start()
+            self._restarts.append(thread)
+        else:
+            pause = self.config.api_pause_s if target == "api" else self.config.worker_pause_s
+            process.signal(signal.SIGSTOP)
+            # Not cut short by the end of the phase: a paused process always continues.
+            time.sleep(pause)
+            process.signal(signal.SIGCONT)
+        record.seconds = round(time.monotonic() - started, 2)
+
+
+def owned_by(conn: psycopg.Connection[Any], worker: Process) -> int:
+    """How many operations `worker` holds a live lease on now."""
+    row = conn.execute(
+        "SELECT count(*) FROM operations WHERE lease_owner = %s AND lease_expires_at > now()",
+        (worker_lease_name(worker),),
+    ).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,341 @@
+"""One chaos run, start to verdict.
+
+1. Start a fresh database (embedded, or a new one on a given server), the provider, two APIs
+   and two workers; make a tenant.
+2. Fault phase (`duration_s`): client processes send payments; the schedule injects faults.
+3. Convergence: the schedule stops, every paused process continues and every dead one is
+   restarted; clients finish the keys they hold; workers drain. Bounded by `converge_s`.
+4. A final replay of every finished key, then the checks on history, database and ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg.rows import dict_row
+
+from app.tenants.keys import generate_api_key, hash_api_key
+from chaos.checks import Snapshot, Violation, check_all
+from chaos.clients import ClientSpec, client_main
+from chaos.cluster import Cluster
+from chaos.config import ChaosConfig
+from chaos.faults import FaultLog, Schedule
+
+
+def say(message: str) -> None:
+    print(f"chaos: {message}", flush=True)
+
+
+@dataclass
+class ChaosReport:
+    """What a run did and found."""
+
+    config: dict[str, Any]
+    requests: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    intents: dict[str, int] = field(default_factory=dict)
+    operations: dict[str, int] = field(default_factory=dict)
+    needs_attention: int = 0
+    charges: int = 0
+    faults: dict[str, Any] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    schedule_errors: list[str] = field(default_factory=list)
+    harness_failures: list[str] = field(default_factory=list)
+    recovery: dict[str, int] = field(default_factory=dict)
+    last_fault_end_s: float | None = None
+    converge_s: float | None = None
+    converged: bool = False
+    wall_s: float = 0.0
+    work_dir: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.violations and not self.gaps and not self.harness_failures and self.converged
+        )
+
+    def summary(self) -> str:
+        kinds = self.faults.get("kinds", {})
+        fault_lines = [
+            f"    {kind:34} injected {v['injected']:3}  window hit {v['hit']:3}"
+            for kind, v in sorted(kinds.items())
+        ]
+        lines = [
+            "chaos run summary",
+            f"  requests sent        {self.requests}  {dict(sorted(self.statuses.items()))}",
+            f"  intents              {sum(self.intents.values())}  {self.intents}",
+            f"  operations           {sum(self.operations.values())}  {self.operations}"
+            f"  (needs_attention {self.needs_attention})",
+            f"  provider charges     {self.charges}",
+            f"  recovery             {self.recovery}",
+            f"  restarts             {self.restarts}",
+            "  faults injected:",
+            *fault_lines,
+            f"  fault windows never hit: {self.gaps or 'none'}",
+            f"  converged            {self.converged}, "
+            + (
+                f"{self.converge_s:.1f} s after the fault phase ended (its last fault ended "
+                f"{self.last_fault_end_s:.1f} s after it)"
+                if self.converge_s is not None and self.last_fault_end_s is not None
+                else "-"
+            ),
+            f"  violations           {len(self.violations)}",
+            *(f"    {v}" for v in self.violations[:30]),
+            f"  wall time            {self.wall_s:.1f} s; logs and history in {self.work_dir}",
+        ]
+        if self.schedule_errors:
+            lines.append(f"  schedule notes       {self.schedule_errors[:10]}")
+        if self.harness_failures:
+            lines.append(f"  HARNESS FAILED      {self.harness_failures}")
+        return "\n".join(lines)
+
+
+def _make_tenant(database_url: str) -> tuple[uuid.UUID, str]:
+    api_key = generate_api_key()
+    tenant_id = uuid.uuid4()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, 'chaos', %s)",
+            (tenant_id, hash_api_key(api_key)),
+        )
+    return tenant_id, api_key
+
+
+def _read_history(work_dir: Path) -> Iterator[dict[str, Any]]:
+    for path in sorted(work_dir.glob("history-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record: dict[str, Any] = json.loads(line)
+                yield record
+
+
+def _unsettled(database_url: str, tenant_id: uuid.UUID) -> int:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM operations WHERE tenant_id = %s "
+            "AND state NOT IN ('COMPLETED', 'FAILED') AND NOT needs_attention",
+            (tenant_id,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _recovery(database_url: str, tenant_id: uuid.UUID) -> dict[str, int]:
+    """How much recovery the run caused, from the audit trail: evidence it did something."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            """
+            SELECT
+              count(DISTINCT t.operation_id)
+                FILTER (WHERE t.to_state = 'UNKNOWN_REQUIRES_RECOVERY'),
+              count(DISTINCT t.operation_id) FILTER (WHERE t.fence > 1),
+              count(DISTINCT t.operation_id)
+                FILTER (WHERE t.actor LIKE 'worker:%%' AND t.to_state IN ('COMPLETED', 'FAILED')),
+              count(DISTINCT t.operation_id)
+                FILTER (WHERE t.actor LIKE 'api:%%' AND t.fence > 1
+                        AND t.to_state IN ('COMPLETED', 'FAILED')),
+              count(DISTINCT t.operation_id) FILTER (WHERE t.to_state = 'FAILED_RETRYABLE')
+            FROM operation_transitions t JOIN operations o ON o.id = t.operation_id
+            WHERE o.tenant_id = %s
+            """,
+            (tenant_id,),
+        ).fetchone()
+    names = [
+        "went_unknown",
+        "owner_taken_over",
+        "settled_by_worker",
+        "settled_inline_after_takeover",
+        "were_retryable",
+    ]
+    return dict(zip(names, (int(v) for v in row), strict=True)) if row else {}
+
+
+def _snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) -> Snapshot:
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        operations = conn.execute(
+            "SELECT id, idempotency_key, state, needs_attention, payment_id, response_status "
+            "FROM operations WHERE tenant_id = %s",
+            (tenant_id,),
+        ).fetchall()
+        payments = conn.execute(
+            "SELECT id, operation_id, provider_key, status, amount_minor, provider_charge_id "
+            "FROM payments WHERE tenant_id = %s",
+            (tenant_id,),
+        ).fetchall()
+    response = httpx.get(f"{provider_url}/charges", timeout=30)
+    response.raise_for_status()
+    return Snapshot(
+        operations=[dict(op) for op in operations],
+        payments=[dict(p) for p in payments],
+        ledger=list(response.json()["charges"]),
+    )
+
+
+def _final_replays(
+    cluster: Cluster, api_key: str, history: list[dict[str, Any]], path: Path
+) -> None:
+    """Send every finished key once more with its original body; record the answers."""
+    seen: dict[str, dict[str, Any]] = {}
+    for record in history:
+        if record["role"] == "original" and record["key"] not in seen:
+            seen[record["key"]] = record
+    headers = {"authorization": f"Bearer {api_key}"}
+    with (
+        path.open("a", encoding="utf-8") as out,
+        httpx.Client(headers=headers, timeout=30) as http,
+    ):
+        for n, (key, first) in enumerate(seen.items()):
+            body = _request_body(first)
+            api = n % len(cluster.api_urls)
+            started = time.time()
+            try:
+                response = http.post(
+                    f"{cluster.api_urls[api]}/payments",
+                    json=body,
+                    headers={"idempotency-key": key},
+                )
+            except httpx.HTTPError as exc:
+                record = {"status": None, "error": str(exc)[:200]}
+            else:
+                code = None
+                if response.headers.get("content-type", "").startswith("application/problem"):
+                    code = response.json().get("code")
+                record = {
+                    "status": response.status_code,
+                    "body": response.text,
+                    "replayed": response.headers.get("idempotent-replayed") == "true",
+                    "code": code,
+                }
+            record.update(
+                client=-1,
+                intent=first["intent"],
+                kind=first["kind"],
+                role="final",
+                key=key,
+                amount=first["amount"],
+                account=first["account"],
+                reference=first["reference"],
+                api=api,
+                t0=started,
+                t1=time.time(),
+            )
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def _request_body(record: dict[str, Any]) -> dict[str, str]:
+    return {
+        "amount": record["amount"],
+        "currency": "EUR",
+        "account_id": record["account"],
+        "merchant_reference": record["reference"],
+    }
+
+
+def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosReport:
+    """Run the whole thing against the (migrated, empty) database at `database_url`."""
+    started = time.monotonic()
+    report = ChaosReport(config=config.as_dict(), work_dir=str(work_dir))
+    tenant_id, api_key = _make_tenant(database_url)
+    cluster = Cluster(config, database_url, work_dir)
+    context = multiprocessing.get_context("spawn")
+    in_flight = context.Array("i", len(cluster.api_urls))
+    schedule: Schedule | None = None
+    clients: list[Any] = []
+    try:
+        say("starting provider, 2 APIs, 2 workers")
+        cluster.start()
+        phase_end = time.time() + config.duration_s
+        deadline = phase_end + config.converge_s
+        for n in range(config.clients):
+            spec = ClientSpec(
+                client_id=n,
+                api_urls=tuple(cluster.api_urls),
+                api_key=api_key,
+                tasks=config.tasks_per_client,
+                max_requests=config.max_requests_per_client,
+                seed=config.seed * 1000 + n,
+                timeout_s=config.client_timeout_s,
+                phase_end=phase_end,
+                deadline=deadline,
+                history_path=str(work_dir / f"history-{n}.jsonl"),
+            )
+            process = context.Process(target=client_main, args=(spec, in_flight), daemon=True)
+            process.start()
+            clients.append(process)
+        schedule = Schedule(cluster, config, in_flight)
+        say(f"fault phase: {config.duration_s:.0f} s, {config.clients} client processes")
+        schedule.start()
+        time.sleep(max(0.0, phase_end - time.time()))
+        say("faults stop; converging")
+        phase_ended = time.monotonic()
+        schedule.join()
+        report.last_fault_end_s = round(time.monotonic() - phase_ended, 1)
+        httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        cluster.heal()
+        for process in clients:
+            process.join(timeout=max(1.0, deadline - time.time() + 10))
+        while _unsettled(database_url, tenant_id) and time.time() < deadline:
+            time.sleep(0.2)
+        failed_clients = [n for n, p in enumerate(clients) if p.exitcode != 0]
+        if failed_clients:
+            report.harness_failures.append(f"client processes {failed_clients} failed")
+        report.converged = (
+            not _unsettled(database_url, tenant_id)
+            and not failed_clients
+            and time.time() <= deadline + 10
+        )
+        report.converge_s = round(time.monotonic() - phase_ended, 1)
+        say(f"converged={report.converged} after {report.converge_s} s; final replays")
+        history = list(_read_history(work_dir))
+        _final_replays(cluster, api_key, history, work_dir / "history-final.jsonl")
+        history = list(_read_history(work_dir))
+        snapshot = _snapshot(database_url, tenant_id, cluster.provider_url)
+        violations = check_all(history, snapshot)
+        _fill(report, history, snapshot, schedule.log, violations)
+        report.recovery = _recovery(database_url, tenant_id)
+        report.restarts = dict(cluster.restarts)
+    finally:
+        if schedule is not None:
+            schedule.join()
+        for process in clients:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=10)
+        cluster.stop()
+    report.wall_s = round(time.monotonic() - started, 1)
+    (work_dir / "report.json").write_text(json.dumps(report.__dict__, indent=2, default=str))
+    return report
+
+
+def _fill(
+    report: ChaosReport,
+    history: list[dict[str, Any]],
+    snapshot: Snapshot,
+    faults: FaultLog,
+    violations: list[Violation],
+) -> None:
+    report.requests = len(history)
+    report.statuses = dict(
+        Counter(str(r["status"]) if r["status"] is not None else "transport error" for r in history)
+    )
+    intents: dict[str, str] = {r["intent"]: r["kind"] for r in history if r["client"] >= 0}
+    report.intents = dict(Counter(intents.values()))
+    report.operations = dict(Counter(op["state"] for op in snapshot.operations))
+    report.needs_attention = sum(1 for op in snapshot.operations if op["needs_attention"])
+    report.charges = len(snapshot.ledger)
+    report.faults = faults.as_dict()
+    report.gaps = faults.gaps()
+    report.schedule_errors = list(faults.errors)
+    report.harness_failures += faults.failures
+    report.violations = [str(v) for v in violations]
