@@ -219,13 +219,20 @@ async def take_ownership(
     """Become the operation's owner if nobody holds a live lease on it; None otherwise.
 
     A conditional UPDATE on the fence the caller saw: of two contenders only one can move
-    the fence from N to N+1, the other matches no row.
+    the fence from N to N+1, the other matches no row. A row another transaction holds is
+    skipped rather than waited for (SKIP LOCKED): its holder is working on it.
     """
     op = snapshot.operation
+    unlocked = (
+        select(Operation.id)
+        .where(Operation.id == op.id)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     stmt = (
         update(Operation)
         .where(
-            Operation.id == op.id,
+            Operation.id == unlocked,
             Operation.fence == op.fence,
             Operation.state.not_in([s.value for s in TERMINAL]),
             or_(Operation.lease_expires_at.is_(None), Operation.lease_expires_at <= func.now()),

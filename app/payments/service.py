@@ -136,6 +136,7 @@ class PaymentService:
     ) -> Reply | None:
         """Answer from the operation holding the key; None if there is none any more."""
         deadline = time.monotonic() + wait_s
+        contended_fence: int | None = None
         while True:
             snapshot = await self._find(tenant_id, idempotency_key)
             if snapshot is None:
@@ -158,7 +159,10 @@ class PaymentService:
             if snapshot.state in TERMINAL:
                 self._metrics.replays.inc()
                 return stored_reply(op, replayed=True)
-            if snapshot.lease_live:
+            # A takeover that failed while nothing changed means another transaction holds
+            # the row right now (a recovery taking it over): that is work in progress too.
+            busy = snapshot.lease_live or contended_fence == op.fence
+            if busy:
                 if time.monotonic() < deadline:
                     # Prefer: wait — poll for the owner's outcome until the deadline.
                     await asyncio.sleep(_WAIT_POLL_S)
@@ -175,7 +179,8 @@ class PaymentService:
             reply = await self._take_over(snapshot, owner)
             if reply is not None:
                 return reply
-            # Another request or worker took ownership first: look again.
+            # Another request or worker took ownership first, or holds the row: look again.
+            contended_fence = op.fence
 
     async def _find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
         async with transaction(self._sessions) as session:
