@@ -8,7 +8,6 @@ Reconciling happens outside any transaction, the whole batch concurrently.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -76,15 +75,9 @@ class ReconcileWorker:
             self._metrics.reconciled(reply.status, source="worker")
             self.reconciled += 1
         except Exception:
-            # Give it back at once rather than sit on it until the lease expires; it will be
-            # claimed again. An outcome is never guessed.
+            # Keep it until the lease expires, then it is claimed again: releasing it now
+            # would have this pass claim the same failing operation over and over.
             logger.exception("reconciling operation %s failed", ref.id)
-            with contextlib.suppress(Exception):
-                await self._release(ref)
-
-    async def _release(self, ref: OwnedRef) -> None:
-        async with transaction(self._sessions) as session:
-            await operations.release(session, ref)
 
     async def drain(self) -> int:
         """Run batches until nothing is due (or stopping); the total claimed."""

@@ -87,7 +87,14 @@ class Process:
         return self.popen.returncode
 
     def wait_exit(self, timeout: float = 30.0) -> int:
-        return self.popen.wait(timeout=timeout)
+        """The exit code; a process still running after `timeout` is killed, and the test fails."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"{self.name} did not exit within {timeout}s:\n{self.log()[-5000:]}"
+            ) from None
 
 
 def start_process(
