@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import health
-from app.db.engine import build_engine, build_sessionmaker
+from app.composition import runtime
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
@@ -20,10 +20,7 @@ from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
-from app.payments.charging import ChargeDriver
 from app.payments.service import PaymentService
-from app.provider.client import ProviderClient, build_http_client
-from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
 DESCRIPTION = """
@@ -41,32 +38,23 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = build_engine(settings, application_name="payments-api")
-        http = build_http_client(settings.provider_url, settings.provider_timeout_s)
-        sessions = build_sessionmaker(engine)
-        provider = ProviderClient(
-            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
-        )
-        driver = ChargeDriver(sessions=sessions, provider=provider, settings=settings)
-        reconciler = Reconciler(sessions=sessions, provider=provider, driver=driver)
-        app.state.services = Services(
-            settings=settings,
-            sessions=sessions,
-            payments=PaymentService(
-                sessions=sessions,
-                driver=driver,
-                reconciler=reconciler,
+        async with runtime(settings, metrics=metrics, application_name="payments-api") as parts:
+            app.state.services = Services(
                 settings=settings,
+                sessions=parts.sessions,
+                payments=PaymentService(
+                    sessions=parts.sessions,
+                    driver=parts.driver,
+                    reconciler=parts.reconciler,
+                    policy=parts.policy,
+                    lease_s=settings.lease_s,
+                    key_ttl_s=settings.key_ttl_s,
+                    metrics=metrics,
+                ),
+                schema_head=head_revision(),
                 metrics=metrics,
-            ),
-            schema_head=head_revision(),
-            metrics=metrics,
-        )
-        try:
+            )
             yield
-        finally:
-            await http.aclose()
-            await engine.dispose()
 
     app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     install_error_handlers(app)

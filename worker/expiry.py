@@ -1,4 +1,4 @@
-"""The expire job: the key lifecycle's two steps, in small batches (app/idempotency/expiry.py)."""
+"""The expire job: the key lifecycle's two steps, in small batches (app/operations/expiry.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.engine import SessionMaker, transaction
-from app.idempotency.expiry import expire_responses, release_tombstones
 from app.observability.metrics import Metrics
+from app.operations.expiry import expire_responses, release_tombstones
 from app.settings import Settings
 
 logger = logging.getLogger("payments.expiry")

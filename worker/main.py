@@ -17,12 +17,9 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
-from app.db.engine import build_engine, build_sessionmaker
+from app.composition import runtime
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
-from app.payments.charging import ChargeDriver
-from app.provider.client import ProviderClient, build_http_client
-from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 from worker.expiry import ExpireJob
 from worker.reconciler import ReconcileWorker, worker_name
@@ -34,23 +31,16 @@ async def _run(settings: Settings, *, once: bool) -> int:
     metrics = Metrics()
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port, addr="127.0.0.1", registry=metrics.registry)
-    engine = build_engine(settings, application_name="payments-worker")
-    http = build_http_client(settings.provider_url, settings.provider_timeout_s)
-    try:
-        sessions = build_sessionmaker(engine)
-        provider = ProviderClient(
-            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
-        )
-        driver = ChargeDriver(sessions=sessions, provider=provider, settings=settings)
+    async with runtime(settings, metrics=metrics, application_name="payments-worker") as parts:
         worker = ReconcileWorker(
             settings=settings,
-            sessions=sessions,
-            reconciler=Reconciler(sessions=sessions, provider=provider, driver=driver),
+            sessions=parts.sessions,
+            reconciler=parts.reconciler,
             name=worker_name(),
             metrics=metrics,
         )
         expire = ExpireJob(
-            settings=settings, sessions=sessions, metrics=metrics, stopping=worker.stopping
+            settings=settings, sessions=parts.sessions, metrics=metrics, stopping=worker.stopping
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -86,9 +76,6 @@ async def _run(settings: Settings, *, once: bool) -> int:
         scheduler.shutdown(wait=False)
         logger.info("worker stopped", extra={"fields": {"worker": worker.name}})
         return 0
-    finally:
-        await http.aclose()
-        await engine.dispose()
 
 
 def run_worker(settings: Settings, *, once: bool) -> int:

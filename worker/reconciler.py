@@ -13,10 +13,11 @@ import os
 import socket
 
 from app.db.engine import SessionMaker, transaction
-from app.idempotency import repository as operations
-from app.idempotency.repository import OwnedRef
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
+from app.operations import repository as operations
+from app.operations.refs import OwnedRef
+from app.payments.models import Payment
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
@@ -36,7 +37,7 @@ class ReconcileWorker:
         *,
         settings: Settings,
         sessions: SessionMaker,
-        reconciler: Reconciler,
+        reconciler: Reconciler[Payment],
         name: str,
         metrics: Metrics,
     ):
@@ -71,8 +72,8 @@ class ReconcileWorker:
     async def _reconcile_one(self, ref: OwnedRef) -> None:
         try:
             new_context(operation_id=str(ref.id), worker=self.name)
-            reply = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
-            self._metrics.reconciled(reply.status, source="worker")
+            outcome = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+            self._metrics.reconciled(outcome, source="worker")
             self.reconciled += 1
         except Exception:
             # Keep it until the lease expires, then it is claimed again: releasing it now

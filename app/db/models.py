@@ -6,7 +6,7 @@ Migrations and the models-versus-migrations test load the metadata from here.
 from __future__ import annotations
 
 from app.db.base import Base
-from app.idempotency.models import Operation, OperationTransition
+from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment
 from app.tenants.models import Tenant
 

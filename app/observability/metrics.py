@@ -11,19 +11,45 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.operations.outcomes import (
+    Declined,
+    FencedOut,
+    NotSent,
+    Outcome,
+    Rejected,
+    Succeeded,
+    Unknown,
+)
+from app.operations.states import IN_FLIGHT, TERMINAL, State
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+
+def _sql_list(states: frozenset[State]) -> str:
+    return ", ".join(f"'{s.value}'" for s in sorted(states))
+
+
 _BACKLOG_SQL = text(
-    """
+    f"""
     SELECT
       coalesce(extract(epoch FROM now() - min(created_at)
-               FILTER (WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT'))), 0) AS oldest,
-      count(*) FILTER (WHERE state = 'UNKNOWN_REQUIRES_RECOVERY') AS unknown,
+               FILTER (WHERE state IN ({_sql_list(IN_FLIGHT)}))), 0) AS oldest,
+      count(*) FILTER (WHERE state = '{State.UNKNOWN_REQUIRES_RECOVERY.value}') AS unknown,
       count(*) FILTER (WHERE needs_attention) AS attention
     FROM operations
-    WHERE state NOT IN ('COMPLETED', 'FAILED')
+    WHERE state NOT IN ({_sql_list(TERMINAL)})
     """
 )
+
+# Reconciliations are counted by what the operation became.
+_RECONCILED: dict[type[Outcome], str] = {
+    Succeeded: "completed",
+    Declined: "completed",
+    Rejected: "failed",
+    NotSent: "unknown",
+    Unknown: "unknown",
+    FencedOut: "fenced_out",
+}
 
 
 class Metrics:
@@ -48,7 +74,8 @@ class Metrics:
         )
         self.reconciliations = Counter(
             "payments_reconciliations",
-            "Reconciliations by outcome (completed, failed, unknown) and source (worker, inline)",
+            "Reconciliations by outcome (completed, failed, unknown, fenced_out) and source "
+            "(worker, inline)",
             ["outcome", "source"],
             registry=r,
         )
@@ -95,10 +122,9 @@ class Metrics:
         self.provider_calls.labels(operation, outcome).inc()
         self.provider_latency.labels(operation).observe(seconds)
 
-    def reconciled(self, status: int, *, source: str) -> None:
-        """Count a reconciliation by the answer it produced."""
-        outcome = {201: "completed", 402: "completed", 502: "failed"}.get(status, "unknown")
-        self.reconciliations.labels(outcome, source).inc()
+    def reconciled(self, outcome: Outcome, *, source: str) -> None:
+        """Count a reconciliation by what it came to."""
+        self.reconciliations.labels(_RECONCILED[type(outcome)], source).inc()
 
     async def refresh_backlog(self, session: AsyncSession) -> None:
         """Read the backlog gauges from the database."""

@@ -11,10 +11,10 @@ from app.db.engine import transaction
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
-from app.idempotency import repository as operations
+from app.operations import reads
+from app.operations.models import OperationName
 from app.operations.schemas import OperationOut
 from app.operations.views import operation_json
-from app.payments.service import CREATE_PAYMENT
 
 router = APIRouter(tags=["operations"])
 
@@ -32,7 +32,7 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
     except ValueError:
         raise NotFound("no such operation") from None
     async with transaction(services.sessions) as session:
-        snapshot = await operations.get_snapshot(
+        snapshot = await reads.get_snapshot(
             session, parsed, key_ttl_s=services.settings.key_ttl_s, tenant_id=tenant.id
         )
         if snapshot is None:
@@ -61,10 +61,10 @@ async def find_operation(
 ) -> Any:
     """The caller's operation with this key: for a client that lost every response."""
     async with transaction(services.sessions) as session:
-        snapshot = await operations.find_by_key(
+        snapshot = await reads.find_by_key(
             session,
             tenant_id=tenant.id,
-            operation_name=CREATE_PAYMENT,
+            operation_name=OperationName.CREATE_PAYMENT,
             idempotency_key=idempotency_key,
             key_ttl_s=services.settings.key_ttl_s,
         )

@@ -8,15 +8,16 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import iso
-from app.idempotency import repository as operations
-from app.idempotency.models import Operation
+from app.operations import reads
+from app.operations.models import Operation
+from app.operations.states import TERMINAL
 
 
 async def operation_json(session: AsyncSession, operation: Operation) -> dict[str, Any]:
     """The operation with its result (once terminal) and its audited history."""
-    transitions = await operations.history(session, operation.id)
+    transitions = await reads.history(session, operation.id)
     result: dict[str, Any] | None = None
-    if operation.response_status is not None and operation.state in ("COMPLETED", "FAILED"):
+    if operation.response_status is not None and operation.state in TERMINAL:
         body = None if operation.response_body is None else json.loads(operation.response_body)
         result = {"status_code": operation.response_status, "body": body}
     return {

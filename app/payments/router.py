@@ -17,6 +17,7 @@ from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
 from app.idempotency.keys import parse_idempotency_key
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
+from app.payments.replies import render
 from app.payments.schemas import (
     AmountError,
     CreatePaymentRequest,
@@ -124,9 +125,10 @@ async def create_payment(
             "the payment request is invalid", errors=[{"field": "amount", "message": str(exc)}]
         ) from None
     wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
-    reply = await services.payments.create(
+    answer = await services.payments.create(
         tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s
     )
+    reply = render(answer)
     return Response(
         content=reply.body,
         status_code=reply.status,

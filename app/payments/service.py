@@ -3,11 +3,14 @@
 first request with a key     claim (one transaction) -> drive the charge
 same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
 expired key                  422 IDEMPOTENCY_KEY_EXPIRED
-COMPLETED / FAILED           the stored reply, byte for byte, Idempotent-Replayed: true
+COMPLETED / FAILED           the stored answer, byte for byte (`Replay`)
 in flight, lease live        409 IDEMPOTENCY_REQUEST_IN_PROGRESS (after Prefer: wait)
 in flight, lease expired,    take recovery ownership and reconcile inline
   or UNKNOWN
 FAILED_RETRYABLE             take ownership and drive the same payment again
+
+The flow returns a typed answer (`app/payments/replies.py` renders it); refusals are raised
+as problem errors.
 """
 
 from __future__ import annotations
@@ -16,23 +19,28 @@ import asyncio
 import time
 import uuid
 
+from app.clock import utcnow
 from app.db.engine import SessionMaker, transaction
 from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
-from app.idempotency import repository as operations
 from app.idempotency.fingerprint import fingerprint
-from app.idempotency.repository import OwnedRef, Snapshot
-from app.idempotency.states import IN_FLIGHT, TERMINAL, State, Trigger
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
+from app.operations import reads
+from app.operations import repository as operations
+from app.operations.models import OperationName
+from app.operations.outcomes import FencedOut, Indefinite, Outcome, Unknown
+from app.operations.refs import OwnedRef, Snapshot, stored_response
+from app.operations.states import TERMINAL, State, Trigger
+from app.operations.views import operation_json
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
-from app.payments.replies import Reply, operation_location, stored_reply
+from app.payments.models import Payment
+from app.payments.replies import Answer, Pending, Replay, operation_location, retry_after_s
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
+from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
-from app.settings import Settings
 
-CREATE_PAYMENT = "create_payment"
 MAX_WAIT_S = 10.0
 _WAIT_POLL_S = 0.05
 
@@ -50,14 +58,18 @@ class PaymentService:
         *,
         sessions: SessionMaker,
         driver: ChargeDriver,
-        reconciler: Reconciler,
-        settings: Settings,
+        reconciler: Reconciler[Payment],
+        policy: RecoveryPolicy,
+        lease_s: float,
+        key_ttl_s: int,
         metrics: Metrics,
     ):
         self._sessions = sessions
         self._driver = driver
         self._reconciler = reconciler
-        self._settings = settings
+        self._policy = policy
+        self._lease_s = lease_s
+        self._key_ttl_s = key_ttl_s
         self._metrics = metrics
 
     async def create(
@@ -67,50 +79,44 @@ class PaymentService:
         idempotency_key: str,
         command: CreatePaymentCommand,
         wait_s: float = 0.0,
-    ) -> Reply:
-        """Answer one `POST /payments`."""
+    ) -> Answer:
+        """Answer one `POST /payments`; `wait_s` is the (already capped) `Prefer: wait`."""
         owner = new_owner("api")
         bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
-        digest = fingerprint(CREATE_PAYMENT, command.canonical())
+        digest = fingerprint(OperationName.CREATE_PAYMENT, command.canonical())
         while True:
-            reply = await self._claim_or_answer(
-                tenant_id=tenant_id,
-                idempotency_key=idempotency_key,
-                command=command,
-                digest=digest,
-                owner=owner,
-                wait_s=min(max(wait_s, 0.0), MAX_WAIT_S),
+            answer = await self._claim_or_answer(
+                tenant_id, idempotency_key, command, digest, owner, wait_s
             )
-            if reply is not None:
-                return reply
+            if answer is not None:
+                return answer
             # The key was released between our claim and our read: claim it again.
 
     async def _claim_or_answer(
         self,
-        *,
         tenant_id: uuid.UUID,
         idempotency_key: str,
         command: CreatePaymentCommand,
         digest: str,
         owner: str,
         wait_s: float,
-    ) -> Reply | None:
+    ) -> Answer | None:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         # The claim: one short transaction inserts the operation (first writer wins on the
         # unique scoped key), its payment with the derived provider key, and our lease.
         async with transaction(self._sessions) as session:
-            claimed = await operations.insert_claim(
+            ref = await operations.claim(
                 session,
                 operation_id=operation_id,
                 tenant_id=tenant_id,
-                operation_name=CREATE_PAYMENT,
+                operation_name=OperationName.CREATE_PAYMENT,
                 idempotency_key=idempotency_key,
                 fingerprint=digest,
                 payment_id=payment_id,
                 owner=owner,
-                lease_s=self._settings.lease_s,
+                lease_s=self._lease_s,
             )
-            if claimed:
+            if ref is not None:
                 await payments.insert_payment(
                     session,
                     payment_id=payment_id,
@@ -119,21 +125,14 @@ class PaymentService:
                     provider_key=derive_provider_key(payment_id),
                     command=command,
                 )
-        if claimed:
+        if ref is not None:
             bind(operation_id=str(operation_id))
-            ref = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
-            return await self._driver.send(ref, Trigger.SEND, actor=owner)
-        return await self._answer_existing(
-            tenant_id=tenant_id,
-            idempotency_key=idempotency_key,
-            digest=digest,
-            owner=owner,
-            wait_s=wait_s,
-        )
+            return await self._drive(ref, Trigger.SEND, payment_id, owner)
+        return await self._answer_existing(tenant_id, idempotency_key, digest, owner, wait_s)
 
     async def _answer_existing(
-        self, *, tenant_id: uuid.UUID, idempotency_key: str, digest: str, owner: str, wait_s: float
-    ) -> Reply | None:
+        self, tenant_id: uuid.UUID, idempotency_key: str, digest: str, owner: str, wait_s: float
+    ) -> Answer | None:
         """Answer from the operation holding the key; None if there is none any more."""
         deadline = time.monotonic() + wait_s
         contended_fence: int | None = None
@@ -146,10 +145,7 @@ class PaymentService:
             bind(operation_id=str(op.id))
             if snapshot.key_expired:
                 self._metrics.expired_key_retries.inc()
-                raise IdempotencyKeyExpired(
-                    "this Idempotency-Key has expired; use a new key for a new payment",
-                    operation_id=op.id,
-                )
+                raise _expired(op.id)
             if op.fingerprint != digest:
                 self._metrics.conflicts.labels("different_request").inc()
                 raise IdempotencyKeyReused(
@@ -158,11 +154,10 @@ class PaymentService:
                 )
             if snapshot.state in TERMINAL:
                 self._metrics.replays.inc()
-                return stored_reply(op, replayed=True)
+                return Replay(stored_response(op))
             # A takeover that failed while nothing changed means another transaction holds
             # the row right now (a recovery taking it over): that is work in progress too.
-            busy = snapshot.lease_live or contended_fence == op.fence
-            if busy:
+            if snapshot.lease_live or contended_fence == op.fence:
                 if time.monotonic() < deadline:
                     # Prefer: wait — poll for the owner's outcome until the deadline.
                     await asyncio.sleep(_WAIT_POLL_S)
@@ -176,34 +171,77 @@ class PaymentService:
                         "link": f'<{operation_location(op.id)}>; rel="monitor"',
                     },
                 )
-            reply = await self._take_over(snapshot, owner)
-            if reply is not None:
-                return reply
+            answer = await self._take_over(snapshot, owner)
+            if answer is not None:
+                return answer
             # Another request or worker took ownership first, or holds the row: look again.
             contended_fence = op.fence
 
     async def _find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
         async with transaction(self._sessions) as session:
-            return await operations.find_by_key(
+            return await reads.find_by_key(
                 session,
                 tenant_id=tenant_id,
-                operation_name=CREATE_PAYMENT,
+                operation_name=OperationName.CREATE_PAYMENT,
                 idempotency_key=idempotency_key,
-                key_ttl_s=self._settings.key_ttl_s,
+                key_ttl_s=self._key_ttl_s,
             )
 
-    async def _take_over(self, snapshot: Snapshot, owner: str) -> Reply | None:
+    async def _take_over(self, snapshot: Snapshot, owner: str) -> Answer | None:
         """Own a stalled, unknown or retryable operation and drive it; None if we lost."""
         async with transaction(self._sessions) as session:
-            ref = await operations.take_ownership(
-                session, snapshot, owner=owner, lease_s=self._settings.lease_s
-            )
+            ref = await operations.take_over(session, snapshot, owner=owner, lease_s=self._lease_s)
         if ref is None:
             return None
         if ref.state is State.FAILED_RETRYABLE:
             # Definitely not processed before: drive the same payment, same provider key.
-            return await self._driver.send(ref, Trigger.RETRY, actor=owner)
-        assert ref.state in IN_FLIGHT or ref.state is State.UNKNOWN_REQUIRES_RECOVERY
-        reply = await self._reconciler.reconcile(ref, actor=owner, inline=True)
-        self._metrics.reconciled(reply.status, source="inline")
-        return reply
+            return await self._drive(ref, Trigger.RETRY, snapshot.operation.payment_id, owner)
+        outcome = await self._reconciler.reconcile(ref, actor=owner, inline=True)
+        self._metrics.reconciled(outcome, source="inline")
+        return await self._present(outcome)
+
+    async def _drive(
+        self, ref: OwnedRef, trigger: Trigger, payment_id: uuid.UUID, owner: str
+    ) -> Answer:
+        """A client's own attempt: send, and decide what an indefinite answer means."""
+        sent = await self._driver.send(ref, trigger, actor=owner)
+        if isinstance(sent, Indefinite):
+            if sent.not_sent:
+                # Certainly not processed, and nothing of ours is still on its way: the
+                # client may retry with the same key (503), which drives this again.
+                outcome: Outcome = await self._driver.defer(
+                    sent, payment_id=payment_id, actor=owner
+                )
+            else:
+                schedule = self._policy.schedule(sent.ref.attempts, counted=False)
+                outcome = await self._driver.record_unknown(
+                    sent.ref, actor=owner, reason=sent.reason, schedule=schedule
+                )
+        else:
+            outcome = sent
+        return await self._present(outcome)
+
+    async def _present(self, outcome: Outcome) -> Answer:
+        """Final and not-sent outcomes as they are; for the rest, the operation as it stands."""
+        if not isinstance(outcome, Unknown | FencedOut):
+            return outcome
+        async with transaction(self._sessions) as session:
+            snapshot = await reads.get_snapshot(
+                session, outcome.operation_id, key_ttl_s=self._key_ttl_s
+            )
+            assert snapshot is not None, "operations are never deleted"
+            op = snapshot.operation
+            if snapshot.state in TERMINAL:
+                # Fenced out by an owner that finished: its answer is the answer.
+                if snapshot.key_expired:
+                    raise _expired(op.id)
+                return Replay(stored_response(op))
+            view = await operation_json(session, op)
+        return Pending(view, retry_after_s(op.next_check_at, utcnow()))
+
+
+def _expired(operation_id: uuid.UUID) -> IdempotencyKeyExpired:
+    return IdempotencyKeyExpired(
+        "this Idempotency-Key has expired; use a new key for a new payment",
+        operation_id=operation_id,
+    )

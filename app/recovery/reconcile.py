@@ -1,52 +1,84 @@
-"""Reconciling one operation against the provider: shared by the worker and API retries.
+"""Reconciling one owned operation against the provider: shared by the worker and API retries.
 
-The caller already owns the operation (its fence is in `ref`). Asking before acting is what
-makes recovery safe: look the charge up by the payment's derived key; if the provider has it,
-record that definite outcome; if it certainly does not, send it again with the same key (the
-provider deduplicates); if the provider cannot say, stay unknown and check again later.
+Asking before acting is what makes recovery safe: look the charge up by the payment's derived
+key; if the provider has it, record that definite outcome; if it certainly does not, send it
+again with the same key (the provider deduplicates, so a first request that lands late cannot
+make a second charge); if the provider cannot say, stay unknown and check again later, on the
+schedule the recovery policy sets.
+
+The reconciler knows the driver only by the `Driver` protocol below, so recovery depends on
+no payment code: the composition root hands it the charge driver.
 """
 
 from __future__ import annotations
 
-from app.db.engine import SessionMaker, transaction
-from app.idempotency.repository import OwnedRef
-from app.idempotency.states import State, Trigger
-from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
-from app.payments.replies import Reply
-from app.provider.client import ProviderClient
+from typing import Generic, Protocol, TypeVar
+
+from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
+from app.operations.refs import OwnedRef, Schedule
+from app.operations.states import State, Trigger
+from app.provider.client import Charge
 from app.provider.errors import LookupFailed
+from app.recovery.policy import RecoveryPolicy
+
+SubjectT = TypeVar("SubjectT")
 
 
-class Reconciler:
+class Driver(Protocol[SubjectT]):
+    """What reconciling needs from the code that owns the provider calls of an operation.
+
+    `SubjectT` is the business object the operation acts on (a payment).
+    """
+
+    async def lookup(self, ref: OwnedRef, /) -> tuple[SubjectT, Charge | None]: ...
+
+    async def record_charge(
+        self, ref: OwnedRef, subject: SubjectT, charge: Charge, /, *, actor: str, how: str
+    ) -> Final | FencedOut: ...
+
+    async def send(
+        self, ref: OwnedRef, trigger: Trigger, /, *, actor: str
+    ) -> Final | Indefinite | FencedOut: ...
+
+    async def record_unknown(
+        self, ref: OwnedRef, /, *, actor: str, reason: str, schedule: Schedule
+    ) -> Unknown | FencedOut: ...
+
+
+class Reconciler(Generic[SubjectT]):
     """Finds out what happened to an owned operation and records it."""
 
-    def __init__(self, *, sessions: SessionMaker, provider: ProviderClient, driver: ChargeDriver):
-        self._sessions = sessions
-        self._provider = provider
+    def __init__(self, *, driver: Driver[SubjectT], policy: RecoveryPolicy):
         self._driver = driver
+        self._policy = policy
 
-    async def reconcile(self, ref: OwnedRef, *, actor: str, inline: bool) -> Reply:
-        """Drive `ref` to a definite outcome if the provider allows; the reply to give.
+    async def reconcile(self, ref: OwnedRef, *, actor: str, inline: bool) -> Outcome:
+        """Drive `ref` to a definite outcome if the provider allows; what it came to.
 
-        `inline` is a client's retry doing the work: a failed look-up then does not count
-        against the operation's attempts, which pace the worker's schedule.
+        `inline` is a client's retry doing the work: a check that settles nothing then does
+        not count against the operation's attempts, which pace the worker's schedule.
         """
-        async with transaction(self._sessions) as session:
-            payment = await payments.get_for_operation(session, ref.id)
         try:
-            charge = await self._provider.find_charge(payment.provider_key)
+            payment, charge = await self._driver.lookup(ref)
         except LookupFailed as exc:
-            return await self._driver.record_unknown(
-                ref, f"provider lookup failed: {exc}", actor=actor, count_attempt=not inline
-            )
+            return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor, inline)
         if charge is not None:
             return await self._driver.record_charge(
-                ref, payment, charge, actor=actor, reason="found by provider lookup"
+                ref, payment, charge, actor=actor, how="found by provider lookup"
             )
         # The provider has no charge under this key: sending it again is safe, since the
-        # provider deduplicates on the same derived key should the first call land late.
+        # provider deduplicates on the same derived key should the first request land late.
         trigger = Trigger.SEND if ref.state is State.RECEIVED else Trigger.RESEND
-        return await self._driver.send(
-            ref, trigger, actor=actor, recovering=True, count_attempt=not inline
-        )
+        sent = await self._driver.send(ref, trigger, actor=actor)
+        if not isinstance(sent, Indefinite):
+            return sent
+        # Even a resend the provider certainly did not process settles nothing: an earlier
+        # request under the same key may still be on its way. The outcome stays unknown.
+        reason = ("resend not processed by the provider: " if sent.not_sent else "") + sent.reason
+        return await self._still_unknown(sent.ref, reason, actor, inline)
+
+    async def _still_unknown(
+        self, ref: OwnedRef, reason: str, actor: str, inline: bool
+    ) -> Unknown | FencedOut:
+        schedule = self._policy.schedule(ref.attempts, counted=not inline)
+        return await self._driver.record_unknown(ref, actor=actor, reason=reason, schedule=schedule)

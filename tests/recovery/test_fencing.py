@@ -19,9 +19,10 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.db.engine import transaction
-from app.idempotency import repository as operations
-from app.idempotency.repository import OwnedRef
-from app.idempotency.states import State
+from app.operations import reads
+from app.operations import repository as operations
+from app.operations.refs import OwnedRef, Schedule
+from app.operations.states import State
 from tests.conftest import TenantHandle
 from tests.recovery.conftest import AsyncDb, Spawner
 from tests.recovery.support import (
@@ -132,7 +133,7 @@ def _claim(db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHan
 
     async def insert() -> None:
         async with transaction(async_db.sessions) as session:
-            assert await operations.insert_claim(
+            assert await operations.claim(
                 session,
                 operation_id=operation_id,
                 tenant_id=tenant.id,
@@ -158,10 +159,10 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
 
         async def take_over(owner: str, operation_id: uuid.UUID = operation_id) -> OwnedRef | None:
             async with transaction(async_db.sessions) as session:
-                snapshot = await operations.get_snapshot(session, operation_id, key_ttl_s=86400)
+                snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
             assert snapshot is not None
             async with transaction(async_db.sessions) as session:
-                return await operations.take_ownership(session, snapshot, owner=owner, lease_s=30)
+                return await operations.take_over(session, snapshot, owner=owner, lease_s=30)
 
         async def race() -> list[OwnedRef | None]:
             return list(await asyncio.gather(*(take_over(f"c{i}") for i in range(contenders))))
@@ -175,25 +176,30 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
         assert (ref.fence, row["fence"], row["lease_owner"]) == (2, 2, f"c{index}")
 
 
-def test_a_stale_owner_cannot_release_the_new_owners_lease(
+def test_a_stale_owner_cannot_end_the_new_owners_lease(
     async_db: AsyncDb, tenant: TenantHandle, db: psycopg.Connection[DictRow]
 ) -> None:
     operation_id = _claim(db, async_db, tenant)
     stale = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
 
-    async def take_over_then_stale_release() -> tuple[OwnedRef | None, bool]:
+    async def take_over_then_stale_write() -> tuple[OwnedRef | None, OwnedRef | None]:
         async with transaction(async_db.sessions) as session:
-            snapshot = await operations.get_snapshot(session, operation_id, key_ttl_s=86400)
+            snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            owned = await operations.take_ownership(
-                session, snapshot, owner="worker:new", lease_s=30
-            )
+            owned = await operations.take_over(session, snapshot, owner="worker:new", lease_s=30)
+        # Recording an outcome ends the writer's lease; from a stale owner it must not land.
         async with transaction(async_db.sessions) as session:
-            released = await operations.release(session, stale)
-        return owned, released
+            written = await operations.mark_unknown(
+                session,
+                stale,
+                actor="api:stale",
+                reason="woke up late",
+                schedule=Schedule(attempts=1, delay_s=0, needs_attention=False),
+            )
+        return owned, written
 
-    owned, released = async_db.run(take_over_then_stale_release())
+    owned, written = async_db.run(take_over_then_stale_write())
     assert owned is not None
-    assert released is False
+    assert written is None
     row = operation(db, operation_id)
     assert (row["lease_owner"], row["fence"], row["lease_expired"]) == ("worker:new", 2, False)

@@ -1,10 +1,10 @@
 """Properties of the operation state machine, alone and as the repository writes it.
 
 The machine: only the declared transitions can happen, and COMPLETED / FAILED never change.
-The repository, against the real database: `apply` with random triggers, stale fences and
-wrong expected states moves a row only by a declared edge, only for the current fence and the
-current state, audits exactly the writes it makes, and never moves a terminal operation;
-`take_ownership` never takes a terminal one.
+The repository, against the real database: its verbs (`mark_sent`, `record_final`, `defer`,
+`mark_unknown`) fired with random triggers, stale fences and wrong expected states move a row
+only by a declared edge, only for the current fence and the current state, audit exactly the
+writes they make, and never move a terminal operation; `take_over` never takes a terminal one.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from psycopg.rows import DictRow
 from sqlalchemy import func, update
 
 from app.db.engine import transaction
-from app.idempotency import repository as operations
-from app.idempotency.models import Operation
-from app.idempotency.repository import OwnedRef
-from app.idempotency.states import (
+from app.operations import reads
+from app.operations import repository as operations
+from app.operations.models import Operation
+from app.operations.refs import OwnedRef, Schedule, StoredResponse
+from app.operations.states import (
     MACHINE,
     TERMINAL,
     TRANSITIONS,
@@ -128,7 +129,7 @@ def _tracked(row: dict[str, Any]) -> dict[str, Any]:
 async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
     operation_id = uuid.uuid4()
     async with transaction(async_db.sessions) as session:
-        assert await operations.insert_claim(
+        assert await operations.claim(
             session,
             operation_id=operation_id,
             tenant_id=tenant.id,
@@ -143,10 +144,23 @@ async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
 
 
 async def _apply(async_db: AsyncDb, ref: OwnedRef, trigger: Trigger, tag: str) -> OwnedRef | None:
+    """Fire `trigger` through the repository verb that owns it, as owner `tag`."""
     async with transaction(async_db.sessions) as session:
-        return await operations.apply(
-            session, ref, trigger, actor="prop", reason=tag, changes={"last_error": tag}
-        )
+        match trigger:
+            case Trigger.SEND | Trigger.RETRY | Trigger.RESEND:
+                return await operations.mark_sent(session, ref, trigger, actor=tag)
+            case Trigger.COMPLETE | Trigger.FAIL:
+                stored = StoredResponse(status=200, headers={}, body=b"{}")
+                return await operations.record_final(
+                    session, ref, trigger, actor=tag, reason=tag, stored=stored
+                )
+            case Trigger.DEFER:
+                return await operations.defer(session, ref, actor=tag, reason=tag)
+            case Trigger.LOSE:
+                schedule = Schedule(attempts=0, delay_s=60, needs_attention=False)
+                return await operations.mark_unknown(
+                    session, ref, actor=tag, reason=tag, schedule=schedule
+                )
 
 
 async def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> OwnedRef | None:
@@ -158,9 +172,9 @@ async def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> 
             .values(lease_expires_at=func.now())
         )
     async with transaction(async_db.sessions) as session:
-        snapshot = await operations.get_snapshot(session, operation_id, key_ttl_s=86400)
+        snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
         assert snapshot is not None
-        return await operations.take_ownership(session, snapshot, owner=owner, lease_s=30)
+        return await operations.take_over(session, snapshot, owner=owner, lease_s=30)
 
 
 def test_repository_writes_only_declared_edges_with_the_current_fence(
@@ -211,15 +225,16 @@ def test_repository_writes_only_declared_edges_with_the_current_fence(
                 assert moved is not None
                 state = DECLARED[believed, step.trigger]
                 assert (moved.state, moved.fence) == (state, fence)
-                assert (after["state"], after["fence"], after["last_error"]) == (state, fence, tag)
+                assert (after["state"], after["fence"]) == (state, fence)
                 assert len(history) == audited + 1
                 last = history[-1]
-                assert (last["from_state"], last["to_state"], last["trigger"], last["fence"]) == (
-                    believed.value,
-                    state.value,
-                    step.trigger.value,
-                    fence,
-                )
+                assert (
+                    last["from_state"],
+                    last["to_state"],
+                    last["trigger"],
+                    last["fence"],
+                    last["actor"],
+                ) == (believed.value, state.value, step.trigger.value, fence, tag)
             else:
                 # A stale fence or a wrong belief about the state: nothing written at all.
                 assert moved is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -29,7 +30,14 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-from app.idempotency.states import State
+from app.operations.states import State
+
+
+class OperationName(StrEnum):
+    """What an operation does; part of the scoped key (tenant, operation, key)."""
+
+    CREATE_PAYMENT = "create_payment"
+
 
 _STATES = ", ".join(f"'{s.value}'" for s in State)
 

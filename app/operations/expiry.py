@@ -20,8 +20,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.idempotency.models import Operation
-from app.idempotency.states import TERMINAL
+from app.operations.models import Operation
+from app.operations.states import TERMINAL
 
 _TERMINAL = [s.value for s in TERMINAL]
 

@@ -1,0 +1,65 @@
+"""The one place the service's parts are built and wired, for the API and the worker alike.
+
+    engine -> sessions ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
+    provider HTTP client ┘
+
+`runtime(settings, ...)` builds them, hands them over, and closes the HTTP client and the
+engine when the block ends. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from app.db.engine import SessionMaker, build_engine, build_sessionmaker
+from app.failpoints import Failpoints
+from app.observability.metrics import Metrics
+from app.payments.charging import ChargeDriver
+from app.payments.models import Payment
+from app.provider.client import ProviderClient, build_http_client
+from app.recovery.policy import RecoveryPolicy
+from app.recovery.reconcile import Reconciler
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What both processes share: sessions, the driver, recovery and its policy."""
+
+    sessions: SessionMaker
+    driver: ChargeDriver
+    reconciler: Reconciler[Payment]
+    policy: RecoveryPolicy
+
+
+@asynccontextmanager
+async def runtime(
+    settings: Settings, *, metrics: Metrics, application_name: str
+) -> AsyncIterator[Runtime]:
+    """Build the runtime for one process; close its connections when the block ends."""
+    engine = build_engine(settings, application_name=application_name)
+    http = build_http_client(settings.provider_url, settings.provider_timeout_s)
+    try:
+        sessions = build_sessionmaker(engine)
+        provider = ProviderClient(
+            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
+        )
+        driver = ChargeDriver(
+            sessions=sessions, provider=provider, failpoints=Failpoints.parse(settings.failpoints)
+        )
+        policy = RecoveryPolicy(
+            max_attempts=settings.max_attempts,
+            backoff_base_s=settings.backoff_base_s,
+            backoff_max_s=settings.backoff_max_s,
+        )
+        yield Runtime(
+            sessions=sessions,
+            driver=driver,
+            reconciler=Reconciler(driver=driver, policy=policy),
+            policy=policy,
+        )
+    finally:
+        await http.aclose()
+        await engine.dispose()

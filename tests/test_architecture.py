@@ -1,0 +1,99 @@
+"""The layering `docs/architecture.md` describes, checked on the source.
+
+Imports only go down: the edge (routers, `main.py`, the worker) uses the create flow, the
+flow uses recovery and the charge driver, recovery uses the operations record and the
+provider. These tests read the import statements of every module in `app/` and `worker/`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in ("app", "worker"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth of the file (lazy imports count too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _violations(
+    importers: str, forbidden: tuple[str, ...], *, except_: tuple[str, ...] = ()
+) -> list[str]:
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith(importers) or name in except_:
+            continue
+        for imported in sorted(_imports(path)):
+            if imported.startswith(forbidden):
+                found.append(f"{name} imports {imported}")
+    return found
+
+
+def test_the_layout_is_found() -> None:
+    assert "app.operations.repository" in MODULES
+    assert "worker.reconciler" in MODULES
+    assert "app.operations.repository" in _imports(MODULES["app.payments.charging"])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_over_the_size_limit(name: str) -> None:
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines; split it by concept"
+
+
+def test_the_operations_record_depends_on_no_one_above_it() -> None:
+    # The read API's router is the edge: it takes the tenant from the dependencies.
+    assert not _violations(
+        "app.operations",
+        ("app.payments", "app.recovery", "app.dependencies", "app.main", "worker"),
+        except_=("app.operations.router",),
+    )
+
+
+def test_recovery_knows_no_payment_code() -> None:
+    # The reconciler gets the charge driver through its Driver protocol, from composition.
+    assert not _violations("app.recovery", ("app.payments", "app.dependencies", "worker"))
+
+
+def test_the_charge_driver_is_mechanism_without_policy() -> None:
+    assert not _violations("app.payments.charging", ("app.recovery", "app.payments.service"))
+
+
+def test_nothing_in_app_imports_the_worker_process() -> None:
+    # Only the `payments` command starts it.
+    assert not _violations("app", ("worker",), except_=("app.cli", "app.devserver"))
+
+
+def test_http_frameworks_stay_at_the_edge() -> None:
+    edge = ("app.main", "app.errors", "app.dependencies", "app.health", "app.server")
+    edge_packages = ("app.http",)
+    found = [
+        violation
+        for violation in _violations("app", ("fastapi", "starlette"), except_=edge)
+        if not violation.startswith(edge_packages) and ".router " not in violation
+    ]
+    assert not found
