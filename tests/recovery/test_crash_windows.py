@@ -19,8 +19,10 @@ import pytest
 from psycopg.rows import DictRow
 
 from tests.conftest import TenantHandle
-from tests.recovery.conftest import FAST_WORKER, Spawner
-from tests.recovery.support import (
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import Process
+from tests.support.rows import (
     assert_agrees_with_ledger,
     assert_completed_once,
     ledger_by_key,
@@ -33,9 +35,7 @@ from tests.recovery.support import (
     wait_for_state,
     wait_lease_expired,
 )
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
+from tests.support.spawning import FAST_WORKER, Spawner
 
 # An API whose lease runs out quickly once it is dead; the lease outlives the provider call.
 SHORT_LEASE = {"PAYMENTS_LEASE_S": "3", "PAYMENTS_PROVIDER_TIMEOUT_S": "1"}

@@ -20,8 +20,10 @@ import pytest
 from psycopg.rows import DictRow
 
 from tests.conftest import TenantHandle, api_client
-from tests.recovery.conftest import FAST_WORKER, Spawner
-from tests.recovery.support import (
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import free_port, wait_until
+from tests.support.rows import (
     assert_agrees_with_ledger,
     assert_completed_once,
     make_due,
@@ -30,9 +32,7 @@ from tests.recovery.support import (
     transitions,
     wait_for_state,
 )
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import free_port, wait_until
+from tests.support.spawning import FAST_WORKER, Spawner
 
 CRASH_EXIT_STATUS = 75
 

@@ -24,8 +24,10 @@ import pytest
 from psycopg.rows import DictRow
 
 from tests.conftest import TenantHandle
-from tests.recovery.conftest import FAST_WORKER, Spawner
-from tests.recovery.support import (
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import Process
+from tests.support.rows import (
     assert_completed_once,
     ledger_by_key,
     make_due,
@@ -33,9 +35,7 @@ from tests.recovery.support import (
     wait_connected,
     wait_for_state,
 )
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
+from tests.support.spawning import FAST_WORKER, Spawner
 
 OPERATIONS = 1000
 CLIENT_THREADS = 8

@@ -17,8 +17,10 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.recovery.conftest import FAST_WORKER, Spawner
-from tests.recovery.support import (
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import wait_until
+from tests.support.rows import (
     assert_completed_once,
     make_due,
     operation,
@@ -26,9 +28,7 @@ from tests.recovery.support import (
     wait_for_state,
     wait_owned_by,
 )
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import wait_until
+from tests.support.spawning import FAST_WORKER, Spawner
 
 # More than the worker reconciles at once (10), so part of its batch is claimed but queued.
 BATCH = 14

@@ -24,8 +24,9 @@ from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State
 from tests.conftest import TenantHandle
-from tests.recovery.conftest import AsyncDb, Spawner
-from tests.recovery.support import (
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.rows import (
     assert_completed_once,
     make_due,
     operation,
@@ -36,8 +37,7 @@ from tests.recovery.support import (
     wait_lease_expired,
     wait_owned_by,
 )
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.spawning import AsyncDb, Spawner
 
 STORED = ("state", "fence", "response_status", "response_headers", "response_body", "completed_at")
 

@@ -34,8 +34,8 @@ from app.operations.states import (
     Trigger,
 )
 from tests.conftest import TenantHandle
-from tests.recovery.conftest import AsyncDb
-from tests.recovery.support import operation, transitions
+from tests.support.rows import operation, transitions
+from tests.support.spawning import AsyncDb
 
 # The declared table, read independently of the machine built from it.
 DECLARED: dict[tuple[State, Trigger], State] = {
