@@ -47,7 +47,10 @@ async def runtime(
             http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
         )
         driver = ChargeDriver(
-            sessions=sessions, provider=provider, failpoints=Failpoints.parse(settings.failpoints)
+            sessions=sessions,
+            provider=provider,
+            lease_s=settings.lease_s,
+            failpoints=Failpoints.parse(settings.failpoints),
         )
         policy = RecoveryPolicy(
             max_attempts=settings.max_attempts,

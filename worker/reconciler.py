@@ -16,6 +16,7 @@ from app.db.engine import SessionMaker, transaction
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
+from app.operations.outcomes import Outcome
 from app.operations.refs import OwnedRef
 from app.payments.models import Payment
 from app.recovery.reconcile import Reconciler
@@ -70,15 +71,27 @@ class ReconcileWorker:
         return len(owned)
 
     async def _reconcile_one(self, ref: OwnedRef) -> None:
+        new_context(operation_id=str(ref.id), worker=self.name)
+        outcome: Outcome | None
         try:
-            new_context(operation_id=str(ref.id), worker=self.name)
-            outcome = await self._reconciler.reconcile(ref, actor=self.name, inline=False)
+            outcome = await self._reconciler.reconcile(ref, actor=self.name)
+        except Exception as exc:
+            logger.exception("reconciling operation %s failed", ref.id)
+            # Counted as a check that settled nothing, on the backoff schedule: neither
+            # re-claimed at once in a loop nor forever without reaching needs_attention.
+            outcome = await self._record_failure(ref, exc)
+        if outcome is not None:
             self._metrics.reconciled(outcome, source="worker")
             self.reconciled += 1
+
+    async def _record_failure(self, ref: OwnedRef, error: Exception) -> Outcome | None:
+        try:
+            return await self._reconciler.record_failure(ref, error, actor=self.name)
         except Exception:
-            # Keep it until the lease expires, then it is claimed again: releasing it now
-            # would have this pass claim the same failing operation over and over.
-            logger.exception("reconciling operation %s failed", ref.id)
+            # The database itself may be what failed: the lease then expires and the
+            # operation is claimed again, as after a crash.
+            logger.exception("recording the failure of operation %s failed", ref.id)
+            return None
 
     async def drain(self) -> int:
         """Run batches until nothing is due (or stopping); the total claimed."""

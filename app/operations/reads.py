@@ -10,8 +10,8 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.operations.models import Operation, OperationTransition
-from app.operations.refs import Snapshot
-from app.operations.states import TERMINAL
+from app.operations.refs import OwnedRef, Snapshot
+from app.operations.states import TERMINAL, State
 
 
 def _snapshot_query(key_ttl_s: int) -> Any:
@@ -71,3 +71,14 @@ async def history(session: AsyncSession, operation_id: uuid.UUID) -> list[Operat
         .order_by(OperationTransition.id)
     )
     return list((await session.execute(stmt)).scalars())
+
+
+async def owned(session: AsyncSession, ref: OwnedRef) -> OwnedRef | None:
+    """The operation's current state and attempts, if `ref`'s fence still holds it."""
+    stmt = select(Operation.state, Operation.attempts).where(
+        Operation.id == ref.id, Operation.fence == ref.fence
+    )
+    row = (await session.execute(stmt)).one_or_none()
+    if row is None:
+        return None
+    return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=row[1])

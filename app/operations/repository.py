@@ -177,10 +177,15 @@ async def claim_due(
 
 
 async def mark_sent(
-    session: AsyncSession, ref: OwnedRef, trigger: Trigger, *, actor: str
+    session: AsyncSession, ref: OwnedRef, trigger: Trigger, *, actor: str, lease_s: float
 ) -> OwnedRef | None:
-    """PROVIDER_REQUEST_SENT (send, retry or resend), committed before the provider call."""
-    return await _transition(session, ref, trigger, actor, "calling the provider", {})
+    """PROVIDER_REQUEST_SENT (send, retry or resend), committed before the provider call.
+
+    It renews the lease, fenced: an owner that spent part of its lease on a lookup starts
+    the resend with a whole lease ahead of it, longer than the call.
+    """
+    values = {"lease_expires_at": _lease_until(lease_s)}
+    return await _transition(session, ref, trigger, actor, "calling the provider", values)
 
 
 async def record_final(
@@ -261,19 +266,9 @@ async def _transition(
         )
         return None
     await _audit(session, ref, ref.state, new_state, trigger.value, actor, reason)
-    logger.info(
-        "operation transition",
-        extra={
-            "fields": {
-                "operation_id": str(ref.id),
-                "from_state": ref.state.value,
-                "to_state": new_state.value,
-                "trigger": trigger.value,
-                "actor": actor,
-                "fence": ref.fence,
-            }
-        },
-    )
+    fields = {"operation_id": str(ref.id), "from_state": ref.state.value, "fence": ref.fence}
+    fields |= {"to_state": new_state.value, "trigger": trigger.value, "actor": actor}
+    logger.info("operation transition", extra={"fields": fields})
     return replace(ref, state=new_state, attempts=attempts)
 
 

@@ -20,6 +20,7 @@ import uuid
 from app.clock import utcnow
 from app.db.engine import SessionMaker, transaction
 from app.failpoints import Failpoints
+from app.operations import reads
 from app.operations import repository as operations
 from app.operations.outcomes import (
     Declined,
@@ -46,9 +47,17 @@ logger = logging.getLogger("payments.charging")
 class ChargeDriver:
     """Sends a payment's charge, looks it up, and records outcomes as the operation's owner."""
 
-    def __init__(self, *, sessions: SessionMaker, provider: ProviderClient, failpoints: Failpoints):
+    def __init__(
+        self,
+        *,
+        sessions: SessionMaker,
+        provider: ProviderClient,
+        lease_s: float,
+        failpoints: Failpoints,
+    ):
         self._sessions = sessions
         self._provider = provider
+        self._lease_s = lease_s
         self._failpoints = failpoints
 
     async def send(
@@ -60,7 +69,9 @@ class ChargeDriver:
         """
         await self._failpoints.reach("after_claim")
         async with transaction(self._sessions) as session:
-            sent = await operations.mark_sent(session, ref, trigger, actor=actor)
+            sent = await operations.mark_sent(
+                session, ref, trigger, actor=actor, lease_s=self._lease_s
+            )
             payment = await payments.get_for_operation(session, ref.id)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
@@ -74,6 +85,11 @@ class ChargeDriver:
         except OutcomeUnknown as exc:
             return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
         return await self.record_charge(sent, payment, charge, actor=actor, how="provider answered")
+
+    async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
+        """The operation as this owner holds it now; None if a newer owner took it."""
+        async with transaction(self._sessions) as session:
+            return await reads.owned(session, ref)
 
     async def lookup(self, ref: OwnedRef) -> tuple[Payment, Charge | None]:
         """The payment and the charge the provider holds under its key, if any.

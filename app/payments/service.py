@@ -196,7 +196,7 @@ class PaymentService:
         if ref.state is State.FAILED_RETRYABLE:
             # Definitely not processed before: drive the same payment, same provider key.
             return await self._drive(ref, Trigger.RETRY, snapshot.operation.payment_id, owner)
-        outcome = await self._reconciler.reconcile(ref, actor=owner, inline=True)
+        outcome = await self._reconciler.reconcile(ref, actor=owner)
         self._metrics.reconciled(outcome, source="inline")
         return await self._present(outcome)
 
@@ -213,7 +213,7 @@ class PaymentService:
                     sent, payment_id=payment_id, actor=owner
                 )
             else:
-                schedule = self._policy.schedule(sent.ref.attempts, counted=False)
+                schedule = self._policy.after_send(sent.ref.attempts)
                 outcome = await self._driver.record_unknown(
                     sent.ref, actor=owner, reason=sent.reason, schedule=schedule
                 )

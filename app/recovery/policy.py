@@ -1,7 +1,9 @@
 """Recovery policy: how often an unknown outcome is checked again, and when a person must look.
 
-Every check that ends without a definite answer counts as an attempt; the next check comes
-after a capped exponential backoff with jitter; past `max_attempts` the operation is flagged
+Every recovery check that ends without a definite answer counts as an attempt, whoever made
+it (a worker, or a client's retry reconciling inline): otherwise a client retrying faster
+than the backoff would keep an operation from ever being flagged. The next check comes after
+a capped exponential backoff with jitter; past `max_attempts` the operation is flagged
 `needs_attention` and the checks go on at the cap. An outcome is never guessed.
 """
 
@@ -21,12 +23,18 @@ class RecoveryPolicy:
     backoff_base_s: float
     backoff_max_s: float
 
-    def schedule(self, attempts: int, *, counted: bool) -> Schedule:
-        """The next check after a send or check that settled nothing.
+    def after_send(self, attempts: int) -> Schedule:
+        """A client's own send settled nothing (a timeout, say): the first check is due soon.
 
-        `counted` says whether this check counts against `max_attempts`.
+        Not a recovery check, so not an attempt.
         """
-        attempts = attempts + 1 if counted else attempts
+        return self._schedule(attempts)
+
+    def after_check(self, attempts: int) -> Schedule:
+        """A recovery check (lookup, resend, or a reconcile that failed) settled nothing."""
+        return self._schedule(attempts + 1)
+
+    def _schedule(self, attempts: int) -> Schedule:
         delay = next_delay_s(attempts, base_s=self.backoff_base_s, max_s=self.backoff_max_s)
         return Schedule(
             attempts=attempts, delay_s=delay, needs_attention=attempts >= self.max_attempts

@@ -44,6 +44,8 @@ class Driver(Protocol[SubjectT]):
         self, ref: OwnedRef, /, *, actor: str, reason: str, schedule: Schedule
     ) -> Unknown | FencedOut: ...
 
+    async def refresh(self, ref: OwnedRef, /) -> OwnedRef | None: ...
+
 
 class Reconciler(Generic[SubjectT]):
     """Finds out what happened to an owned operation and records it."""
@@ -52,16 +54,12 @@ class Reconciler(Generic[SubjectT]):
         self._driver = driver
         self._policy = policy
 
-    async def reconcile(self, ref: OwnedRef, *, actor: str, inline: bool) -> Outcome:
-        """Drive `ref` to a definite outcome if the provider allows; what it came to.
-
-        `inline` is a client's retry doing the work: a check that settles nothing then does
-        not count against the operation's attempts, which pace the worker's schedule.
-        """
+    async def reconcile(self, ref: OwnedRef, *, actor: str) -> Outcome:
+        """Drive `ref` to a definite outcome if the provider allows; what it came to."""
         try:
             payment, charge = await self._driver.lookup(ref)
         except LookupFailed as exc:
-            return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor, inline)
+            return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor)
         if charge is not None:
             return await self._driver.record_charge(
                 ref, payment, charge, actor=actor, how="found by provider lookup"
@@ -75,10 +73,21 @@ class Reconciler(Generic[SubjectT]):
         # Even a resend the provider certainly did not process settles nothing: an earlier
         # request under the same key may still be on its way. The outcome stays unknown.
         reason = ("resend not processed by the provider: " if sent.not_sent else "") + sent.reason
-        return await self._still_unknown(sent.ref, reason, actor, inline)
+        return await self._still_unknown(sent.ref, reason, actor)
 
-    async def _still_unknown(
-        self, ref: OwnedRef, reason: str, actor: str, inline: bool
-    ) -> Unknown | FencedOut:
-        schedule = self._policy.schedule(ref.attempts, counted=not inline)
+    async def record_failure(self, ref: OwnedRef, error: Exception, *, actor: str) -> Outcome:
+        """A reconcile that raised counts as a check that settled nothing.
+
+        Otherwise the operation would be claimed again every lease period, forever, and
+        never reach `needs_attention`. The owner may have moved the operation before the
+        error (to PROVIDER_REQUEST_SENT, say), so its current state is read first.
+        """
+        current = await self._driver.refresh(ref)
+        if current is None:
+            return FencedOut(ref.id, ref.fence)
+        reason = f"reconcile failed: {type(error).__name__}: {error}"
+        return await self._still_unknown(current, reason, actor)
+
+    async def _still_unknown(self, ref: OwnedRef, reason: str, actor: str) -> Unknown | FencedOut:
+        schedule = self._policy.after_check(ref.attempts)
         return await self._driver.record_unknown(ref, actor=actor, reason=reason, schedule=schedule)

@@ -3,7 +3,8 @@
 A real worker is paused (SIGSTOP) while it holds an operation, past its lease; a second
 worker takes the operation over and completes it; when the first resumes, its late write is
 refused by the fence. At the repository level, concurrent take-overs of one operation have
-exactly one winner, and a stale owner cannot release the new owner's lease.
+exactly one winner, a stale owner cannot end the new owner's lease, and every send renews
+the owner's lease.
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ import asyncio
 import json
 import signal
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
+import pytest
 from psycopg.rows import DictRow
 
 from app.db.engine import transaction
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule
-from app.operations.states import State
+from app.operations.states import State, Trigger
 from tests.conftest import TenantHandle
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
@@ -127,35 +130,90 @@ def test_api_request_paused_past_its_lease_answers_with_the_workers_result(
     assert_completed_once(db, faults, operation_id)
 
 
-def _claim(db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
-    """A fresh operation in RECEIVED whose owner's lease has already run out."""
-    operation_id = uuid.uuid4()
-
-    async def insert() -> None:
-        async with transaction(async_db.sessions) as session:
-            assert await operations.claim(
-                session,
-                operation_id=operation_id,
-                tenant_id=tenant.id,
-                operation_name="create_payment",
-                idempotency_key=new_key(),
-                fingerprint="0" * 64,
-                payment_id=uuid.uuid4(),
-                owner="api:crashed",
-                lease_s=0,
-            )
-
-    async_db.run(insert())
+def test_a_fenced_out_request_waking_after_its_key_expired_is_told_so(
+    background: ThreadPoolExecutor,
+    spawn: Spawner,
+    tenant: TenantHandle,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    # The late request's answer would be the newer owner's stored one, but the expire job
+    # dropped it: the request is told the key expired, not answered 500.
+    api = spawn.api(
+        PAYMENTS_LEASE_S="2", PAYMENTS_PROVIDER_TIMEOUT_S="1", PAYMENTS_FAILPOINTS="after_claim=3"
+    )
+    key, body = new_key(), payment_body()
+    answer = post_in_background(background, api, tenant, key, body)
+    operation_id = wait_for_key_state(db, tenant, key, "RECEIVED")["id"]
+    api.signal(signal.SIGSTOP)
     wait_lease_expired(db, operation_id)
-    return operation_id
+    newer = spawn.worker(once=True)
+    assert newer.wait_exit(timeout=60) == 0, newer.log()
+    assert operation(db, operation_id)["state"] == "COMPLETED"
+
+    # A day and more later (the key TTL), the worker's expire job drops the stored answer.
+    db.execute(
+        "UPDATE operations SET completed_at = now() - interval '2 days' WHERE id = %s",
+        (operation_id,),
+    )
+    expirer = spawn.worker(once=True)
+    assert expirer.wait_exit(timeout=60) == 0, expirer.log()
+    assert operation(db, operation_id)["response_body"] is None
+
+    api.signal(signal.SIGCONT)
+    late = answer.result(timeout=60)
+    assert late.status_code == 422, late.text
+    assert late.json()["code"] == "IDEMPOTENCY_KEY_EXPIRED"
+    assert late.json()["operation_id"] == str(operation_id)
+    assert_completed_once(db, faults, operation_id)
+
+
+StaleClaim = Callable[[], uuid.UUID]
+
+
+@pytest.fixture
+def stale_claim(
+    db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle
+) -> Iterator[StaleClaim]:
+    """Makes operations in RECEIVED whose owner's lease has already run out.
+
+    They have no payment, so they are deleted at the end: a later test's worker must not
+    meet them.
+    """
+    made: list[uuid.UUID] = []
+
+    def claim() -> uuid.UUID:
+        operation_id = uuid.uuid4()
+
+        async def insert() -> None:
+            async with transaction(async_db.sessions) as session:
+                assert await operations.claim(
+                    session,
+                    operation_id=operation_id,
+                    tenant_id=tenant.id,
+                    operation_name="create_payment",
+                    idempotency_key=new_key(),
+                    fingerprint="0" * 64,
+                    payment_id=uuid.uuid4(),
+                    owner="api:crashed",
+                    lease_s=0,
+                )
+
+        async_db.run(insert())
+        made.append(operation_id)
+        wait_lease_expired(db, operation_id)
+        return operation_id
+
+    yield claim
+    db.execute("DELETE FROM operations WHERE id = ANY(%s)", (made,))
 
 
 def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
-    async_db: AsyncDb, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
     contenders = 8
     for _ in range(5):
-        operation_id = _claim(db, async_db, tenant)
+        operation_id = stale_claim()
 
         async def take_over(owner: str, operation_id: uuid.UUID = operation_id) -> OwnedRef | None:
             async with transaction(async_db.sessions) as session:
@@ -177,9 +235,9 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
 
 
 def test_a_stale_owner_cannot_end_the_new_owners_lease(
-    async_db: AsyncDb, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
-    operation_id = _claim(db, async_db, tenant)
+    operation_id = stale_claim()
     stale = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
 
     async def take_over_then_stale_write() -> tuple[OwnedRef | None, OwnedRef | None]:
@@ -203,3 +261,31 @@ def test_a_stale_owner_cannot_end_the_new_owners_lease(
     assert written is None
     row = operation(db, operation_id)
     assert (row["lease_owner"], row["fence"], row["lease_expired"]) == ("worker:new", 2, False)
+
+
+def test_every_send_renews_the_owners_lease(
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
+) -> None:
+    # A recovery owner looks up, then resends: two provider calls in one ownership. The
+    # lease it took must not be half spent when the resend starts.
+    operation_id = stale_claim()
+
+    async def take_over_then_send() -> OwnedRef | None:
+        async with transaction(async_db.sessions) as session:
+            snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
+            assert snapshot is not None
+            owned = await operations.take_over(session, snapshot, owner="worker:w", lease_s=1)
+        assert owned is not None
+        async with transaction(async_db.sessions) as session:
+            return await operations.mark_sent(
+                session, owned, Trigger.SEND, actor="worker:w", lease_s=60
+            )
+
+    sent = async_db.run(take_over_then_send())
+    assert sent is not None
+    row = db.execute(
+        "SELECT state, lease_owner, lease_expires_at - now() > interval '50 seconds' AS renewed"
+        " FROM operations WHERE id = %s",
+        (operation_id,),
+    ).fetchone()
+    assert row == {"state": "PROVIDER_REQUEST_SENT", "lease_owner": "worker:w", "renewed": True}

@@ -148,7 +148,7 @@ async def _apply(async_db: AsyncDb, ref: OwnedRef, trigger: Trigger, tag: str) -
     async with transaction(async_db.sessions) as session:
         match trigger:
             case Trigger.SEND | Trigger.RETRY | Trigger.RESEND:
-                return await operations.mark_sent(session, ref, trigger, actor=tag)
+                return await operations.mark_sent(session, ref, trigger, actor=tag, lease_s=30)
             case Trigger.COMPLETE | Trigger.FAIL:
                 stored = StoredResponse(status=200, headers={}, body=b"{}")
                 return await operations.record_final(

@@ -14,6 +14,7 @@ from tests.conftest import TenantHandle, api_client
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import Process, wait_until
+from tests.support.spawning import Spawner
 from tests.support.system import start_api, start_worker
 
 
@@ -101,7 +102,8 @@ def test_lookup_unavailable_keeps_the_operation_unknown_without_guessing(
     retry = post_payment(client, body, key=key)
     assert retry.status_code == 202, retry.text
     assert retry.json()["state"] == "UNKNOWN_REQUIRES_RECOVERY"
-    assert retry.json()["attempts"] == 0
+    # The client's retry made a recovery check that settled nothing: it counts.
+    assert retry.json()["attempts"] == 1
 
     final = post_payment(client, body, key=key)
     assert final.status_code == 201, final.text
@@ -165,3 +167,28 @@ def test_retry_into_a_stalled_request_takes_it_over_once_its_lease_expired(
         )
     ]
     assert history == [("RECEIVED", 1), ("PROVIDER_REQUEST_SENT", 2), ("COMPLETED", 2)]
+
+
+def test_a_client_retrying_into_failing_lookups_gets_the_operation_flagged(
+    spawn: Spawner, tenant: TenantHandle, faults: FaultInjector
+) -> None:
+    # Retrying faster than the backoff must not keep an operation from needs_attention:
+    # every inline check that settles nothing is an attempt, as a worker's would be.
+    max_attempts = 3
+    api = spawn.api(PAYMENTS_MAX_ATTEMPTS=str(max_attempts))
+    key, body = new_key(), payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    faults.add("lookup_unavailable", account_id=body["account_id"], times=max_attempts)
+    with api_client(api, tenant) as client:
+        assert post_payment(client, body, key=key).status_code == 202
+        answers = [post_payment(client, body, key=key) for _ in range(max_attempts)]
+        assert [a.status_code for a in answers] == [202] * max_attempts, answers[-1].text
+        assert [a.json()["attempts"] for a in answers] == list(range(1, max_attempts + 1))
+        assert [a.json()["needs_attention"] for a in answers] == [False, False, True]
+
+        # Lookups work again: the next retry settles it and clears the flag.
+        final = post_payment(client, body, key=key)
+        assert final.status_code == 201, final.text
+        settled = client.get(f"/operations/{final.json()['operation_id']}").json()
+    assert (settled["state"], settled["needs_attention"]) == ("COMPLETED", False)
+    assert len(faults.charges(account_id=body["account_id"])) == 1
