@@ -22,7 +22,8 @@ from app.operations import router as operations_router
 from app.payments import router as payments_router
 from app.payments.charging import ChargeDriver
 from app.payments.service import PaymentService
-from app.provider.client import ProviderClient, build_http_client
+from app.provider.client import ProviderClient
+from app.provider.transport import build_http_client
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
