@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.db.engine import SessionMaker, transaction
 from app.errors import Unauthenticated
+from app.http.auth import bearer_token
 from app.observability.metrics import Metrics
 from app.payments.service import PaymentService
 from app.settings import Settings
@@ -39,18 +40,20 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-# Declared for the OpenAPI document (a bearer security scheme); errors are our own 401s.
+# Declared for the OpenAPI document (a bearer security scheme) only: the header itself is
+# read by `bearer_token`, and errors are our own 401s.
 _bearer = HTTPBearer(auto_error=False, description="The tenant's API key")
 
 
 async def get_tenant(
+    request: Request,
     services: ServicesDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Tenant:
     """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise."""
     challenge = {"www-authenticate": "Bearer"}
-    api_key = credentials.credentials.strip() if credentials is not None else ""
-    if not api_key:
+    api_key = bearer_token(request.headers.get("authorization"))
+    if api_key is None:
         raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
     async with transaction(services.sessions) as session:
         tenant = await find_by_api_key(session, api_key)

@@ -24,8 +24,20 @@ logger = logging.getLogger("payments.errors")
 
 
 def dump_json(body: Mapping[str, Any]) -> bytes:
-    """The one JSON encoding of response bodies (compact, UTF-8)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    """The one JSON encoding of response bodies (compact, UTF-8).
+
+    Text that cannot be UTF-8 (a lone surrogate echoed from a request's `\\ud800` escape)
+    is written as a JSON escape instead, so no input makes rendering the answer fail.
+    """
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def printable(text: str) -> str:
+    """`text` made safe to echo in a message: lone surrogates become `\\udXXX` escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def problem_body(
