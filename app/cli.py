@@ -36,8 +36,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_fake_provider(args: argparse.Namespace) -> int:
     from fake_provider.server import serve
+    from fake_provider.settings import FakeProviderSettings
 
-    serve(_settings().fake_provider_db, host=args.host, port=args.port)
+    # The fake provider is a program of its own: it reads only its own settings.
+    serve(FakeProviderSettings().db, host=args.host, port=args.port)
     return 0
 
 

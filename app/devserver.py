@@ -79,7 +79,6 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             **os.environ,
             "DATABASE_URL": database_url,
             "PAYMENTS_PROVIDER_URL": provider_url,
-            "PAYMENTS_FAKE_PROVIDER_DB": str(settings.fake_provider_db),
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)
