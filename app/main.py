@@ -26,6 +26,7 @@ from app.provider.client import ProviderClient
 from app.provider.transport import build_http_client
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
+from app.tenants.admin import api_key_cache
 
 DESCRIPTION = """
 Charge money through a payment provider with exactly one business effect per operation,
@@ -62,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
             ),
             schema_head=head_revision(),
             metrics=metrics,
+            api_keys=api_key_cache(sessions),
         )
         try:
             yield
