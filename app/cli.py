@@ -40,7 +40,8 @@ def _cmd_fake_provider(args: argparse.Namespace) -> int:
     from fake_provider.settings import FakeProviderSettings
 
     # The fake provider is a program of its own: it reads only its own settings.
-    serve(FakeProviderSettings().db, host=args.host, port=args.port)
+    settings = FakeProviderSettings()
+    serve(settings.db, host=args.host, port=args.port, admin=settings.admin)
     return 0
 
 

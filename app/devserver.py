@@ -79,6 +79,8 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             **os.environ,
             "DATABASE_URL": database_url,
             "PAYMENTS_PROVIDER_URL": provider_url,
+            # dev is for trying failures out: the fake provider's fault API is on.
+            "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)

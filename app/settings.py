@@ -24,6 +24,7 @@ class SettingsError(Exception):
 # with them is not misspelt. Keep in step with `fake_provider.settings` and `client.cli`.
 OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_FAKE_PROVIDER_DB": "the fake provider",
+    "PAYMENTS_FAKE_PROVIDER_ADMIN": "the fake provider",
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
 }

@@ -71,7 +71,10 @@ class Cluster:
         return start_process(
             "fake-provider",
             [*PAYMENTS, "fake-provider", "--port", str(self.provider_port)],
-            env={"PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger)},
+            env={
+                "PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger),
+                "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            },
             log_dir=self.log_dir,
             url=self.provider_url,
         )

@@ -20,3 +20,6 @@ class FakeProviderSettings(BaseSettings):
 
     # The ledger's SQLite file; created with its folders at start if missing.
     db: Path = Path(".data/fake_provider.sqlite3")
+    # The admin API (fault rules at /_faults, the whole ledger at GET /charges): only for
+    # tests and `payments dev`, which turn it on; anyone who can reach it can break charges.
+    admin: bool = False

@@ -18,7 +18,7 @@ def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None)
     return start_process(
         "fake-provider",
         [*PYTHON_CLI, "fake-provider", "--port", str(port)],
-        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger)},
+        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
