@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from app.settings import Settings, SettingsError
 
@@ -36,8 +37,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_fake_provider(args: argparse.Namespace) -> int:
     from fake_provider.server import serve
+    from fake_provider.settings import FakeProviderSettings
 
-    serve(_settings().fake_provider_db, host=args.host, port=args.port)
+    # The fake provider is a program of its own: it reads only its own settings.
+    settings = FakeProviderSettings()
+    serve(settings.db, host=args.host, port=args.port, admin=settings.admin)
     return 0
 
 
@@ -64,6 +68,42 @@ def _cmd_tenant_create(args: argparse.Namespace) -> int:
     # Only the key goes to stdout, so scripts can capture it; it is shown this once.
     print(api_key)
     return 0
+
+
+def _database_settings() -> Settings:
+    settings = _settings()
+    if settings.database_url is None:
+        print("payments: DATABASE_URL is not set", file=sys.stderr)
+        raise SystemExit(2)
+    return settings
+
+
+def _cmd_key(args: argparse.Namespace) -> int:
+    from app.tenants import admin
+
+    settings = _database_settings()
+    try:
+        if args.key_command == "create":
+            row, api_key = admin.create_key_cli(settings, args.tenant)
+            print(f"created key {row.id} ({row.prefix}...)", file=sys.stderr)
+            # The key itself is the last line of stdout, shown this once.
+            print(api_key)
+        elif args.key_command == "list":
+            print(f"{'id':36}  {'prefix':12}  {'created':20}  {'last used':20}  revoked")
+            for key in admin.list_keys_cli(settings, args.tenant):
+                when = [_when(key.created_at), _when(key.last_used_at), _when(key.revoked_at)]
+                print(f"{key.id!s:36}  {key.prefix:12}  {when[0]:20}  {when[1]:20}  {when[2]}")
+        else:
+            row = admin.revoke_key_cli(settings, args.key)
+            print(f"revoked key {row.id} ({row.prefix}...) at {_when(row.revoked_at)}")
+    except admin.TenantCommandError as exc:
+        print(f"payments: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _when(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
@@ -127,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     create = tenant_sub.add_parser("create", help="create a tenant and print its API key")
     create.add_argument("name")
     create.set_defaults(func=_cmd_tenant_create)
+    key = tenant_sub.add_parser("key", help="manage a tenant's API keys")
+    key_sub = key.add_subparsers(dest="key_command", required=True)
+    key_create = key_sub.add_parser("create", help="add an API key; prints it on its last line")
+    key_create.add_argument("tenant", help="the tenant's name or id")
+    key_list = key_sub.add_parser("list", help="a tenant's keys: id, prefix, creation, last use")
+    key_list.add_argument("tenant", help="the tenant's name or id")
+    key_revoke = key_sub.add_parser("revoke", help="revoke a key (401 within 5 s everywhere)")
+    key_revoke.add_argument("key", help="the key's id, or the key itself")
+    for command in (key_create, key_list, key_revoke):
+        command.set_defaults(func=_cmd_key)
 
     # Client commands: they talk to a running API (PAYMENTS_API_URL, PAYMENTS_API_KEY) and
     # need none of the server's settings.

@@ -18,7 +18,8 @@ from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.payments.charging import ChargeDriver
 from app.payments.models import Payment
-from app.provider.client import ProviderClient, build_http_client
+from app.provider.client import ProviderClient
+from app.provider.transport import build_http_client
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings

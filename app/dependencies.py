@@ -5,19 +5,20 @@ Typed `Annotated` aliases keep handler signatures short and checked.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.db.engine import SessionMaker, transaction
+from app.db.engine import SessionMaker
 from app.errors import Unauthenticated
+from app.http.auth import bearer_token
 from app.observability.metrics import Metrics
 from app.payments.service import PaymentService
 from app.settings import Settings
-from app.tenants.models import Tenant
-from app.tenants.repository import find_by_api_key
+from app.tenants.cache import ApiKeyCache
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Services:
     payments: PaymentService
     schema_head: str | None
     metrics: Metrics
+    api_keys: ApiKeyCache
 
 
 def get_services(request: Request) -> Services:
@@ -39,24 +41,33 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-# Declared for the OpenAPI document (a bearer security scheme); errors are our own 401s.
+# Declared for the OpenAPI document (a bearer security scheme) only: the header itself is
+# read by `bearer_token`, and errors are our own 401s.
 _bearer = HTTPBearer(auto_error=False, description="The tenant's API key")
 
 
+@dataclass(frozen=True)
+class Caller:
+    """The tenant a request speaks for, and the API key it used."""
+
+    id: uuid.UUID
+    key_id: uuid.UUID
+
+
 async def get_tenant(
+    request: Request,
     services: ServicesDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Tenant:
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
     """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise."""
     challenge = {"www-authenticate": "Bearer"}
-    api_key = credentials.credentials.strip() if credentials is not None else ""
-    if not api_key:
+    api_key = bearer_token(request.headers.get("authorization"))
+    if api_key is None:
         raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
-    async with transaction(services.sessions) as session:
-        tenant = await find_by_api_key(session, api_key)
-    if tenant is None:
+    owner = await services.api_keys.authenticate(api_key)
+    if owner is None:
         raise Unauthenticated("the API key is not valid", headers=challenge)
-    return tenant
+    return Caller(id=owner.tenant_id, key_id=owner.key_id)
 
 
-CurrentTenant = Annotated[Tenant, Depends(get_tenant)]
+CurrentTenant = Annotated[Caller, Depends(get_tenant)]

@@ -20,7 +20,7 @@ from app.db.embedded import EmbeddedPostgres
 from app.db.engine import build_engine, build_sessionmaker, transaction
 from app.db.migrate import upgrade_head
 from app.settings import Settings
-from app.tenants.repository import create_tenant, find_by_api_key
+from app.tenants.repository import create_tenant, find_key_owner
 
 DEMO_KEY_FILE = "demo-api-key"
 
@@ -36,7 +36,7 @@ def _demo_api_key(settings: Settings, database_url: str) -> str:
             async with transaction(build_sessionmaker(engine)) as session:
                 if key_file.exists():
                     known = key_file.read_text().strip()
-                    if await find_by_api_key(session, known) is not None:
+                    if await find_key_owner(session, known) is not None:
                         return known
                 _tenant, api_key = await create_tenant(session, "demo")
             key_file.write_text(api_key + "\n")
@@ -79,7 +79,8 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             **os.environ,
             "DATABASE_URL": database_url,
             "PAYMENTS_PROVIDER_URL": provider_url,
-            "PAYMENTS_FAKE_PROVIDER_DB": str(settings.fake_provider_db),
+            # dev is for trying failures out: the fake provider's fault API is on.
+            "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)

@@ -19,19 +19,37 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.observability.logging import current_request_id
+
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("payments.errors")
 
 
 def dump_json(body: Mapping[str, Any]) -> bytes:
-    """The one JSON encoding of response bodies (compact, UTF-8)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    """The one JSON encoding of response bodies (compact, UTF-8).
+
+    Text that cannot be UTF-8 (a lone surrogate echoed from a request's `\\ud800` escape)
+    is written as a JSON escape instead, so no input makes rendering the answer fail.
+    """
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def printable(text: str) -> str:
+    """`text` made safe to echo in a message: lone surrogates become `\\udXXX` escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def problem_body(
     *, status: int, code: str, title: str, detail: str, **extra: Any
 ) -> dict[str, Any]:
-    """A problem details object; `type` points at the code's entry in docs/errors.md."""
+    """A problem details object; `type` points at the code's entry in docs/errors.md.
+
+    Built while a request is handled, it carries that request's `request_id` (the
+    `X-Request-Id` answered), also when it is stored to be replayed later.
+    """
     body: dict[str, Any] = {
         "type": f"/problems/{code.lower().replace('_', '-')}",
         "title": title,
@@ -40,6 +58,9 @@ def problem_body(
         "detail": detail,
     }
     body.update({k: v for k, v in extra.items() if v is not None})
+    request_id = current_request_id()
+    if request_id is not None:
+        body.setdefault("request_id", request_id)
     return body
 
 
@@ -156,6 +177,18 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     ]
 
 
+def internal_error_body() -> bytes:
+    """The body of a 500: it reveals nothing but the request's id."""
+    return dump_json(
+        problem_body(
+            status=500,
+            code="INTERNAL_ERROR",
+            title="Internal error",
+            detail="an unexpected error occurred; retrying with the same Idempotency-Key is safe",
+        )
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
@@ -196,13 +229,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        body = problem_body(
-            status=500,
-            code="INTERNAL_ERROR",
-            title="Internal error",
-            detail="an unexpected error occurred; retrying with the same Idempotency-Key is safe",
-        )
-        return Response(dump_json(body), status_code=500, media_type=PROBLEM_JSON)
+        return Response(internal_error_body(), status_code=500, media_type=PROBLEM_JSON)
 
     app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)

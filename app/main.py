@@ -22,6 +22,7 @@ from app.operations import router as operations_router
 from app.payments import router as payments_router
 from app.payments.service import PaymentService
 from app.settings import Settings
+from app.tenants.admin import api_key_cache
 
 DESCRIPTION = """
 Charge money through a payment provider with exactly one business effect per operation,
@@ -53,6 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
                 ),
                 schema_head=head_revision(),
                 metrics=metrics,
+                api_keys=api_key_cache(parts.sessions),
             )
             yield
 

@@ -1,12 +1,15 @@
 """The one settings object, read from the environment.
 
 Entry points build it once (`Settings.from_env()`) and hand it down; nothing reads the
-environment at import time. An invalid value stops the process at start with a message that
-names the setting (`SettingsError`).
+environment at import time. An invalid value, or a `PAYMENTS_*` variable that names no
+setting (a misspelt one), stops the process at start with a message that names it
+(`SettingsError`).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -15,6 +18,16 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class SettingsError(Exception):
     """A setting is missing or invalid; the message names it."""
+
+
+# `PAYMENTS_*` variables that belong to the project's other programs: an environment shared
+# with them is not misspelt. Keep in step with `fake_provider.settings` and `client.cli`.
+OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
+    "PAYMENTS_FAKE_PROVIDER_DB": "the fake provider",
+    "PAYMENTS_FAKE_PROVIDER_ADMIN": "the fake provider",
+    "PAYMENTS_API_URL": "the client commands",
+    "PAYMENTS_API_KEY": "the client commands",
+}
 
 
 class Settings(BaseSettings):
@@ -38,14 +51,15 @@ class Settings(BaseSettings):
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
-    fake_provider_db: Path = Path(".data/fake_provider.sqlite3")
     data_dir: Path = Path(".data")
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_statement_timeout_ms: int = Field(default=10_000, ge=0)
     db_lock_timeout_ms: int = Field(default=5_000, ge=0)
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)
-    # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment.
+    # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment,
+    # and refused unless `test_mode` says this process is started by a test.
     failpoints: str = ""
+    test_mode: bool = False
 
     @field_validator("database_url")
     @classmethod
@@ -84,11 +98,31 @@ class Settings(BaseSettings):
             raise ValueError("PAYMENTS_BACKOFF_MAX_S must be at least PAYMENTS_BACKOFF_BASE_S")
         if self.tombstone_ttl_s < self.key_ttl_s:
             raise ValueError("PAYMENTS_TOMBSTONE_TTL_S must be at least PAYMENTS_KEY_TTL_S")
+        if self.failpoints.strip() and not self.test_mode:
+            # A failpoint holds requests for seconds: never in a real deployment by mistake.
+            raise ValueError(
+                "PAYMENTS_FAILPOINTS is for tests only; set PAYMENTS_TEST_MODE=1 to use it"
+            )
         return self
+
+    @classmethod
+    def variable_names(cls) -> frozenset[str]:
+        """The environment variables this object reads."""
+        return frozenset(
+            "DATABASE_URL" if name == "database_url" else f"PAYMENTS_{name.upper()}"
+            for name in cls.model_fields
+        )
 
     @classmethod
     def from_env(cls) -> Settings:
         """Read the environment; raise `SettingsError` naming each bad setting."""
+        unknown = unknown_variables(os.environ)
+        if unknown:
+            raise SettingsError(
+                "unknown settings (misspelt?): "
+                + ", ".join(unknown)
+                + "; see the settings table in README.md"
+            )
         try:
             return cls()
         except ValidationError as exc:
@@ -102,3 +136,13 @@ class Settings(BaseSettings):
                 else:
                     problems.append(str(error["msg"]).removeprefix("Value error, "))
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """`PAYMENTS_*` variables in `environ` that no program of the project reads."""
+    known = Settings.variable_names() | set(OTHER_PROGRAMS_VARIABLES)
+    return sorted(
+        name
+        for name in environ
+        if name.upper().startswith("PAYMENTS_") and name.upper() not in known
+    )

@@ -59,10 +59,7 @@ def preload(database_url: str, *, rows: int) -> dict[str, float]:
     tenant = uuid.uuid4()
     started = time.perf_counter()
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, 'preload', %s)",
-            (tenant, uuid.uuid4().hex * 2),
-        )
+        conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'preload')", (tenant,))
         for first in range(1, rows + 1, _CHUNK):
             bounds = {"tenant": tenant, "first": first, "last": min(rows, first + _CHUNK - 1)}
             with conn.transaction():

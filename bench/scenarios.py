@@ -416,9 +416,11 @@ class Bench:
         api_key = uuid.uuid4().hex
         tenant = uuid.uuid4()
         with psycopg.connect(self.db.url, autocommit=True) as conn:
+            conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'pgbench')", (tenant,))
             conn.execute(
-                "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, 'pgbench', %s)",
-                (tenant, hash_api_key(api_key)),
+                "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) "
+                "VALUES (%s, %s, %s, 'pgbench')",
+                (uuid.uuid4(), tenant, hash_api_key(api_key)),
             )
             conn.execute(TABLE_DDL)
         clients = self.config.concurrency

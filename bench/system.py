@@ -116,7 +116,7 @@ def create_tenant(env: dict[str, str], name: str) -> tuple[uuid.UUID, str]:
     api_key = result.stdout.strip()
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         row = conn.execute(
-            "SELECT id FROM tenants WHERE api_key_hash = %s", (hash_api_key(api_key),)
+            "SELECT tenant_id FROM api_keys WHERE key_hash = %s", (hash_api_key(api_key),)
         ).fetchone()
     assert row is not None
     tenant_id: uuid.UUID = row[0]

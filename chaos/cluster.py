@@ -16,7 +16,7 @@ import httpx
 
 from chaos.config import ChaosConfig
 from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
-from tests.support.system import system_env
+from tests.support.system import system_env, with_test_mode
 
 _START_TRIES = 3
 
@@ -54,8 +54,8 @@ class Cluster:
             PAYMENTS_BACKOFF_BASE_S=str(config.backoff_base_s),
             PAYMENTS_BACKOFF_MAX_S=str(config.backoff_max_s),
         )
-        self.api_env = {**env, "PAYMENTS_FAILPOINTS": config.api_failpoints}
-        self.worker_env = {**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints}
+        self.api_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.api_failpoints})
+        self.worker_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints})
         self.lock = threading.Lock()
         self.provider: Process | None = None
         self.apis: list[Process | None] = [None, None]
@@ -71,7 +71,10 @@ class Cluster:
         return start_process(
             "fake-provider",
             [*PAYMENTS, "fake-provider", "--port", str(self.provider_port)],
-            env={"PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger)},
+            env={
+                "PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger),
+                "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            },
             log_dir=self.log_dir,
             url=self.provider_url,
         )

@@ -24,7 +24,7 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
-from app.tenants.keys import generate_api_key, hash_api_key
+from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from chaos.checks import Snapshot, Violation, check_all
 from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
@@ -106,9 +106,10 @@ def _make_tenant(database_url: str) -> tuple[uuid.UUID, str]:
     api_key = generate_api_key()
     tenant_id = uuid.uuid4()
     with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'chaos')", (tenant_id,))
         conn.execute(
-            "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, 'chaos', %s)",
-            (tenant_id, hash_api_key(api_key)),
+            "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)",
+            (uuid.uuid4(), tenant_id, hash_api_key(api_key), display_prefix(api_key)),
         )
     return tenant_id, api_key
 

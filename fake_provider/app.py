@@ -9,14 +9,19 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from fake_provider import admin, charges
+from fake_provider import admin as admin_api
+from fake_provider import charges
 from fake_provider.errors import validation_error_handler
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
 
 
-def create_app(db_path: Path) -> FastAPI:
-    """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown."""
+def create_app(db_path: Path, *, admin: bool = False) -> FastAPI:
+    """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown.
+
+    `admin` adds the admin API: fault rules (`/_faults`) and the whole ledger
+    (`GET /charges` without a key), which tests and `payments dev` use.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -29,9 +34,11 @@ def create_app(db_path: Path) -> FastAPI:
     app = FastAPI(title="Fake payment provider", lifespan=lifespan)
     # Fault rules are process memory on purpose: a restarted provider starts healthy.
     app.state.faults = FaultBook()
+    app.state.admin = admin
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(charges.router)
-    app.include_router(admin.router)
+    if admin:
+        app.include_router(admin_api.router)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -116,12 +116,15 @@ async def create_charge(
 
 @router.get("/charges", response_model=Charge | ChargeList)
 async def read_charges(
+    request: Request,
     ledger: LedgerDep,
     faults: FaultsDep,
     idempotency_key: IdempotencyKeyQuery = None,
 ) -> Response:
-    """The charge under `idempotency_key`, or without it the whole ledger."""
+    """The charge under `idempotency_key`, or without it the whole ledger (admin API only)."""
     if idempotency_key is None:
+        if not request.app.state.admin:
+            return error_response(404, "not_found")
         charges = await run_in_threadpool(ledger.charges)
         return JSONResponse(ChargeList(charges=charges).model_dump(mode="json"))
     charge = await run_in_threadpool(ledger.find, idempotency_key)

@@ -10,13 +10,13 @@ from fake_provider.app import create_app
 from fake_provider.connection import DroppableH11Protocol
 
 
-def serve(db_path: Path, *, host: str, port: int) -> None:
+def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
     """Serve the provider on `host:port` with its ledger at `db_path` until stopped.
 
     The ledger file and its parent folders are created at startup if missing.
     """
     config = uvicorn.Config(
-        create_app(db_path),
+        create_app(db_path, admin=admin),
         host=host,
         port=port,
         # One loop and the h11 protocol: deterministic, and the protocol is the one

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow, dict_row
 
-from app.tenants.keys import generate_api_key, hash_api_key
+from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from tests.support.database import test_database
 from tests.support.faults import FaultInjector
 from tests.support.processes import Process, free_port
@@ -84,9 +84,10 @@ def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
 def make_tenant(conn: psycopg.Connection[DictRow], name: str = "test tenant") -> TenantHandle:
     api_key = generate_api_key()
     tenant_id = uuid.uuid4()
+    conn.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (tenant_id, name))
     conn.execute(
-        "INSERT INTO tenants (id, name, api_key_hash) VALUES (%s, %s, %s)",
-        (tenant_id, name, hash_api_key(api_key)),
+        "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)",
+        (uuid.uuid4(), tenant_id, hash_api_key(api_key), display_prefix(api_key)),
     )
     return TenantHandle(id=tenant_id, api_key=api_key)
 

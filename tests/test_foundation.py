@@ -94,9 +94,11 @@ def test_tenant_create_prints_only_a_working_api_key(api: Process, database_url:
 
 
 def test_api_keys_are_stored_hashed(db: psycopg.Connection[DictRow], api_key_tenant: str) -> None:
-    rows = db.execute("SELECT api_key_hash FROM tenants").fetchall()
-    assert all(api_key_tenant not in row["api_key_hash"] for row in rows)
-    assert all(len(row["api_key_hash"]) == 64 for row in rows)
+    rows = db.execute("SELECT key_hash, prefix FROM api_keys").fetchall()
+    assert rows
+    assert all(api_key_tenant not in row["key_hash"] for row in rows)
+    assert all(len(row["key_hash"]) == 64 for row in rows)
+    assert all(len(row["prefix"]) <= 12 for row in rows)
 
 
 @pytest.fixture

@@ -55,6 +55,9 @@ def build_engine(settings: Settings, *, application_name: str) -> AsyncEngine:
         pool_pre_ping=False,
         pool_recycle=1800,
         pool_timeout=10,
+        # Statement parameters hold idempotency keys and request fields; a database error
+        # must not copy them into the logs (see docs/operations.md, Logs).
+        hide_parameters=True,
         connect_args={
             "options": session_options(settings),
             "application_name": application_name,

@@ -8,6 +8,6 @@ from __future__ import annotations
 from app.db.base import Base
 from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment
-from app.tenants.models import Tenant
+from app.tenants.models import ApiKey, Tenant
 
-__all__ = ["Base", "Operation", "OperationTransition", "Payment", "Tenant"]
+__all__ = ["ApiKey", "Base", "Operation", "OperationTransition", "Payment", "Tenant"]

@@ -8,13 +8,17 @@ or non-finite numbers (422).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fastapi import Request
 
-from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed, printable
 
 MAX_BODY_BYTES = 64 * 1024
+
+# ASCII digits only: str.isdigit() also accepts digits int() cannot read ("²").
+_DIGITS = re.compile(r"[0-9]{1,20}")
 
 
 def _is_json(content_type: str) -> bool:
@@ -28,9 +32,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
+            # The name is echoed back: make it encodable whatever the client escaped into it.
+            name = printable(key)
             raise ValidationFailed(
-                f"member {key!r} appears more than once",
-                errors=[{"field": key, "message": "duplicate member"}],
+                f"member {name!r} appears more than once",
+                errors=[{"field": name, "message": "duplicate member"}],
             )
         result[key] = value
     return result
@@ -43,7 +49,7 @@ def _no_constants(name: str) -> Any:
 async def read_json_object(request: Request, *, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
     """The request body as a JSON object, or a problem explaining why not."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and _DIGITS.fullmatch(declared) and int(declared) > limit:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     if not _is_json(request.headers.get("content-type", "")):
         raise UnsupportedMediaType("send the body as Content-Type: application/json")
@@ -54,13 +60,23 @@ async def read_json_object(request: Request, *, limit: int = MAX_BODY_BYTES) -> 
         if size > limit:
             raise PayloadTooLarge(f"the body is larger than {limit} bytes")
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return parse_json_object(b"".join(chunks))
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """`raw` as a JSON object without ambiguity, or `ValidationFailed` explaining why not."""
     try:
         text = raw.decode("utf-8")
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValidationFailed(
             f"the body is not valid JSON: {exc}",
+            errors=[{"field": "", "message": "malformed JSON"}],
+        ) from None
+    except (ValueError, RecursionError):
+        # Too deeply nested, or an integer past Python's digit limit: never a money request.
+        raise ValidationFailed(
+            "the body is not JSON this API can read (too deeply nested or a number too long)",
             errors=[{"field": "", "message": "malformed JSON"}],
         ) from None
     if not isinstance(data, dict):

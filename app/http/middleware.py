@@ -1,13 +1,16 @@
-"""Per-request observation: latency by route and status, and one JSON log line."""
+"""Per-request observation: the request id, latency by route and status, one JSON log line."""
 
 from __future__ import annotations
 
 import logging
 import time
 
+from starlette.datastructures import MutableHeaders
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.errors import PROBLEM_JSON, internal_error_body
+from app.http.request_id import HEADER, request_id
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 
@@ -29,7 +32,13 @@ def _route_template(scope: Scope) -> str:
 
 
 class ObserveRequests:
-    """ASGI middleware recording request latency and logging each request."""
+    """ASGI middleware: names each request, records its latency and logs it.
+
+    The request id (`X-Request-Id`) is bound to the log context before anything else runs,
+    so every log line and problem body of the request carries it, and it is added to every
+    response. An exception nothing else handled is answered here, as a 500 problem with the
+    id: the framework's last-resort handler runs outside this middleware and would lose it.
+    """
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics):
         self.app = app
@@ -41,16 +50,36 @@ class ObserveRequests:
             return
         started = time.perf_counter()
         status = 500
-        context = new_context()
+        rid = request_id(scope["headers"])
+        context = new_context(request_id=rid)
+        response_started = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, response_started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                response_started = True
+                MutableHeaders(scope=message)[HEADER] = rid
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except Exception:
+            if response_started:
+                raise
+            logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            body = internal_error_body()
+            await send_wrapper(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", PROBLEM_JSON.encode()),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send_wrapper({"type": "http.response.body", "body": body})
         finally:
             elapsed = time.perf_counter() - started
             route = _route_template(scope)

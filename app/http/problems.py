@@ -19,6 +19,10 @@ class Problem(BaseModel):
     detail: str
     operation_id: str | None = None
     payment_id: str | None = None
+    request_id: str | None = Field(
+        default=None,
+        description="The `X-Request-Id` of the request that produced this problem",
+    )
     errors: list[dict[str, str]] | None = Field(
         default=None, description="For VALIDATION_ERROR: each failing field and why"
     )

@@ -34,6 +34,12 @@ def new_context(**fields: Any) -> dict[str, Any]:
     return context
 
 
+def current_request_id() -> str | None:
+    """The id of the request being handled, when there is one (see `app.http.request_id`)."""
+    value = (_context.get() or {}).get("request_id")
+    return value if isinstance(value, str) else None
+
+
 def key_hash(tenant_id: object, idempotency_key: str) -> str:
     """A short, stable hash of a scoped key: enough to correlate, useless to replay."""
     return hashlib.sha256(f"{tenant_id}:{idempotency_key}".encode()).hexdigest()[:16]

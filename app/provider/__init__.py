@@ -1,12 +1,6 @@
 """The payment provider adapter: HTTP client, derived keys and the error tree."""
 
-from app.provider.client import (
-    Charge,
-    ChargeRequest,
-    Observer,
-    ProviderClient,
-    build_http_client,
-)
+from app.provider.client import Charge, ChargeRequest, Observer, ProviderClient
 from app.provider.errors import (
     ChargeNotSent,
     ChargeRejected,
@@ -15,6 +9,7 @@ from app.provider.errors import (
     ProviderError,
 )
 from app.provider.keys import derive_provider_key
+from app.provider.transport import build_http_client, phase_timeouts
 
 __all__ = [
     "Charge",
@@ -28,4 +23,5 @@ __all__ = [
     "ProviderError",
     "build_http_client",
     "derive_provider_key",
+    "phase_timeouts",
 ]

@@ -10,10 +10,12 @@ everything else is "unknown", which the caller resolves by a lookup, never by gu
         400                                   -> ChargeRejected
         429, 503                              -> ChargeNotSent (with Retry-After)
         ConnectError, ConnectTimeout,
-        PoolTimeout                           -> ChargeNotSent
+        PoolTimeout, deadline exceeded before
+        any byte of the request was written   -> ChargeNotSent
         anything else (other statuses, bad
         body, read/write errors and timeouts,
-        protocol errors, deadline exceeded)   -> OutcomeUnknown
+        protocol errors, deadline exceeded
+        once the request may have been sent)  -> OutcomeUnknown
 
     find_charge (GET /charges?idempotency_key=K)
         200 + valid body for K                -> Charge
@@ -41,6 +43,9 @@ from app.provider.errors import (
     OutcomeUnknown,
     ProviderError,
 )
+from app.provider.transport import SendProgress, build_http_client
+
+__all__ = ["Charge", "ChargeRequest", "Observer", "ProviderClient", "build_http_client"]
 
 Observer = Callable[[str, str, float], None]
 """Called once per provider call with (operation, outcome, seconds).
@@ -145,16 +150,25 @@ class ProviderClient:
             "account_id": request.account_id,
             "reference": request.reference,
         }
+        progress = SendProgress()
         try:
             response = await self._within_deadline(
                 self._http.post(
-                    "/charges", json=body, headers={"Idempotency-Key": request.provider_key}
+                    "/charges",
+                    json=body,
+                    headers={"Idempotency-Key": request.provider_key},
+                    extensions=progress.extensions(),
                 )
             )
         except _NOT_SENT_ERRORS as exc:
             raise ChargeNotSent(f"could not reach the provider ({_describe(exc)})") from exc
         except TimeoutError as exc:
-            # Our own deadline: it may have fired after the request was written.
+            # Our own deadline. Fired while still connecting, nothing was sent; once the
+            # request may have been written, only a lookup can tell what happened.
+            if progress.never_sent:
+                raise ChargeNotSent(
+                    "could not reach the provider (deadline exceeded while connecting)"
+                ) from exc
             raise OutcomeUnknown("the provider call exceeded its deadline") from exc
         except httpx.HTTPError as exc:
             raise OutcomeUnknown(
@@ -209,26 +223,6 @@ class ProviderClient:
     def _observe(self, operation: str, outcome: str, seconds: float) -> None:
         if self._observer is not None:
             self._observer(operation, outcome, seconds)
-
-
-def build_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
-    """An AsyncClient for the provider; the caller owns it and must close it.
-
-    `timeout_s` applies to each phase (pool, connect, write, read). Redirects are not
-    followed: a charge must never be re-sent somewhere the provider did not document.
-    """
-    return httpx.AsyncClient(
-        base_url=base_url,
-        timeout=httpx.Timeout(timeout_s),
-        limits=httpx.Limits(
-            max_connections=50,
-            max_keepalive_connections=10,
-            # Shorter than typical server idle timeouts, so we rarely write into a connection
-            # the provider is closing; that race would surface as an unknown outcome.
-            keepalive_expiry=2.0,
-        ),
-        follow_redirects=False,
-    )
 
 
 def _parse_charge(response: httpx.Response, *, expected_key: str | None = None) -> Charge | None:

@@ -10,6 +10,9 @@ import hashlib
 import secrets
 
 KEY_PREFIX = "sk_"
+# Characters of a key kept in clear to tell keys apart: the scheme and 9 random characters
+# (54 of the key's 256 bits), far too few to help guess the rest.
+DISPLAY_PREFIX_LENGTH = 12
 
 
 def generate_api_key() -> str:
@@ -20,3 +23,8 @@ def generate_api_key() -> str:
 def hash_api_key(api_key: str) -> str:
     """The stored form of an API key."""
     return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def display_prefix(api_key: str) -> str:
+    """The part of a key shown in listings."""
+    return api_key[:DISPLAY_PREFIX_LENGTH]

@@ -47,7 +47,7 @@ def start_provider(db_path: Path, log_dir: Path) -> Provider:
     process = start_process(
         "fake-provider",
         [sys.executable, "-m", "app.cli", "fake-provider", "--port", str(port)],
-        env={"PAYMENTS_FAKE_PROVIDER_DB": str(db_path)},
+        env={"PAYMENTS_FAKE_PROVIDER_DB": str(db_path), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,

@@ -137,7 +137,11 @@ def test_logs_are_json_with_context_and_never_the_raw_key(
     operation_id = created.json()["operation_id"]
 
     def logged() -> bool:
-        return operation_id in api.log()
+        # The request's own line is written once the response is sent, after the
+        # transitions: wait for it, not for the first line naming the operation.
+        return any(
+            operation_id in line and '"msg": "request"' in line for line in api.log().splitlines()
+        )
 
     wait_until(logged, timeout=10, message="the request's log line")
     log = api.log()

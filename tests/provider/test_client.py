@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any, TypeVar
@@ -31,7 +31,10 @@ from app.provider import (
     ProviderError,
     build_http_client,
     derive_provider_key,
+    phase_timeouts,
 )
+from tests.support.listeners import unaccepting_listener
+from tests.support.processes import free_port
 
 BASE_URL = "http://provider.test"
 KEY = "payment-7f1c6a2e-2d2b-4d51-9a8e-3c1b0f4e5a66"
@@ -43,6 +46,9 @@ REQUEST = ChargeRequest(
     reference="order-42",
 )
 
+# The provider timeout, used as the service uses it: per-phase timeouts and call deadline.
+TIMEOUT_S = 2.0
+
 T = TypeVar("T")
 Observed = list[tuple[str, str, float]]
 
@@ -52,11 +58,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def create(observed: Observed | None = None, deadline_s: float | None = None) -> Charge:
-    """Call `create_charge(REQUEST)` through a fresh client, as the service would."""
+def create(observed: Observed | None = None, deadline_s: float = TIMEOUT_S) -> Charge:
+    """Call `create_charge(REQUEST)` through a fresh client, wired as the service wires it."""
 
     async def go() -> Charge:
-        async with build_http_client(BASE_URL, timeout_s=2.0) as http:
+        async with build_http_client(BASE_URL, timeout_s=TIMEOUT_S) as http:
             client = ProviderClient(
                 http,
                 observer=None if observed is None else _recorder(observed),
@@ -71,9 +77,11 @@ def find(key: str = KEY, observed: Observed | None = None) -> Charge | None:
     """Call `find_charge(key)` through a fresh client."""
 
     async def go() -> Charge | None:
-        async with build_http_client(BASE_URL, timeout_s=2.0) as http:
+        async with build_http_client(BASE_URL, timeout_s=TIMEOUT_S) as http:
             client = ProviderClient(
-                http, observer=None if observed is None else _recorder(observed)
+                http,
+                observer=None if observed is None else _recorder(observed),
+                deadline_s=TIMEOUT_S,
             )
             return await client.find_charge(key)
 
@@ -272,6 +280,37 @@ def test_201_with_unreadable_body_is_unknown(provider: respx.MockRouter, content
 
     with pytest.raises(OutcomeUnknown, match="unreadable"):
         create()
+
+
+def stalls_after(event: str) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
+    """A mock transport step that reports `event` as httpcore would, then never answers."""
+
+    async def stall(request: httpx.Request) -> httpx.Response:
+        await request.extensions["trace"](event, {})
+        await asyncio.sleep(60)
+        raise AssertionError("the deadline should have ended the call")
+
+    return stall
+
+
+@pytest.mark.parametrize(
+    "event", ["connection.connect_tcp.started", "connection.start_tls.started"]
+)
+def test_deadline_while_connecting_is_not_sent(provider: respx.MockRouter, event: str) -> None:
+    provider.post("/charges").mock(side_effect=stalls_after(event))
+
+    with pytest.raises(ChargeNotSent, match="while connecting"):
+        create(deadline_s=0.05)
+
+
+@pytest.mark.parametrize(
+    "event", ["http11.send_request_headers.started", "http2.send_request_headers.started"]
+)
+def test_deadline_once_writing_is_unknown(provider: respx.MockRouter, event: str) -> None:
+    provider.post("/charges").mock(side_effect=stalls_after(event))
+
+    with pytest.raises(OutcomeUnknown, match="deadline"):
+        create(deadline_s=0.05)
 
 
 @pytest.mark.parametrize("error", [httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout])
@@ -488,7 +527,40 @@ def test_build_http_client() -> None:
     async def go() -> None:
         async with build_http_client("http://provider.test:8100", timeout_s=3.5) as http:
             assert http.base_url == "http://provider.test:8100"
-            assert http.timeout == httpx.Timeout(3.5)
+            assert http.timeout == phase_timeouts(3.5)
             assert http.follow_redirects is False
 
     run(go())
+
+
+@pytest.mark.parametrize("deadline_s", [0.1, 1.0, 5.0, 120.0])
+def test_phases_before_sending_time_out_before_the_deadline(deadline_s: float) -> None:
+    timeout = phase_timeouts(deadline_s)
+    assert timeout.connect is not None
+    assert timeout.pool is not None
+    # A call may wait for a pooled connection and then open a new one: both within it.
+    assert timeout.pool + timeout.connect < deadline_s
+    assert timeout.read == timeout.write == deadline_s
+
+
+# --- the wiring the service uses, against a real socket ------------------------------------
+
+
+def service_wiring_create(base_url: str, timeout_s: float) -> Charge:
+    """`create_charge` through the client exactly as `create_app` builds it."""
+
+    async def go() -> Charge:
+        async with build_http_client(base_url, timeout_s) as http:
+            return await ProviderClient(http, deadline_s=timeout_s).create_charge(REQUEST)
+
+    return run(go())
+
+
+def test_connect_that_hangs_is_not_sent() -> None:
+    with unaccepting_listener() as url, pytest.raises(ChargeNotSent):
+        service_wiring_create(url, timeout_s=1.0)
+
+
+def test_connection_refused_is_not_sent() -> None:
+    with pytest.raises(ChargeNotSent):
+        service_wiring_create(f"http://127.0.0.1:{free_port()}", timeout_s=1.0)

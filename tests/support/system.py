@@ -18,7 +18,7 @@ def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None)
     return start_process(
         "fake-provider",
         [*PYTHON_CLI, "fake-provider", "--port", str(port)],
-        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger)},
+        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
@@ -30,6 +30,13 @@ def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, 
     return {"DATABASE_URL": database_url, "PAYMENTS_PROVIDER_URL": provider_url, **extra}
 
 
+def with_test_mode(env: Mapping[str, str]) -> dict[str, str]:
+    """`env`, in test mode when it sets failpoints (refused at start otherwise)."""
+    if env.get("PAYMENTS_FAILPOINTS", "").strip():
+        return {**env, "PAYMENTS_TEST_MODE": "1"}
+    return dict(env)
+
+
 def start_api(log_dir: Path, env: Mapping[str, str], *, port: int | None = None) -> Process:
     """`payments serve` on a free port, ready once `/healthz` answers."""
     port = port or free_port()
@@ -37,7 +44,7 @@ def start_api(log_dir: Path, env: Mapping[str, str], *, port: int | None = None)
     return start_process(
         "api",
         [*PYTHON_CLI, "serve", "--port", str(port)],
-        env=dict(env),
+        env=with_test_mode(env),
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
@@ -47,4 +54,4 @@ def start_api(log_dir: Path, env: Mapping[str, str], *, port: int | None = None)
 def start_worker(log_dir: Path, env: Mapping[str, str], *, once: bool = False) -> Process:
     """`payments worker` (with `--once`: drain what is due and exit)."""
     args = [*PYTHON_CLI, "worker", *(["--once"] if once else [])]
-    return start_process("worker", args, env=dict(env), log_dir=log_dir)
+    return start_process("worker", args, env=with_test_mode(env), log_dir=log_dir)

@@ -1,0 +1,25 @@
+"""The fake provider's own settings (`PAYMENTS_FAKE_PROVIDER_*`), apart from the service's.
+
+The service refuses unknown `PAYMENTS_*` variables, and knows these names as the fake
+provider's (`app.settings.OTHER_PROGRAMS_VARIABLES`), so one environment can serve both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class FakeProviderSettings(BaseSettings):
+    """Configuration of `payments fake-provider`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PAYMENTS_FAKE_PROVIDER_", extra="ignore", frozen=True
+    )
+
+    # The ledger's SQLite file; created with its folders at start if missing.
+    db: Path = Path(".data/fake_provider.sqlite3")
+    # The admin API (fault rules at /_faults, the whole ledger at GET /charges): only for
+    # tests and `payments dev`, which turn it on; anyone who can reach it can break charges.
+    admin: bool = False

@@ -1,0 +1,146 @@
+"""docker-compose.yml and the Dockerfile, read as files (no container engine runs in CI).
+
+Checked: the fake provider stays on the compose network with its admin API off, no service
+runs as root, the database password comes from an env file rather than the compose file,
+and the image holds every package the `payments` command imports.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.processes import REPO_ROOT
+
+COMPOSE = REPO_ROOT / "docker-compose.yml"
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+ENV_EXAMPLE = REPO_ROOT / "payments.env.example"
+ROOT_USERS = {"root", "0", "0:0"}
+
+
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return document
+
+
+def services() -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = compose()["services"]
+    return found
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of each Dockerfile line, continuation lines joined."""
+    joined = DOCKERFILE.read_text().replace("\\\n", " ")
+    instructions = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, rest = line.partition(" ")
+            instructions.append((name.upper(), rest.strip()))
+    return instructions
+
+
+def image_user() -> str | None:
+    users = [rest for name, rest in dockerfile_instructions() if name == "USER"]
+    return users[-1] if users else None
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.partition("=")[::2] for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def test_the_fake_provider_publishes_no_port() -> None:
+    provider = services()["fake-provider"]
+
+    assert "ports" not in provider
+    assert provider.get("network_mode") != "host"
+
+
+def test_the_fake_providers_admin_api_is_off() -> None:
+    for name, service in services().items():
+        assert environment(service).get("PAYMENTS_FAKE_PROVIDER_ADMIN", "0") in ("", "0"), name
+
+
+@pytest.mark.parametrize("name", sorted(services()))
+def test_no_service_runs_as_root(name: str) -> None:
+    service = services()[name]
+    user = service.get("user")
+    if user is None:
+        # Only our own image may leave it out, since its Dockerfile names a user.
+        assert "build" in service, f"{name}: set `user`; its image may run as root"
+        user = image_user()
+    assert user is not None, f"{name} would run as root"
+    assert str(user).split(":")[0] not in ROOT_USERS, name
+
+
+def test_the_image_does_not_run_as_root() -> None:
+    user = image_user()
+
+    assert user is not None
+    assert user.split(":")[0] not in ROOT_USERS
+
+
+def test_the_database_password_comes_from_an_env_file() -> None:
+    text = COMPOSE.read_text()
+    assert "POSTGRES_PASSWORD" not in text
+    for name, service in services().items():
+        env = environment(service)
+        assert "DATABASE_URL" not in env, f"{name}: the URL holds the password"
+        if name in ("postgres", "migrate", "api", "worker"):
+            assert service.get("env_file"), f"{name} needs the env file"
+    example = ENV_EXAMPLE.read_text()
+    assert "POSTGRES_PASSWORD=" in example
+    assert "DATABASE_URL=" in example
+    assert "payments.env" in (REPO_ROOT / ".gitignore").read_text().split()
+
+
+def test_the_image_holds_every_package_the_command_needs() -> None:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in patterns}
+    copied: set[str] = set()
+    for name, rest in dockerfile_instructions():
+        if name == "COPY":
+            *sources, _target = rest.split()
+            copied.update(Path(source).name for source in sources)
+
+    assert packages == {"app", "worker", "fake_provider", "client"}
+    missing = (packages | {"migrations", "alembic.ini", "pyproject.toml"}) - copied
+    assert not missing, f"not in the image: {sorted(missing)}"
+
+
+def _compose_command() -> list[str] | None:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if shutil.which("docker"):
+        probe = subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, text=True, timeout=30
+        )
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return None
+
+
+def test_compose_itself_accepts_the_file(tmp_path: Path) -> None:
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither docker-compose nor the docker compose plugin is installed")
+    shutil.copy(COMPOSE, tmp_path / "docker-compose.yml")
+    shutil.copy(ENV_EXAMPLE, tmp_path / "payments.env")
+    result = subprocess.run(
+        [*command, "config", "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr

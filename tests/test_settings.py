@@ -1,0 +1,119 @@
+"""Settings that must stop a process at start: test-only failpoints, misspelt variables."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from app.settings import OTHER_PROGRAMS_VARIABLES, Settings, SettingsError
+from fake_provider.settings import FakeProviderSettings
+from tests.support.processes import REPO_ROOT
+
+
+def clean_environ(**variables: str) -> dict[str, str]:
+    """This process's environment without any PAYMENTS_ variable, plus `variables`."""
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("PAYMENTS_")}
+    return {**base, **variables}
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
+
+
+def set_only(monkeypatch: pytest.MonkeyPatch, **variables: str) -> None:
+    for name in os.environ:
+        if name.upper().startswith("PAYMENTS_"):
+            monkeypatch.delenv(name)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
+# --- failpoints only in test mode ----------------------------------------------------------
+
+
+def test_failpoints_without_test_mode_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_only(monkeypatch, PAYMENTS_FAILPOINTS="after_claim=30")
+
+    with pytest.raises(SettingsError, match=r"PAYMENTS_FAILPOINTS.*PAYMENTS_TEST_MODE"):
+        Settings.from_env()
+
+
+def test_failpoints_in_test_mode_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_only(monkeypatch, PAYMENTS_FAILPOINTS="after_claim=30", PAYMENTS_TEST_MODE="1")
+
+    assert Settings.from_env().failpoints == "after_claim=30"
+
+
+def test_no_failpoints_need_no_test_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_only(monkeypatch, PAYMENTS_FAILPOINTS="")
+
+    assert Settings.from_env().test_mode is False
+
+
+def test_a_process_with_failpoints_outside_test_mode_does_not_start() -> None:
+    result = run_cli("serve", env=clean_environ(PAYMENTS_FAILPOINTS="before_record=30"))
+
+    assert result.returncode == 2
+    assert "PAYMENTS_FAILPOINTS" in result.stderr
+
+
+# --- unknown PAYMENTS_ variables -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("misspelt", ["PAYMENTS_LEASE_SECONDS", "PAYMENTS_PROVIDER_TIMEOUT"])
+def test_an_unknown_variable_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, misspelt: str
+) -> None:
+    set_only(monkeypatch, **{misspelt: "5"})
+
+    with pytest.raises(SettingsError, match=misspelt):
+        Settings.from_env()
+
+
+def test_a_process_with_a_misspelt_setting_does_not_start() -> None:
+    result = run_cli("worker", "--once", env=clean_environ(PAYMENTS_MAX_ATTEMPT="3"))
+
+    assert result.returncode == 2
+    assert "PAYMENTS_MAX_ATTEMPT" in result.stderr
+
+
+def test_the_other_programs_variables_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_only(monkeypatch, **{name: "x" for name in OTHER_PROGRAMS_VARIABLES})
+
+    Settings.from_env()
+
+
+def test_the_fake_providers_settings_are_known_as_its_own() -> None:
+    prefix = FakeProviderSettings.model_config.get("env_prefix", "")
+    names = {f"{prefix}{field}".upper() for field in FakeProviderSettings.model_fields}
+
+    assert names
+    assert all(OTHER_PROGRAMS_VARIABLES.get(name) == "the fake provider" for name in names)
+
+
+def test_every_variable_the_project_sets_is_known() -> None:
+    """No tool of the project sets a PAYMENTS_ variable the service would refuse."""
+    known = Settings.variable_names() | set(OTHER_PROGRAMS_VARIABLES)
+    found: dict[str, str] = {}
+    for folder in ("app", "client", "fake_provider", "tests", "bench", "chaos", "worker"):
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            for name in re.findall(r"\bPAYMENTS_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()):
+                found.setdefault(name, str(path.relative_to(REPO_ROOT)))
+    misspelt = {name: where for name, where in found.items() if name not in known}
+    # The tests above set misspelt names on purpose.
+    assert set(misspelt) == {
+        "PAYMENTS_LEASE_SECONDS",
+        "PAYMENTS_PROVIDER_TIMEOUT",
+        "PAYMENTS_MAX_ATTEMPT",
+    }, misspelt
