@@ -1,6 +1,6 @@
 """The one place the service's parts are built and wired, for the API and the worker alike.
 
-    engine -> sessions ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
+    pool -> Database ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
     provider HTTP client ┘
 
 `runtime(settings, ...)` builds them, hands them over, and closes the HTTP client and the
@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from app.db.engine import SessionMaker, build_engine, build_sessionmaker
+from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.payments.charging import ChargeDriver
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.provider.client import ProviderClient
 from app.provider.transport import build_http_client
 from app.recovery.policy import RecoveryPolicy
@@ -29,9 +29,9 @@ from app.settings import Settings
 class Runtime:
     """What both processes share: sessions, the driver, recovery and its policy."""
 
-    sessions: SessionMaker
+    db: Database
     driver: ChargeDriver
-    reconciler: Reconciler[Payment]
+    reconciler: Reconciler[PaymentRow]
     policy: RecoveryPolicy
 
 
@@ -40,30 +40,24 @@ async def runtime(
     settings: Settings, *, metrics: Metrics, application_name: str
 ) -> AsyncIterator[Runtime]:
     """Build the runtime for one process; close its connections when the block ends."""
-    engine = build_engine(settings, application_name=application_name)
     http = build_http_client(settings.provider_url, settings.provider_timeout_s)
     try:
-        sessions = build_sessionmaker(engine)
-        provider = ProviderClient(
-            http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
-        )
-        driver = ChargeDriver(
-            sessions=sessions,
-            provider=provider,
-            lease_s=settings.lease_s,
-            failpoints=Failpoints.parse(settings.failpoints),
-        )
-        policy = RecoveryPolicy(
-            max_attempts=settings.max_attempts,
-            backoff_base_s=settings.backoff_base_s,
-            backoff_max_s=settings.backoff_max_s,
-        )
-        yield Runtime(
-            sessions=sessions,
-            driver=driver,
-            reconciler=Reconciler(driver=driver, policy=policy),
-            policy=policy,
-        )
+        async with open_database(settings, application_name=application_name) as db:
+            provider = ProviderClient(
+                http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
+            )
+            driver = ChargeDriver(
+                db=db,
+                provider=provider,
+                lease_s=settings.lease_s,
+                failpoints=Failpoints.parse(settings.failpoints),
+            )
+            policy = RecoveryPolicy(
+                max_attempts=settings.max_attempts,
+                backoff_base_s=settings.backoff_base_s,
+                backoff_max_s=settings.backoff_max_s,
+            )
+            reconciler = Reconciler(driver=driver, policy=policy)
+            yield Runtime(db=db, driver=driver, reconciler=reconciler, policy=policy)
     finally:
         await http.aclose()
-        await engine.dispose()

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.db.engine import SessionMaker
+from app.db.database import Database
 from app.errors import Unauthenticated
 from app.http.auth import bearer_token
 from app.observability.metrics import Metrics
@@ -26,7 +26,7 @@ class Services:
     """Everything the lifespan builds, handed to handlers through `app.state.services`."""
 
     settings: Settings
-    sessions: SessionMaker
+    db: Database
     payments: PaymentService
     schema_head: str | None
     metrics: Metrics

@@ -15,9 +15,10 @@ import sys
 import time
 
 import httpx
+from psycopg import AsyncConnection
 
+from app.db.database import conninfo
 from app.db.embedded import EmbeddedPostgres
-from app.db.engine import build_engine, build_sessionmaker, transaction
 from app.db.migrate import upgrade_head
 from app.settings import Settings
 from app.tenants.repository import create_tenant, find_key_owner
@@ -28,21 +29,20 @@ DEMO_KEY_FILE = "demo-api-key"
 def _demo_api_key(settings: Settings, database_url: str) -> str:
     """The demo tenant's API key, made on the first run and kept in the data folder."""
     key_file = settings.data_dir / DEMO_KEY_FILE
-    configured = settings.model_copy(update={"database_url": database_url})
 
     async def run() -> str:
-        engine = build_engine(configured, application_name="payments-dev")
-        try:
-            async with transaction(build_sessionmaker(engine)) as session:
-                if key_file.exists():
-                    known = key_file.read_text().strip()
-                    if await find_key_owner(session, known) is not None:
-                        return known
-                _tenant, api_key = await create_tenant(session, "demo")
-            key_file.write_text(api_key + "\n")
-            return api_key
-        finally:
-            await engine.dispose()
+        conn = await AsyncConnection.connect(
+            conninfo(database_url), autocommit=True, application_name="payments-dev"
+        )
+        async with conn:
+            if key_file.exists():
+                known = key_file.read_text().strip()
+                if await find_key_owner(conn, known) is not None:
+                    return known
+            async with conn.transaction():
+                _tenant, api_key = await create_tenant(conn, "demo")
+        key_file.write_text(api_key + "\n")
+        return api_key
 
     return asyncio.run(run())
 

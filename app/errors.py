@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy import exc as sa_exc
+import psycopg
+from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.observability.logging import current_request_id
@@ -159,10 +160,11 @@ _RETRYABLE_SQLSTATE_PREFIXES = ("08", "40", "53", "55P03", "57014", "57P")
 
 def is_transient_database_error(exc: BaseException) -> bool:
     """True for database errors a retry may clear (never for errors in our own SQL)."""
-    if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)):
+    # Connection trouble and a pool with no free connection are retryable as a whole.
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)):
         return True
-    if isinstance(exc, sa_exc.DBAPIError):
-        sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    if isinstance(exc, psycopg.Error):
+        sqlstate = exc.sqlstate or ""
         return sqlstate.startswith(_RETRYABLE_SQLSTATE_PREFIXES)
     return False
 
@@ -234,5 +236,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(sa_exc.SQLAlchemyError, on_database_error)
+    app.add_exception_handler(psycopg.Error, on_database_error)
+    app.add_exception_handler(PoolTimeout, on_database_error)
     app.add_exception_handler(Exception, on_unexpected)

@@ -7,9 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import text
 
-from app.db.engine import transaction
 from app.dependencies import ServicesDep
 from app.errors import ServiceUnavailable
 from app.http.problems import problem
@@ -28,8 +26,8 @@ router = APIRouter(tags=["health"])
 )
 async def metrics(services: ServicesDep) -> Response:
     try:
-        async with transaction(services.sessions) as session:
-            await services.metrics.refresh_backlog(session)
+        async with services.db.connection() as conn:
+            await services.metrics.refresh_backlog(conn)
     except Exception:
         # The counters are still worth serving while the database is away.
         logger.warning("metrics: backlog gauges not refreshed", exc_info=True)
@@ -48,10 +46,9 @@ async def healthz() -> dict[str, str]:
 )
 async def readyz(services: ServicesDep, response: Response) -> dict[str, Any]:
     try:
-        async with transaction(services.sessions) as session:
-            revision = (
-                await session.execute(text("SELECT version_num FROM alembic_version"))
-            ).scalar_one_or_none()
+        async with services.db.connection() as conn:
+            row = await (await conn.execute("SELECT version_num FROM alembic_version")).fetchone()
+        revision = None if row is None else row[0]
     except Exception as exc:
         raise ServiceUnavailable(f"database unreachable: {type(exc).__name__}") from None
     expected = services.schema_head

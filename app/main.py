@@ -42,9 +42,9 @@ def create_app(settings: Settings) -> FastAPI:
         async with runtime(settings, metrics=metrics, application_name="payments-api") as parts:
             app.state.services = Services(
                 settings=settings,
-                sessions=parts.sessions,
+                db=parts.db,
                 payments=PaymentService(
-                    sessions=parts.sessions,
+                    db=parts.db,
                     driver=parts.driver,
                     reconciler=parts.reconciler,
                     policy=parts.policy,
@@ -54,7 +54,7 @@ def create_app(settings: Settings) -> FastAPI:
                 ),
                 schema_head=head_revision(),
                 metrics=metrics,
-                api_keys=api_key_cache(parts.sessions),
+                api_keys=api_key_cache(parts.db),
             )
             yield
 

@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     data_dir: Path = Path(".data")
-    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_pool_size: int = Field(default=20, ge=1, le=200)
     db_statement_timeout_ms: int = Field(default=10_000, ge=0)
     db_lock_timeout_ms: int = Field(default=5_000, ge=0)
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)

@@ -1,28 +1,37 @@
-"""The baseline: a bare FastAPI endpoint on the service's own stack, one INSERT per request.
+"""The baselines: a bare FastAPI endpoint doing one INSERT per request, on two stacks.
 
-Same stack as the API: uvicorn, FastAPI with a pydantic body, SQLAlchemy async on psycopg,
-and the very engine settings the service uses (`app.db.engine.build_engine`: pool, pre-ping,
-server-side timeouts) with one `transaction()` per request. It has no authentication, no
-idempotency, no provider call and no audit trail, so the distance between it and
-`POST /payments` is what those cost.
+- `--stack lean` (the floor the service is measured against): FastAPI with a pydantic body,
+  a psycopg 3 connection pool sized to the load, one INSERT per request in autocommit: what
+  the service's own stack costs with no protocol at all.
+- `--stack orm`: the same endpoint on the first cut's data stack, SQLAlchemy's async ORM
+  session on an engine with a pool of 10 plus 10 overflow and one `transaction()` per
+  request, kept beside the lean one so the cost of that stack stays visible.
 
-    python -m bench.baseline_app --port 8200 [--workers N]      (DATABASE_URL required)
+Neither has authentication, idempotency, a provider call or an audit trail, so the distance
+between them and `POST /payments` is what those cost.
+
+    python -m bench.baseline_app --port 8200 [--workers N] [--stack lean|orm]
+    (DATABASE_URL required)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Annotated
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from app.db.engine import SessionMaker, build_engine, build_sessionmaker, transaction
+from app.db.database import open_database
+from app.db.migrate import sqlalchemy_url
 from app.settings import Settings
 
 TABLE_DDL = """
@@ -36,10 +45,18 @@ CREATE TABLE IF NOT EXISTS bench_baseline_inserts (
 )
 """
 
-_INSERT = text(
-    "INSERT INTO bench_baseline_inserts (id, reference, amount_minor, currency, account_id) "
-    "VALUES (:id, :reference, :amount_minor, :currency, :account_id) RETURNING created_at"
+_INSERT_PARAMS = "(id, reference, amount_minor, currency, account_id)"
+_INSERT_SQL = (
+    f"INSERT INTO bench_baseline_inserts {_INSERT_PARAMS} VALUES "
+    "(%(id)s, %(reference)s, %(amount_minor)s, %(currency)s, %(account_id)s) RETURNING created_at"
 )
+_INSERT_ORM = text(
+    f"INSERT INTO bench_baseline_inserts {_INSERT_PARAMS} VALUES "
+    "(:id, :reference, :amount_minor, :currency, :account_id) RETURNING created_at"
+)
+STACK_ENV = "BENCH_BASELINE_STACK"
+
+Insert = Callable[[dict[str, object]], Awaitable[datetime]]
 
 
 class InsertRequest(BaseModel):
@@ -56,18 +73,50 @@ class InsertResponse(BaseModel):
     created_at: str
 
 
+@asynccontextmanager
+async def _lean(settings: Settings) -> AsyncIterator[Insert]:
+    async with open_database(settings, application_name="payments-bench-lean") as db:
+
+        async def insert(values: dict[str, object]) -> datetime:
+            async with db.connection() as conn:
+                row = await (await conn.execute(_INSERT_SQL, values)).fetchone()
+            assert row is not None
+            created: datetime = row[0]
+            return created
+
+        yield insert
+
+
+@asynccontextmanager
+async def _orm(settings: Settings) -> AsyncIterator[Insert]:
+    assert settings.database_url is not None
+    engine = create_async_engine(
+        sqlalchemy_url(settings.database_url), pool_size=10, max_overflow=10, pool_timeout=10
+    )
+    sessions = async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+    try:
+
+        async def insert(values: dict[str, object]) -> datetime:
+            async with sessions() as session, session.begin():
+                created: datetime = (await session.execute(_INSERT_ORM, values)).one()[0]
+            return created
+
+        yield insert
+    finally:
+        await engine.dispose()
+
+
 def create_app() -> FastAPI:
-    """The baseline app; settings (DATABASE_URL) come from the environment at start."""
+    """The baseline app; settings (DATABASE_URL) and the stack come from the environment."""
     settings = Settings.from_env()
+    stack = _lean if os.environ.get(STACK_ENV, "lean") == "lean" else _orm
+    inserts: list[Insert] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = build_engine(settings, application_name="payments-bench-baseline")
-        app.state.sessions = build_sessionmaker(engine)
-        try:
+        async with stack(settings) as insert:
+            inserts.append(insert)
             yield
-        finally:
-            await engine.dispose()
 
     app = FastAPI(lifespan=lifespan)
 
@@ -76,12 +125,10 @@ def create_app() -> FastAPI:
         return {"status": "ok"}
 
     @app.post("/inserts", status_code=201)
-    async def insert(body: InsertRequest, request: Request) -> InsertResponse:
-        sessions: SessionMaker = request.app.state.sessions
+    async def insert(body: InsertRequest) -> InsertResponse:
         row_id = uuid.uuid4()
-        async with transaction(sessions) as session:
-            created = (await session.execute(_INSERT, {"id": row_id, **body.model_dump()})).one()
-        return InsertResponse(id=row_id, created_at=created[0].isoformat())
+        created = await inserts[0]({"id": row_id, **body.model_dump()})
+        return InsertResponse(id=row_id, created_at=created.isoformat())
 
     return app
 
@@ -91,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8200)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--stack", choices=("lean", "orm"), default="lean")
     args = parser.parse_args(argv)
+    os.environ[STACK_ENV] = args.stack
     uvicorn.run(
         "bench.baseline_app:create_app",
         factory=True,

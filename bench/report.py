@@ -11,7 +11,8 @@ from typing import Any
 
 from bench.stats import Measurement
 
-BASELINE_HTTP = "baseline: bare insert endpoint"
+BASELINE_HTTP = "baseline: lean insert endpoint"
+BASELINE_ORM = "baseline: ORM insert endpoint"
 BASELINE_PGBENCH = "baseline: pgbench, payment SQL"
 
 # CPU columns: process tree name in the CPU sample -> column heading. "app" is the service's
@@ -82,6 +83,7 @@ def table(rows: list[Row]) -> str:
     """The results as a markdown table (also readable as plain text)."""
     baselines = baselines_of(rows)
     http = baselines.get(BASELINE_HTTP, math.nan)
+    orm = baselines.get(BASELINE_ORM, math.nan)
     pgbench = baselines.get(BASELINE_PGBENCH, math.nan)
     heading = [
         "scenario",
@@ -90,7 +92,8 @@ def table(rows: list[Row]) -> str:
         "per s",
         "p50 ms",
         "p99 ms",
-        "x insert",
+        "x lean",
+        "x orm",
         "x pgbench",
         "CPU ms/unit app/prov/pg/gen",
         "other cores",
@@ -108,6 +111,7 @@ def table(rows: list[Row]) -> str:
                 _fmt(m.p(50), 2),
                 _fmt(m.p(99), 2),
                 _fmt(m.throughput / http, 2),
+                _fmt(m.throughput / orm, 2),
                 _fmt(m.throughput / pgbench, 2),
                 cpu,
                 _fmt(row.other_load_cores(), 2),
@@ -173,8 +177,9 @@ def markdown(data: dict[str, Any], rows: list[Row]) -> str:
         "",
         table(rows),
         "",
-        "`per s`: answered requests (or operations) per second; `x insert` and `x pgbench`: "
-        "throughput relative to the two baselines; `CPU ms/unit`: CPU milliseconds per "
+        "`per s`: answered requests (or operations) per second; `x lean`, `x orm` and `x pgbench`: "
+        "throughput relative to the three baselines (the lean insert endpoint, the same on the "
+        "first cut's ORM stack, the payment's SQL in pgbench); `CPU ms/unit`: CPU milliseconds per "
         "answered unit spent by the service's processes (the API; the workers in the "
         "reconcile rows; the baseline app in its row), the fake provider, PostgreSQL and the "
         "load generator (pgbench in its rows); `other cores`: CPU used by everything else on "

@@ -33,7 +33,8 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
             )
             log(f"machine: {machine}")
             bench.warm_up(bench.target, bench.new_payment_maker("warm"))
-            bench.baseline_insert()
+            bench.baseline_insert("lean")
+            bench.baseline_insert("orm")
             bench.provider_direct()
             bench.new_payments("new payments", "new", total=config.new_payments)
             bench.new_payments(

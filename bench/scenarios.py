@@ -1,6 +1,6 @@
 """The bench's scenarios, each measured against the one system a run has started.
 
-baseline: bare insert endpoint   bench/baseline_app.py, one INSERT per request
+baseline: lean / ORM insert     bench/baseline_app.py, one INSERT per request, two stacks
 provider: POST /charges direct   the fake provider alone (every payment calls it once)
 new payments                     every request a new Idempotency-Key
 new payments, 1 connection       the same, one request at a time: the latency floor
@@ -36,7 +36,7 @@ from bench.config import BenchConfig
 from bench.loadgen import Request, Response, Target, run_groups, run_load
 from bench.machine import CpuSample, cpu_between, cpu_by_process, sample_cpu
 from bench.preload import preload
-from bench.report import BASELINE_HTTP, BASELINE_PGBENCH, WINDOW, Row
+from bench.report import BASELINE_HTTP, BASELINE_ORM, BASELINE_PGBENCH, WINDOW, Row
 from bench.stats import Measurement
 from bench.system import Database, api_env, create_tenant, start_api, start_provider
 from tests.support.faults import FaultInjector
@@ -196,7 +196,8 @@ class Bench:
             key = request.headers["idempotency-key"]
             self.completed.append(Completed(key, request.body, response.body))
 
-    def baseline_insert(self) -> None:
+    def baseline_insert(self, stack: str) -> None:
+        """One INSERT per request on the lean stack (psycopg pool) or the first cut's ORM."""
         with psycopg.connect(self.db.url, autocommit=True) as conn:
             conn.execute(TABLE_DDL)
         port = free_port()
@@ -211,6 +212,8 @@ class Bench:
                 str(port),
                 "--workers",
                 str(self.config.api_workers),
+                "--stack",
+                stack,
             ],
             env=self.env,
             log_dir=self.log_dir,
@@ -238,9 +241,8 @@ class Bench:
             self.warm_up(target, make)
             trees = self.trees()
             trees["app"] = [baseline.pid]  # the baseline stands where the API would
-            self.load(
-                BASELINE_HTTP, make, total=self.config.baseline_requests, target=target, trees=trees
-            )
+            name = BASELINE_HTTP if stack == "lean" else BASELINE_ORM
+            self.load(name, make, total=self.config.baseline_requests, target=target, trees=trees)
         finally:
             baseline.stop()
 

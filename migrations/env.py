@@ -8,7 +8,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from app.db.engine import sqlalchemy_url
+from app.db.migrate import sqlalchemy_url
 from app.db.models import Base
 
 config = context.config

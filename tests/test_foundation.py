@@ -14,7 +14,7 @@ from alembic.migration import MigrationContext
 from psycopg.rows import DictRow
 from sqlalchemy import create_engine, pool
 
-from app.db.engine import sqlalchemy_url
+from app.db.migrate import sqlalchemy_url
 from app.db.models import Base
 from app.settings import Settings, SettingsError
 from tests.support.processes import REPO_ROOT, Process

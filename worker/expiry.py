@@ -7,9 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from prometheus_client import Counter
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.engine import SessionMaker, transaction
+from app.db.database import Connection, Database
 from app.observability.metrics import Metrics
 from app.operations.expiry import expire_responses, release_tombstones
 from app.settings import Settings
@@ -24,12 +23,12 @@ class ExpireJob:
         self,
         *,
         settings: Settings,
-        sessions: SessionMaker,
+        db: Database,
         metrics: Metrics,
         stopping: asyncio.Event,
     ):
         self._settings = settings
-        self._sessions = sessions
+        self._db = db
         self._metrics = metrics
         self._stopping = stopping
 
@@ -37,12 +36,12 @@ class ExpireJob:
         """Run both steps until nothing is left (or stopping); (expired, released)."""
         ttl, tombstone_ttl = self._settings.key_ttl_s, self._settings.tombstone_ttl_s
         expired = await self._drain(
-            lambda session, limit: expire_responses(session, key_ttl_s=ttl, limit=limit),
+            lambda conn, limit: expire_responses(conn, key_ttl_s=ttl, limit=limit),
             self._metrics.keys_expired,
         )
         released = await self._drain(
-            lambda session, limit: release_tombstones(
-                session, tombstone_ttl_s=tombstone_ttl, limit=limit
+            lambda conn, limit: release_tombstones(
+                conn, tombstone_ttl_s=tombstone_ttl, limit=limit
             ),
             self._metrics.keys_released,
         )
@@ -54,15 +53,16 @@ class ExpireJob:
         return expired, released
 
     async def _drain(
-        self, step: Callable[[AsyncSession, int], Awaitable[int]], counter: Counter
+        self, step: Callable[[Connection, int], Awaitable[int]], counter: Counter
     ) -> int:
         """Run `step` batch after batch until a batch comes back short."""
         batch = self._settings.expire_batch_size
         total = 0
         while not self._stopping.is_set():
-            # One short transaction per batch: locks are held for one batch at most.
-            async with transaction(self._sessions) as session:
-                count = await step(session, batch)
+            # One statement, so one short transaction, per batch: locks are held for one
+            # batch at most.
+            async with self._db.connection() as conn:
+                count = await step(conn, batch)
             total += count
             counter.inc(count)
             if count < batch:

@@ -34,13 +34,13 @@ async def _run(settings: Settings, *, once: bool) -> int:
     async with runtime(settings, metrics=metrics, application_name="payments-worker") as parts:
         worker = ReconcileWorker(
             settings=settings,
-            sessions=parts.sessions,
+            db=parts.db,
             reconciler=parts.reconciler,
             name=worker_name(),
             metrics=metrics,
         )
         expire = ExpireJob(
-            settings=settings, sessions=parts.sessions, metrics=metrics, stopping=worker.stopping
+            settings=settings, db=parts.db, metrics=metrics, stopping=worker.stopping
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -12,13 +12,13 @@ import logging
 import os
 import socket
 
-from app.db.engine import SessionMaker, transaction
+from app.db.database import Database
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
 from app.operations.outcomes import Outcome
 from app.operations.refs import OwnedRef
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
@@ -37,13 +37,13 @@ class ReconcileWorker:
         self,
         *,
         settings: Settings,
-        sessions: SessionMaker,
-        reconciler: Reconciler[Payment],
+        db: Database,
+        reconciler: Reconciler[PaymentRow],
         name: str,
         metrics: Metrics,
     ):
         self._settings = settings
-        self._sessions = sessions
+        self._db = db
         self._reconciler = reconciler
         self.name = name
         self._metrics = metrics
@@ -55,9 +55,9 @@ class ReconcileWorker:
         """Claim one batch and reconcile it; the number of operations claimed."""
         if self.stopping.is_set():
             return 0
-        async with transaction(self._sessions) as session:
+        async with self._db.connection() as conn:
             owned = await operations.claim_due(
-                session,
+                conn,
                 owner=self.name,
                 lease_s=self._settings.lease_s,
                 limit=self._settings.reconcile_batch_size,
@@ -102,8 +102,8 @@ class ReconcileWorker:
                 if claimed == 0:
                     break
                 total += claimed
-            async with transaction(self._sessions) as session:
-                await self._metrics.refresh_backlog(session)
+            async with self._db.connection() as conn:
+                await self._metrics.refresh_backlog(conn)
         return total
 
     async def wait_idle(self) -> None:

@@ -10,9 +10,15 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
 
-from app.db.engine import sqlalchemy_url
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def sqlalchemy_url(database_url: str) -> str:
+    """The SQLAlchemy URL for a `postgresql://` URL, on the psycopg 3 driver (for Alembic)."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if database_url.startswith(prefix):
+            return "postgresql+psycopg://" + database_url.removeprefix(prefix)
+    raise ValueError("DATABASE_URL must be a postgresql:// URL")
 
 
 def alembic_config(database_url: str) -> Config:

@@ -8,9 +8,8 @@ database when `/metrics` is scraped, so every process reports the same truth.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.database import Connection
 from app.operations.outcomes import (
     Declined,
     FencedOut,
@@ -29,8 +28,7 @@ def _sql_list(states: frozenset[State]) -> str:
     return ", ".join(f"'{s.value}'" for s in sorted(states))
 
 
-_BACKLOG_SQL = text(
-    f"""
+_BACKLOG_SQL = f"""
     SELECT
       coalesce(extract(epoch FROM now() - min(created_at)
                FILTER (WHERE state IN ({_sql_list(IN_FLIGHT)}))), 0) AS oldest,
@@ -39,7 +37,6 @@ _BACKLOG_SQL = text(
     FROM operations
     WHERE state NOT IN ({_sql_list(TERMINAL)})
     """
-)
 
 # Reconciliations are counted by what the operation became.
 _RECONCILED: dict[type[Outcome], str] = {
@@ -126,12 +123,14 @@ class Metrics:
         """Count a reconciliation by what it came to."""
         self.reconciliations.labels(_RECONCILED[type(outcome)], source).inc()
 
-    async def refresh_backlog(self, session: AsyncSession) -> None:
+    async def refresh_backlog(self, conn: Connection) -> None:
         """Read the backlog gauges from the database."""
-        row = (await session.execute(_BACKLOG_SQL)).one()
-        self.oldest_in_flight.set(float(row.oldest))
-        self.unknown.set(int(row.unknown))
-        self.needs_attention.set(int(row.attention))
+        row = await (await conn.execute(_BACKLOG_SQL)).fetchone()
+        assert row is not None, "an aggregate always has a row"
+        oldest, unknown, attention = row
+        self.oldest_in_flight.set(float(oldest))
+        self.unknown.set(int(unknown))
+        self.needs_attention.set(int(attention))
 
     def render(self) -> bytes:
         """The text exposition format."""

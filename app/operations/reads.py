@@ -3,35 +3,48 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from psycopg.rows import class_row
 
-from app.operations.models import Operation, OperationTransition
-from app.operations.refs import OwnedRef, Snapshot
-from app.operations.states import TERMINAL, State
+from app.db.database import Connection
+from app.operations.refs import (
+    OPERATION_COLUMNS,
+    OperationRow,
+    OwnedRef,
+    Snapshot,
+    TransitionRow,
+)
+from app.operations.states import State
 
-
-def _snapshot_query(key_ttl_s: int) -> Any:
-    lease_live = and_(
-        Operation.lease_expires_at.is_not(None), Operation.lease_expires_at > func.now()
-    )
-    # A key expires only once its operation is terminal (in-flight work never expires), and
-    # its TTL counts from when the outcome became known.
-    key_expired = and_(
-        Operation.state.in_([s.value for s in TERMINAL]),
-        or_(
-            Operation.response_expired_at.is_not(None),
-            Operation.completed_at < func.now() - timedelta(seconds=key_ttl_s),
-        ),
-    )
-    return select(Operation, lease_live.label("lease_live"), key_expired.label("key_expired"))
+# The flags are computed on the database clock. A key expires only once its operation is
+# terminal (in-flight work never expires), and its TTL counts from when the outcome became
+# known.
+_SNAPSHOT = f"""
+    SELECT {OPERATION_COLUMNS},
+        lease_expires_at IS NOT NULL AND lease_expires_at > now() AS lease_live,
+        state IN ('COMPLETED', 'FAILED') AND (
+            response_expired_at IS NOT NULL
+            OR completed_at < now() - make_interval(secs => %(key_ttl_s)s)
+        ) AS key_expired
+    FROM operations
+"""
+_BY_KEY = (
+    _SNAPSHOT
+    + " WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s"
+    + " AND idempotency_key = %(idempotency_key)s"
+)
+_BY_ID = _SNAPSHOT + " WHERE id = %(id)s"
+_BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
+_HISTORY = """
+    SELECT from_state, to_state, trigger, actor, reason, fence, created_at
+    FROM operation_transitions WHERE operation_id = %(id)s ORDER BY id
+"""
+_OWNED = "SELECT state, attempts FROM operations WHERE id = %(id)s AND fence = %(fence)s"
 
 
 async def find_by_key(
-    session: AsyncSession,
+    conn: Connection,
     *,
     tenant_id: uuid.UUID,
     operation_name: str,
@@ -39,46 +52,45 @@ async def find_by_key(
     key_ttl_s: int,
 ) -> Snapshot | None:
     """The tenant's operation with this key, if any."""
-    stmt = _snapshot_query(key_ttl_s).where(
-        Operation.tenant_id == tenant_id,
-        Operation.operation_name == operation_name,
-        Operation.idempotency_key == idempotency_key,
-    )
-    row = (await session.execute(stmt)).one_or_none()
-    return None if row is None else Snapshot(row[0], bool(row[1]), bool(row[2]))
+    params = {
+        "tenant_id": tenant_id,
+        "operation_name": operation_name,
+        "idempotency_key": idempotency_key,
+        "key_ttl_s": key_ttl_s,
+    }
+    return await _snapshot(conn, _BY_KEY, params)
 
 
 async def get_snapshot(
-    session: AsyncSession,
+    conn: Connection,
     operation_id: uuid.UUID,
     *,
     key_ttl_s: int,
     tenant_id: uuid.UUID | None = None,
 ) -> Snapshot | None:
     """The operation by id; scoped to `tenant_id` when given."""
-    stmt = _snapshot_query(key_ttl_s).where(Operation.id == operation_id)
-    if tenant_id is not None:
-        stmt = stmt.where(Operation.tenant_id == tenant_id)
-    row = (await session.execute(stmt)).one_or_none()
-    return None if row is None else Snapshot(row[0], bool(row[1]), bool(row[2]))
+    params = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
+    return await _snapshot(conn, _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT, params)
 
 
-async def history(session: AsyncSession, operation_id: uuid.UUID) -> list[OperationTransition]:
+async def history(conn: Connection, operation_id: uuid.UUID) -> list[TransitionRow]:
     """The operation's audited transitions, oldest first."""
-    stmt = (
-        select(OperationTransition)
-        .where(OperationTransition.operation_id == operation_id)
-        .order_by(OperationTransition.id)
-    )
-    return list((await session.execute(stmt)).scalars())
+    async with conn.cursor(row_factory=class_row(TransitionRow)) as cur:
+        await cur.execute(_HISTORY, {"id": operation_id})
+        return await cur.fetchall()
 
 
-async def owned(session: AsyncSession, ref: OwnedRef) -> OwnedRef | None:
+async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     """The operation's current state and attempts, if `ref`'s fence still holds it."""
-    stmt = select(Operation.state, Operation.attempts).where(
-        Operation.id == ref.id, Operation.fence == ref.fence
-    )
-    row = (await session.execute(stmt)).one_or_none()
+    row = await (await conn.execute(_OWNED, {"id": ref.id, "fence": ref.fence})).fetchone()
     if row is None:
         return None
-    return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=row[1])
+    return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=int(row[1]))
+
+
+async def _snapshot(conn: Connection, sql: str, params: dict[str, Any]) -> Snapshot | None:
+    row = await (await conn.execute(sql, params)).fetchone()
+    if row is None:
+        return None
+    *columns, lease_live, key_expired = row
+    return Snapshot(OperationRow(*columns), bool(lease_live), bool(key_expired))

@@ -6,10 +6,55 @@ These are plain values; the repository produces them and every layer above passe
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
 
-from app.operations.models import Operation
 from app.operations.states import State
+
+
+@dataclass(frozen=True)
+class OperationRow:
+    """One row of `operations`, as read."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    operation_name: str
+    idempotency_key: str | None
+    fingerprint: str
+    state: str
+    payment_id: uuid.UUID
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fence: int
+    attempts: int
+    next_check_at: datetime | None
+    needs_attention: bool
+    last_error: str | None
+    response_status: int | None
+    response_headers: dict[str, Any] | None
+    response_body: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+    response_expired_at: datetime | None
+    key_released_at: datetime | None
+
+
+OPERATION_COLUMNS = ", ".join(f.name for f in fields(OperationRow))
+
+
+@dataclass(frozen=True)
+class TransitionRow:
+    """One audited state change, as read."""
+
+    from_state: str | None
+    to_state: str
+    trigger: str
+    actor: str
+    reason: str | None
+    fence: int
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -30,7 +75,7 @@ class OwnedRef:
 class Snapshot:
     """An operation as read, with the flags computed on the database clock."""
 
-    operation: Operation
+    operation: OperationRow
     lease_live: bool
     key_expired: bool
 
@@ -57,7 +102,7 @@ class Schedule:
     needs_attention: bool
 
 
-def stored_response(operation: Operation) -> StoredResponse:
+def stored_response(operation: OperationRow) -> StoredResponse:
     """The answer a terminal operation recorded; `ValueError` if it holds none (expired)."""
     if operation.response_status is None or operation.response_body is None:
         raise ValueError(f"operation {operation.id} has no stored response")

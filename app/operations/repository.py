@@ -1,13 +1,14 @@
-"""All writes to operations and their audit trail, in named verbs (reads: `reads.py`).
+"""Every write to operations and their audit trail, as named verbs (reads: `reads.py`).
 
 Three rules hold every write here together:
 - the claim is an INSERT that lets the unique key decide races (never SELECT-then-INSERT);
 - every change of state goes through the state machine and is audited in the same
-  transaction (`_transition`, the one write path for owners);
+  statement (`_transition`, the one write path for owners);
 - every write by an owner is conditional on its fencing token, so an owner that lost its
   lease (paused, slow, presumed dead) cannot overwrite the newer owner's work: the verb then
   returns None and the caller answers with the current state.
 Times come from the database clock (`now()`), the one clock every process shares.
+
     claim          insert-first: the operation in RECEIVED with the claimant's lease
     take_over      one operation whose lease is gone: fence N -> N+1, a new lease
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
@@ -15,6 +16,9 @@ Times come from the database clock (`now()`), the one clock every process shares
     record_final   complete / fail -> COMPLETED / FAILED, with the stored response
     defer          defer -> FAILED_RETRYABLE (certainly not processed)
     mark_unknown   lose -> UNKNOWN_REQUIRES_RECOVERY, with the next check scheduled
+
+Each verb is one statement: an owner's change and its audit row are written together by a
+data-modifying CTE, so a verb is atomic on its own and costs one round trip.
 """
 
 from __future__ import annotations
@@ -22,46 +26,113 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from psycopg.types.json import Jsonb
 
-from app.operations.models import Operation, OperationTransition
+from app.db.database import Connection
 from app.operations.refs import OwnedRef, Schedule, Snapshot, StoredResponse
-from app.operations.states import IN_FLIGHT, MACHINE, TERMINAL, State, Trigger
+from app.operations.states import MACHINE, State, Trigger
 
 CLAIM_TRIGGER = "claim"
 logger = logging.getLogger("payments.operations")
 
-_TERMINAL_VALUES = [s.value for s in TERMINAL]
+_AUDIT = """
+    INSERT INTO operation_transitions
+        (operation_id, from_state, to_state, trigger, actor, reason, fence)
+    SELECT id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s, %(fence)s
+    FROM changed
+"""
+
+_CLAIM = f"""
+    WITH changed AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, payment_id, lease_owner, lease_expires_at, fence)
+        VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
+                %(fingerprint)s, %(to_state)s, %(payment_id)s, %(actor)s,
+                now() + make_interval(secs => %(lease_s)s), 1)
+        ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
+        RETURNING id
+    ), audit AS ({_AUDIT})
+    SELECT id FROM changed
+"""
+
+# A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
+# holds a live lease; a row another transaction holds is skipped, not waited for.
+_TAKE_OVER = """
+    UPDATE operations
+    SET fence = fence + 1, lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
+    WHERE id = (SELECT id FROM operations WHERE id = %(id)s FOR UPDATE SKIP LOCKED)
+      AND fence = %(fence)s
+      AND state NOT IN ('COMPLETED', 'FAILED')
+      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+    RETURNING fence, state, attempts
+"""
+
+# The worker's batch: in-flight operations whose owner's lease ran out (the owner crashed
+# or hung), then unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
+# any number of workers claim at once without waiting on, or sharing, a row.
+_CLAIM_DUE = """
+    WITH stale AS (
+        SELECT id FROM operations
+        WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
+          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+        ORDER BY lease_expires_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ), due AS (
+        SELECT id FROM operations
+        WHERE state = 'UNKNOWN_REQUIRES_RECOVERY'
+          AND next_check_at <= now()
+          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+        ORDER BY next_check_at
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ), picked AS (
+        SELECT id FROM (SELECT id, 0 AS rank FROM stale UNION ALL SELECT id, 1 FROM due) ids
+        ORDER BY rank
+        LIMIT %(limit)s
+    )
+    UPDATE operations
+    SET fence = fence + 1, lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
+    WHERE id IN (SELECT id FROM picked)
+    RETURNING id, fence, state, attempts
+"""
+
 # Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
-_RELEASE_LEASE: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
+_RELEASE = "lease_owner = NULL, lease_expires_at = NULL"
+
+_SETS: dict[str, str] = {
+    # Renewing the lease: a lookup may have spent part of it before a resend.
+    "mark_sent": "lease_expires_at = now() + make_interval(secs => %(lease_s)s)",
+    "record_final": f"""{_RELEASE}, needs_attention = false, next_check_at = NULL,
+        last_error = NULL, completed_at = now(), response_status = %(response_status)s,
+        response_headers = %(response_headers)s, response_body = %(response_body)s""",
+    "defer": f"{_RELEASE}, last_error = %(reason)s",
+    "mark_unknown": f"""{_RELEASE}, last_error = %(reason)s, attempts = %(attempts)s,
+        next_check_at = now() + make_interval(secs => %(delay_s)s),
+        needs_attention = needs_attention OR %(needs_attention)s""",
+}
 
 
-def _lease_until(lease_s: float) -> Any:
-    return func.now() + timedelta(seconds=lease_s)
+def _transition_sql(sets: str) -> str:
+    return f"""
+        WITH changed AS (
+            UPDATE operations SET state = %(to_state)s, updated_at = now(), {sets}
+            WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
+            RETURNING id, attempts
+        ), audit AS ({_AUDIT})
+        SELECT attempts FROM changed
+    """
 
 
-def _lease_gone() -> ColumnElement[bool]:
-    """Nobody holds a live lease: never leased, released, or expired on the database clock."""
-    return or_(Operation.lease_expires_at.is_(None), Operation.lease_expires_at <= func.now())
-
-
-def _new_owner(owner: str, lease_s: float) -> dict[str, Any]:
-    """The columns a takeover writes: a fence one higher than the last owner's, a new lease."""
-    return {
-        "fence": Operation.fence + 1,
-        "lease_owner": owner,
-        "lease_expires_at": _lease_until(lease_s),
-        "updated_at": func.now(),
-    }
+_TRANSITIONS = {verb: _transition_sql(sets) for verb, sets in _SETS.items()}
 
 
 async def claim(
-    session: AsyncSession,
+    conn: Connection,
     *,
     operation_id: uuid.UUID,
     tenant_id: uuid.UUID,
@@ -77,119 +148,62 @@ async def claim(
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
     transaction and then inserts nothing. Only the winner goes on to create the payment.
     """
-    stmt = (
-        pg_insert(Operation)
-        .values(
-            id=operation_id,
-            tenant_id=tenant_id,
-            operation_name=operation_name,
-            idempotency_key=idempotency_key,
-            fingerprint=fingerprint,
-            state=State.RECEIVED.value,
-            payment_id=payment_id,
-            lease_owner=owner,
-            lease_expires_at=_lease_until(lease_s),
-            fence=1,
-        )
-        .on_conflict_do_nothing(index_elements=["tenant_id", "operation_name", "idempotency_key"])
-        .returning(Operation.id)
-    )
-    if (await session.execute(stmt)).scalar_one_or_none() is None:
+    params = {
+        "id": operation_id,
+        "tenant_id": tenant_id,
+        "operation_name": operation_name,
+        "idempotency_key": idempotency_key,
+        "fingerprint": fingerprint,
+        "payment_id": payment_id,
+        "lease_s": lease_s,
+        **_audit(None, State.RECEIVED, CLAIM_TRIGGER, owner, "request received", 1),
+    }
+    if (await (await conn.execute(_CLAIM, params)).fetchone()) is None:
         return None
-    ref = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
-    await _audit(session, ref, None, State.RECEIVED, CLAIM_TRIGGER, owner, "request received")
-    return ref
+    return OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
 
 
 async def take_over(
-    session: AsyncSession, snapshot: Snapshot, *, owner: str, lease_s: float
+    conn: Connection, snapshot: Snapshot, *, owner: str, lease_s: float
 ) -> OwnedRef | None:
     """Become the operation's owner if nobody holds a live lease on it; None otherwise.
 
     A conditional UPDATE on the fence the caller saw: of two contenders only one can move
-    the fence from N to N+1, the other matches no row. A row another transaction holds is
-    skipped rather than waited for (SKIP LOCKED): its holder is working on it.
+    the fence from N to N+1, the other matches no row.
     """
     op = snapshot.operation
-    unlocked = (
-        select(Operation.id)
-        .where(Operation.id == op.id)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    stmt = (
-        update(Operation)
-        .where(
-            Operation.id == unlocked,
-            Operation.fence == op.fence,
-            Operation.state.not_in(_TERMINAL_VALUES),
-            _lease_gone(),
-        )
-        .values(**_new_owner(owner, lease_s))
-        .returning(Operation.fence, Operation.state, Operation.attempts)
-    )
-    row = (await session.execute(stmt)).one_or_none()
+    params = {"id": op.id, "fence": op.fence, "owner": owner, "lease_s": lease_s}
+    row = await (await conn.execute(_TAKE_OVER, params)).fetchone()
     if row is None:
         return None
-    return OwnedRef(id=op.id, fence=row[0], state=State(row[1]), attempts=row[2])
+    fence, state, attempts = row
+    return OwnedRef(id=op.id, fence=int(fence), state=State(state), attempts=int(attempts))
 
 
-async def claim_due(
-    session: AsyncSession, *, owner: str, lease_s: float, limit: int
-) -> list[OwnedRef]:
-    """Take recovery ownership of up to `limit` operations that need it.
-
-    Two kinds are due: in-flight operations whose owner's lease expired (the owner crashed
-    or hung), and unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
-    any number of workers claim at once without waiting on, or sharing, a row.
-    """
-    stale = (
-        select(Operation.id)
-        .where(Operation.state.in_([s.value for s in IN_FLIGHT]), _lease_gone())
-        .order_by(Operation.lease_expires_at)
-    )
-    due = (
-        select(Operation.id)
-        .where(
-            Operation.state == State.UNKNOWN_REQUIRES_RECOVERY.value,
-            Operation.next_check_at <= func.now(),
-            _lease_gone(),
-        )
-        .order_by(Operation.next_check_at)
-    )
-    owned: list[OwnedRef] = []
-    for candidates in (stale, due):
-        if len(owned) >= limit:
-            break
-        locked = candidates.limit(limit - len(owned)).with_for_update(skip_locked=True)
-        ids = list((await session.execute(locked)).scalars())
-        if not ids:
-            continue
-        stmt = (
-            update(Operation)
-            .where(Operation.id.in_(ids))
-            .values(**_new_owner(owner, lease_s))
-            .returning(Operation.id, Operation.fence, Operation.state, Operation.attempts)
-        )
-        for row in await session.execute(stmt):
-            owned.append(OwnedRef(id=row[0], fence=row[1], state=State(row[2]), attempts=row[3]))
-    return owned
+async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int) -> list[OwnedRef]:
+    """Take recovery ownership of up to `limit` operations that need it."""
+    params = {"owner": owner, "lease_s": lease_s, "limit": limit}
+    rows = await (await conn.execute(_CLAIM_DUE, params)).fetchall()
+    return [
+        OwnedRef(id=row_id, fence=int(fence), state=State(state), attempts=int(attempts))
+        for row_id, fence, state, attempts in rows
+    ]
 
 
 async def mark_sent(
-    session: AsyncSession, ref: OwnedRef, trigger: Trigger, *, actor: str, lease_s: float
+    conn: Connection, ref: OwnedRef, trigger: Trigger, *, actor: str, lease_s: float
 ) -> OwnedRef | None:
     """PROVIDER_REQUEST_SENT (send, retry or resend), committed before the provider call.
 
     It renews the lease, fenced: an owner that spent part of its lease on a lookup starts
     the resend with a whole lease ahead of it, longer than the call.
     """
-    values = {"lease_expires_at": _lease_until(lease_s)}
-    return await _transition(session, ref, trigger, actor, "calling the provider", values)
+    values = {"lease_s": lease_s}
+    return await _transition(conn, "mark_sent", ref, trigger, actor, "calling the provider", values)
 
 
 async def record_final(
-    session: AsyncSession,
+    conn: Connection,
     ref: OwnedRef,
     trigger: Trigger,
     *,
@@ -199,43 +213,33 @@ async def record_final(
 ) -> OwnedRef | None:
     """COMPLETED or FAILED, with the response every later request with the key replays."""
     values = {
-        **_RELEASE_LEASE,
-        "needs_attention": False,
-        "next_check_at": None,
-        "last_error": None,
-        "completed_at": func.now(),
         "response_status": stored.status,
-        "response_headers": stored.headers,
+        "response_headers": Jsonb(stored.headers),
         "response_body": stored.body.decode(),
     }
-    return await _transition(session, ref, trigger, actor, reason, values)
+    return await _transition(conn, "record_final", ref, trigger, actor, reason, values)
 
 
-async def defer(
-    session: AsyncSession, ref: OwnedRef, *, actor: str, reason: str
-) -> OwnedRef | None:
+async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> OwnedRef | None:
     """FAILED_RETRYABLE: certainly not processed; the client's retry drives it again."""
-    values = {**_RELEASE_LEASE, "last_error": reason}
-    return await _transition(session, ref, Trigger.DEFER, actor, reason, values)
+    return await _transition(conn, "defer", ref, Trigger.DEFER, actor, reason, {})
 
 
 async def mark_unknown(
-    session: AsyncSession, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
+    conn: Connection, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
 ) -> OwnedRef | None:
     """UNKNOWN_REQUIRES_RECOVERY, with the next check and attempts the policy decided."""
-    values: dict[str, Any] = {
-        **_RELEASE_LEASE,
-        "last_error": reason,
+    values = {
         "attempts": schedule.attempts,
-        "next_check_at": func.now() + timedelta(seconds=schedule.delay_s),
+        "delay_s": schedule.delay_s,
+        "needs_attention": schedule.needs_attention,
     }
-    if schedule.needs_attention:
-        values["needs_attention"] = True
-    return await _transition(session, ref, Trigger.LOSE, actor, reason, values)
+    return await _transition(conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values)
 
 
 async def _transition(
-    session: AsyncSession,
+    conn: Connection,
+    verb: str,
     ref: OwnedRef,
     trigger: Trigger,
     actor: str,
@@ -245,51 +249,35 @@ async def _transition(
     """Fire `trigger` through the state machine and write it, fenced; None if fenced out.
 
     The UPDATE matches only while the fence and the state are what the owner last saw: if a
-    newer owner took over, nothing is written.
+    newer owner took over, nothing is written, the audit row included.
     """
     new_state = MACHINE.next_state(ref.state, trigger)
-    stmt = (
-        update(Operation)
-        .where(
-            Operation.id == ref.id,
-            Operation.fence == ref.fence,
-            Operation.state == ref.state.value,
-        )
-        .values(state=new_state.value, updated_at=func.now(), **values)
-        .returning(Operation.attempts)
-    )
-    attempts = (await session.execute(stmt)).scalar_one_or_none()
-    if attempts is None:
-        logger.info(
-            "fenced out: a newer owner holds the operation",
-            extra={"fields": {"operation_id": str(ref.id), "fence": ref.fence}},
-        )
+    params = {
+        "id": ref.id,
+        "reason": reason,
+        **values,
+        **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),
+    }
+    row = await (await conn.execute(_TRANSITIONS[verb], params)).fetchone()
+    fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
+    if row is None:
+        logger.info("fenced out: a newer owner holds the operation", extra={"fields": fields})
         return None
-    await _audit(session, ref, ref.state, new_state, trigger.value, actor, reason)
-    fields = {"operation_id": str(ref.id), "from_state": ref.state.value, "fence": ref.fence}
-    fields |= {"to_state": new_state.value, "trigger": trigger.value, "actor": actor}
+    fields |= {"from_state": ref.state.value, "to_state": new_state.value}
+    fields |= {"trigger": trigger.value, "actor": actor}
     logger.info("operation transition", extra={"fields": fields})
-    return replace(ref, state=new_state, attempts=attempts)
+    return replace(ref, state=new_state, attempts=int(row[0]))
 
 
-async def _audit(
-    session: AsyncSession,
-    ref: OwnedRef,
-    from_state: State | None,
-    to_state: State,
-    trigger: str,
-    actor: str,
-    reason: str | None,
-) -> None:
-    # A plain INSERT, not the ORM unit of work: this runs on every transition.
-    await session.execute(
-        insert(OperationTransition).values(
-            operation_id=ref.id,
-            from_state=None if from_state is None else from_state.value,
-            to_state=to_state.value,
-            trigger=trigger,
-            actor=actor,
-            reason=reason,
-            fence=ref.fence,
-        )
-    )
+def _audit(
+    from_state: State | None, to_state: State, trigger: str, actor: str, reason: str, fence: int
+) -> dict[str, Any]:
+    """The parameters of the audit row a verb writes with its change."""
+    return {
+        "from_state": None if from_state is None else from_state.value,
+        "to_state": to_state.value,
+        "trigger": trigger,
+        "actor": actor,
+        "reason": reason,
+        "fence": fence,
+    }

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from app.db.engine import transaction
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
@@ -31,13 +30,13 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
         parsed = uuid.UUID(operation_id)
     except ValueError:
         raise NotFound("no such operation") from None
-    async with transaction(services.sessions) as session:
+    async with services.db.connection() as conn:
         snapshot = await reads.get_snapshot(
-            session, parsed, key_ttl_s=services.settings.key_ttl_s, tenant_id=tenant.id
+            conn, parsed, key_ttl_s=services.settings.key_ttl_s, tenant_id=tenant.id
         )
         if snapshot is None:
             raise NotFound("no such operation")
-        return await operation_json(session, snapshot.operation)
+        return await operation_json(conn, snapshot.operation)
 
 
 @router.get(
@@ -60,9 +59,9 @@ async def find_operation(
     ],
 ) -> Any:
     """The caller's operation with this key: for a client that lost every response."""
-    async with transaction(services.sessions) as session:
+    async with services.db.connection() as conn:
         snapshot = await reads.find_by_key(
-            session,
+            conn,
             tenant_id=tenant.id,
             operation_name=OperationName.CREATE_PAYMENT,
             idempotency_key=idempotency_key,
@@ -70,4 +69,4 @@ async def find_operation(
         )
         if snapshot is None:
             raise NotFound("no operation with this idempotency key")
-        return await operation_json(session, snapshot.operation)
+        return await operation_json(conn, snapshot.operation)

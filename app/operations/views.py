@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.clock import iso
+from app.db.database import Connection
 from app.operations import reads
-from app.operations.models import Operation
+from app.operations.refs import OperationRow
 from app.operations.states import TERMINAL
 
 
-async def operation_json(session: AsyncSession, operation: Operation) -> dict[str, Any]:
+async def operation_json(conn: Connection, operation: OperationRow) -> dict[str, Any]:
     """The operation with its result (once terminal) and its audited history."""
-    transitions = await reads.history(session, operation.id)
+    transitions = await reads.history(conn, operation.id)
     result: dict[str, Any] | None = None
     if operation.response_status is not None and operation.state in TERMINAL:
         body = None if operation.response_body is None else json.loads(operation.response_body)

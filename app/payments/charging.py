@@ -18,7 +18,7 @@ import math
 import uuid
 
 from app.clock import utcnow
-from app.db.engine import SessionMaker, transaction
+from app.db.database import Database
 from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
@@ -36,7 +36,7 @@ from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, OutcomeUnknown
@@ -50,12 +50,12 @@ class ChargeDriver:
     def __init__(
         self,
         *,
-        sessions: SessionMaker,
+        db: Database,
         provider: ProviderClient,
         lease_s: float,
         failpoints: Failpoints,
     ):
-        self._sessions = sessions
+        self._db = db
         self._provider = provider
         self._lease_s = lease_s
         self._failpoints = failpoints
@@ -68,11 +68,11 @@ class ChargeDriver:
         An answer that settles nothing comes back as `Indefinite`, unrecorded.
         """
         await self._failpoints.reach("after_claim")
-        async with transaction(self._sessions) as session:
+        async with self._db.connection() as conn:
             sent = await operations.mark_sent(
-                session, ref, trigger, actor=actor, lease_s=self._lease_s
+                conn, ref, trigger, actor=actor, lease_s=self._lease_s
             )
-            payment = await payments.get_for_operation(session, ref.id)
+            payment = await payments.get_for_operation(conn, ref.id)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
         # No transaction is open across this call: it may take up to the provider timeout.
@@ -88,29 +88,29 @@ class ChargeDriver:
 
     async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
         """The operation as this owner holds it now; None if a newer owner took it."""
-        async with transaction(self._sessions) as session:
-            return await reads.owned(session, ref)
+        async with self._db.connection() as conn:
+            return await reads.owned(conn, ref)
 
-    async def lookup(self, ref: OwnedRef) -> tuple[Payment, Charge | None]:
+    async def lookup(self, ref: OwnedRef) -> tuple[PaymentRow, Charge | None]:
         """The payment and the charge the provider holds under its key, if any.
 
         Raises `LookupFailed` when the provider cannot say.
         """
-        async with transaction(self._sessions) as session:
-            payment = await payments.get_for_operation(session, ref.id)
+        async with self._db.connection() as conn:
+            payment = await payments.get_for_operation(conn, ref.id)
         return payment, await self._provider.find_charge(payment.provider_key)
 
     async def record_charge(
-        self, ref: OwnedRef, payment: Payment, charge: Charge, *, actor: str, how: str
+        self, ref: OwnedRef, payment: PaymentRow, charge: Charge, *, actor: str, how: str
     ) -> Succeeded | Declined | FencedOut:
         """The provider has a charge (approved or declined): COMPLETED, answer stored."""
         await self._failpoints.reach("before_record")
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
-        async with transaction(self._sessions) as session:
+        async with self._db.transaction() as conn:
             done = await operations.record_final(
-                session,
+                conn,
                 ref,
                 Trigger.COMPLETE,
                 actor=actor,
@@ -120,7 +120,7 @@ class ChargeDriver:
             if done is None:
                 return FencedOut(ref.id, ref.fence)
             await payments.record_result(
-                session,
+                conn,
                 payment.id,
                 status=status,
                 provider_charge_id=charge.charge_id,
@@ -136,8 +136,8 @@ class ChargeDriver:
     ) -> NotSent | FencedOut:
         """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
         ref = unsent.ref
-        async with transaction(self._sessions) as session:
-            moved = await operations.defer(session, ref, actor=actor, reason=unsent.reason)
+        async with self._db.connection() as conn:
+            moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         return NotSent(ref.id, payment_id, max(1, math.ceil(unsent.retry_after_s or 1)))
@@ -151,22 +151,22 @@ class ChargeDriver:
                 "operation needs attention",
                 extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
             )
-        async with transaction(self._sessions) as session:
+        async with self._db.connection() as conn:
             moved = await operations.mark_unknown(
-                session, ref, actor=actor, reason=reason, schedule=schedule
+                conn, ref, actor=actor, reason=reason, schedule=schedule
             )
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         return Unknown(ref.id, schedule.attempts, schedule.delay_s, schedule.needs_attention)
 
     async def _record_rejected(
-        self, ref: OwnedRef, payment: Payment, detail: str, *, actor: str
+        self, ref: OwnedRef, payment: PaymentRow, detail: str, *, actor: str
     ) -> Rejected | FencedOut:
         """The provider refused the request as invalid, nothing charged: FAILED, stored."""
         stored = replies.rejected(payment, detail, operation_id=ref.id)
-        async with transaction(self._sessions) as session:
+        async with self._db.transaction() as conn:
             done = await operations.record_final(
-                session,
+                conn,
                 ref,
                 Trigger.FAIL,
                 actor=actor,
@@ -176,7 +176,7 @@ class ChargeDriver:
             if done is None:
                 return FencedOut(ref.id, ref.fence)
             await payments.record_result(
-                session,
+                conn,
                 payment.id,
                 status=PaymentStatus.FAILED,
                 provider_charge_id=None,
@@ -186,7 +186,7 @@ class ChargeDriver:
         return Rejected(ref.id, detail, stored)
 
 
-def _charge_request(payment: Payment) -> ChargeRequest:
+def _charge_request(payment: PaymentRow) -> ChargeRequest:
     """Every call for a payment sends the same values under the same derived key."""
     return ChargeRequest(
         provider_key=payment.provider_key,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -48,3 +49,24 @@ class Payment(Base):
     decline_code: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+@dataclass(frozen=True)
+class PaymentRow:
+    """One row of `payments`, as read."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    operation_id: uuid.UUID
+    provider_key: str
+    status: str
+    amount_minor: int
+    currency: str
+    account_id: str
+    merchant_reference: str | None
+    description: str | None
+    metadata: dict[str, Any]
+    provider_charge_id: str | None
+    decline_code: str | None
+    created_at: datetime
+    updated_at: datetime

@@ -16,7 +16,7 @@ from typing import Any
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.operations.outcomes import Declined, NotSent, Rejected, Succeeded
 from app.operations.refs import StoredResponse
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge
@@ -87,7 +87,7 @@ def render(answer: Answer) -> Reply:
 
 
 def charged(
-    payment: Payment, charge: Charge, *, operation_id: uuid.UUID, at: datetime
+    payment: PaymentRow, charge: Charge, *, operation_id: uuid.UUID, at: datetime
 ) -> StoredResponse:
     """The answer stored for a charge the provider processed: 201, or 402 if declined."""
     if charge.status == "succeeded":
@@ -110,7 +110,7 @@ def charged(
     return _stored(402, PROBLEM_JSON, dump_json(problem), {})
 
 
-def rejected(payment: Payment, detail: str, *, operation_id: uuid.UUID) -> StoredResponse:
+def rejected(payment: PaymentRow, detail: str, *, operation_id: uuid.UUID) -> StoredResponse:
     """The answer stored when the provider refused the request as invalid: 502."""
     problem = problem_body(
         status=502,

@@ -8,7 +8,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.db.engine import transaction
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, ValidationFailed
 from app.http.body import read_json_object
@@ -149,8 +148,8 @@ async def get_payment(payment_id: str, tenant: CurrentTenant, services: Services
         parsed = uuid.UUID(payment_id)
     except ValueError:
         raise NotFound("no such payment") from None
-    async with transaction(services.sessions) as session:
-        payment = await payments.get(session, tenant_id=tenant.id, payment_id=parsed)
+    async with services.db.connection() as conn:
+        payment = await payments.get(conn, tenant_id=tenant.id, payment_id=parsed)
     if payment is None:
         raise NotFound("no such payment")
     return payment_json(payment)

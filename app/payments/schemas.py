@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from app.clock import iso
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.payments.money import (
     InvalidAmount,
     UnknownCurrency,
@@ -156,7 +156,7 @@ class PaymentOut(BaseModel):
 
 
 def payment_json(
-    payment: Payment,
+    payment: PaymentRow,
     *,
     status: str | None = None,
     provider_charge_id: str | None = None,
@@ -176,7 +176,7 @@ def payment_json(
         "account_id": payment.account_id,
         "merchant_reference": payment.merchant_reference,
         "description": payment.description,
-        "metadata": payment.metadata_,
+        "metadata": payment.metadata,
         "provider_charge_id": provider_charge_id or payment.provider_charge_id,
         "decline_code": decline_code or payment.decline_code,
         "created_at": iso(payment.created_at),

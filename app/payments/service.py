@@ -20,7 +20,7 @@ import time
 import uuid
 
 from app.clock import utcnow
-from app.db.engine import SessionMaker, transaction
+from app.db.database import Database
 from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
 from app.idempotency.fingerprint import fingerprint
 from app.observability.logging import bind, key_hash
@@ -34,7 +34,7 @@ from app.operations.states import TERMINAL, State, Trigger
 from app.operations.views import operation_json
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
-from app.payments.models import Payment
+from app.payments.models import PaymentRow
 from app.payments.replies import Answer, Pending, Replay, operation_location, retry_after_s
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
@@ -56,15 +56,15 @@ class PaymentService:
     def __init__(
         self,
         *,
-        sessions: SessionMaker,
+        db: Database,
         driver: ChargeDriver,
-        reconciler: Reconciler[Payment],
+        reconciler: Reconciler[PaymentRow],
         policy: RecoveryPolicy,
         lease_s: float,
         key_ttl_s: int,
         metrics: Metrics,
     ):
-        self._sessions = sessions
+        self._db = db
         self._driver = driver
         self._reconciler = reconciler
         self._policy = policy
@@ -104,9 +104,9 @@ class PaymentService:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         # The claim: one short transaction inserts the operation (first writer wins on the
         # unique scoped key), its payment with the derived provider key, and our lease.
-        async with transaction(self._sessions) as session:
+        async with self._db.transaction() as conn:
             ref = await operations.claim(
-                session,
+                conn,
                 operation_id=operation_id,
                 tenant_id=tenant_id,
                 operation_name=OperationName.CREATE_PAYMENT,
@@ -118,7 +118,7 @@ class PaymentService:
             )
             if ref is not None:
                 await payments.insert_payment(
-                    session,
+                    conn,
                     payment_id=payment_id,
                     tenant_id=tenant_id,
                     operation_id=operation_id,
@@ -178,9 +178,9 @@ class PaymentService:
             contended_fence = op.fence
 
     async def _find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
-        async with transaction(self._sessions) as session:
+        async with self._db.connection() as conn:
             return await reads.find_by_key(
-                session,
+                conn,
                 tenant_id=tenant_id,
                 operation_name=OperationName.CREATE_PAYMENT,
                 idempotency_key=idempotency_key,
@@ -189,8 +189,8 @@ class PaymentService:
 
     async def _take_over(self, snapshot: Snapshot, owner: str) -> Answer | None:
         """Own a stalled, unknown or retryable operation and drive it; None if we lost."""
-        async with transaction(self._sessions) as session:
-            ref = await operations.take_over(session, snapshot, owner=owner, lease_s=self._lease_s)
+        async with self._db.connection() as conn:
+            ref = await operations.take_over(conn, snapshot, owner=owner, lease_s=self._lease_s)
         if ref is None:
             return None
         if ref.state is State.FAILED_RETRYABLE:
@@ -225,9 +225,9 @@ class PaymentService:
         """Final and not-sent outcomes as they are; for the rest, the operation as it stands."""
         if not isinstance(outcome, Unknown | FencedOut):
             return outcome
-        async with transaction(self._sessions) as session:
+        async with self._db.transaction() as conn:
             snapshot = await reads.get_snapshot(
-                session, outcome.operation_id, key_ttl_s=self._key_ttl_s
+                conn, outcome.operation_id, key_ttl_s=self._key_ttl_s
             )
             assert snapshot is not None, "operations are never deleted"
             op = snapshot.operation
@@ -236,7 +236,7 @@ class PaymentService:
                 if snapshot.key_expired:
                     raise _expired(op.id)
                 return Replay(stored_response(op))
-            view = await operation_json(session, op)
+            view = await operation_json(conn, op)
         return Pending(view, retry_after_s(op.next_check_at, utcnow()))
 
 

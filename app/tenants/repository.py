@@ -6,11 +6,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from psycopg.rows import class_row
 
+from app.db.database import Connection
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
-from app.tenants.models import ApiKey, Tenant
+from app.tenants.models import ApiKeyRow, TenantRow
+
+_KEY_COLUMNS = "id, tenant_id, prefix, created_at, last_used_at, revoked_at"
 
 
 @dataclass(frozen=True)
@@ -22,79 +24,92 @@ class KeyOwner:
     last_used_at: datetime | None
 
 
-async def create_tenant(session: AsyncSession, name: str) -> tuple[Tenant, str]:
+async def create_tenant(conn: Connection, name: str) -> tuple[TenantRow, str]:
     """Insert a tenant with its first API key; return it and the key (shown this once)."""
-    tenant = Tenant(id=uuid.uuid4(), name=name)
-    session.add(tenant)
-    await session.flush()
-    _key, api_key = await create_key(session, tenant.id)
+    async with conn.cursor(row_factory=class_row(TenantRow)) as cur:
+        await cur.execute(
+            "INSERT INTO tenants (id, name) VALUES (%s, %s) RETURNING id, name, created_at",
+            (uuid.uuid4(), name),
+        )
+        tenant = await cur.fetchone()
+    assert tenant is not None
+    _key, api_key = await create_key(conn, tenant.id)
     return tenant, api_key
 
 
-async def create_key(session: AsyncSession, tenant_id: uuid.UUID) -> tuple[ApiKey, str]:
+async def create_key(conn: Connection, tenant_id: uuid.UUID) -> tuple[ApiKeyRow, str]:
     """Add an API key to the tenant; return its row and the key (shown this once)."""
     api_key = generate_api_key()
-    row = ApiKey(
-        id=uuid.uuid4(),
-        tenant_id=tenant_id,
-        key_hash=hash_api_key(api_key),
-        prefix=display_prefix(api_key),
-    )
-    session.add(row)
-    await session.flush()
-    await session.refresh(row)
+    async with conn.cursor(row_factory=class_row(ApiKeyRow)) as cur:
+        await cur.execute(
+            "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)"
+            f" RETURNING {_KEY_COLUMNS}",
+            (uuid.uuid4(), tenant_id, hash_api_key(api_key), display_prefix(api_key)),
+        )
+        row = await cur.fetchone()
+    assert row is not None
     return row, api_key
 
 
-async def find_tenants(session: AsyncSession, name_or_id: str) -> list[Tenant]:
+async def find_tenants(conn: Connection, name_or_id: str) -> list[TenantRow]:
     """The tenants `name_or_id` names: by id when it is a UUID, else by name (maybe several)."""
+    param: uuid.UUID | str
     try:
-        tenant_id = uuid.UUID(name_or_id)
+        sql, param = "SELECT id, name, created_at FROM tenants WHERE id = %s", uuid.UUID(name_or_id)
     except ValueError:
-        stmt = select(Tenant).where(Tenant.name == name_or_id).order_by(Tenant.created_at)
-    else:
-        stmt = select(Tenant).where(Tenant.id == tenant_id)
-    return list((await session.execute(stmt)).scalars())
+        sql = "SELECT id, name, created_at FROM tenants WHERE name = %s ORDER BY created_at"
+        param = name_or_id
+    async with conn.cursor(row_factory=class_row(TenantRow)) as cur:
+        await cur.execute(sql, (param,))
+        return await cur.fetchall()
 
 
-async def list_keys(session: AsyncSession, tenant_id: uuid.UUID) -> list[ApiKey]:
+async def list_keys(conn: Connection, tenant_id: uuid.UUID) -> list[ApiKeyRow]:
     """The tenant's keys, oldest first, revoked ones included."""
-    stmt = select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.created_at)
-    return list((await session.execute(stmt)).scalars())
+    async with conn.cursor(row_factory=class_row(ApiKeyRow)) as cur:
+        await cur.execute(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = %s ORDER BY created_at",
+            (tenant_id,),
+        )
+        return await cur.fetchall()
 
 
-async def revoke_key(session: AsyncSession, key_id_or_key: str, at: datetime) -> ApiKey | None:
+async def revoke_key(conn: Connection, key_id_or_key: str, at: datetime) -> ApiKeyRow | None:
     """Revoke the key with this id, or this key itself; None when there is no such key.
 
     Revoking a revoked key keeps its first revocation time.
     """
+    param: uuid.UUID | str
     try:
-        condition = ApiKey.id == uuid.UUID(key_id_or_key)
+        where, param = "id = %(key)s", uuid.UUID(key_id_or_key)
     except ValueError:
-        condition = ApiKey.key_hash == hash_api_key(key_id_or_key)
-    row = (await session.execute(select(ApiKey).where(condition))).scalar_one_or_none()
-    if row is not None and row.revoked_at is None:
-        row.revoked_at = at
-        await session.flush()
-    return row
+        where, param = "key_hash = %(key)s", hash_api_key(key_id_or_key)
+    async with conn.cursor(row_factory=class_row(ApiKeyRow)) as cur:
+        await cur.execute(
+            f"UPDATE api_keys SET revoked_at = coalesce(revoked_at, %(at)s) WHERE {where}"
+            f" RETURNING {_KEY_COLUMNS}",
+            {"key": param, "at": at},
+        )
+        return await cur.fetchone()
 
 
-async def find_key_owner(session: AsyncSession, api_key: str) -> KeyOwner | None:
+async def find_key_owner(conn: Connection, api_key: str) -> KeyOwner | None:
     """Who this API key speaks for, if it is a key in force."""
-    stmt = select(ApiKey.tenant_id, ApiKey.id, ApiKey.last_used_at).where(
-        ApiKey.key_hash == hash_api_key(api_key), ApiKey.revoked_at.is_(None)
+    cur = await conn.execute(
+        "SELECT tenant_id, id, last_used_at FROM api_keys"
+        " WHERE key_hash = %s AND revoked_at IS NULL",
+        (hash_api_key(api_key),),
     )
-    row = (await session.execute(stmt)).one_or_none()
+    row = await cur.fetchone()
     if row is None:
         return None
     return KeyOwner(tenant_id=row[0], key_id=row[1], last_used_at=row[2])
 
 
-async def record_use(session: AsyncSession, key_id: uuid.UUID, at: datetime) -> None:
+async def record_use(conn: Connection, key_id: uuid.UUID, at: datetime) -> None:
     """Note that the key was used at `at` (never moving its last use backwards)."""
-    await session.execute(
-        update(ApiKey)
-        .where(ApiKey.id == key_id)
-        .where((ApiKey.last_used_at.is_(None)) | (ApiKey.last_used_at < at))
-        .values(last_used_at=at)
+    await conn.execute(
+        "UPDATE api_keys SET last_used_at = %(at)s"
+        " WHERE id = %(id)s AND (last_used_at IS NULL OR last_used_at < %(at)s)",
+        {"id": key_id, "at": at},
     )

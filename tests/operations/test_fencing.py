@@ -21,7 +21,6 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.db.engine import transaction
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule
@@ -186,9 +185,9 @@ def stale_claim(
         operation_id = uuid.uuid4()
 
         async def insert() -> None:
-            async with transaction(async_db.sessions) as session:
+            async with async_db.db.transaction() as conn:
                 assert await operations.claim(
-                    session,
+                    conn,
                     operation_id=operation_id,
                     tenant_id=tenant.id,
                     operation_name="create_payment",
@@ -216,11 +215,11 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
         operation_id = stale_claim()
 
         async def take_over(owner: str, operation_id: uuid.UUID = operation_id) -> OwnedRef | None:
-            async with transaction(async_db.sessions) as session:
-                snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
+            async with async_db.db.transaction() as conn:
+                snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            async with transaction(async_db.sessions) as session:
-                return await operations.take_over(session, snapshot, owner=owner, lease_s=30)
+            async with async_db.db.transaction() as conn:
+                return await operations.take_over(conn, snapshot, owner=owner, lease_s=30)
 
         async def race() -> list[OwnedRef | None]:
             return list(await asyncio.gather(*(take_over(f"c{i}") for i in range(contenders))))
@@ -241,14 +240,14 @@ def test_a_stale_owner_cannot_end_the_new_owners_lease(
     stale = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
 
     async def take_over_then_stale_write() -> tuple[OwnedRef | None, OwnedRef | None]:
-        async with transaction(async_db.sessions) as session:
-            snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
+        async with async_db.db.transaction() as conn:
+            snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            owned = await operations.take_over(session, snapshot, owner="worker:new", lease_s=30)
+            owned = await operations.take_over(conn, snapshot, owner="worker:new", lease_s=30)
         # Recording an outcome ends the writer's lease; from a stale owner it must not land.
-        async with transaction(async_db.sessions) as session:
+        async with async_db.db.transaction() as conn:
             written = await operations.mark_unknown(
-                session,
+                conn,
                 stale,
                 actor="api:stale",
                 reason="woke up late",
@@ -271,14 +270,14 @@ def test_every_send_renews_the_owners_lease(
     operation_id = stale_claim()
 
     async def take_over_then_send() -> OwnedRef | None:
-        async with transaction(async_db.sessions) as session:
-            snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
+        async with async_db.db.transaction() as conn:
+            snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            owned = await operations.take_over(session, snapshot, owner="worker:w", lease_s=1)
+            owned = await operations.take_over(conn, snapshot, owner="worker:w", lease_s=1)
         assert owned is not None
-        async with transaction(async_db.sessions) as session:
+        async with async_db.db.transaction() as conn:
             return await operations.mark_sent(
-                session, owned, Trigger.SEND, actor="worker:w", lease_s=60
+                conn, owned, Trigger.SEND, actor="worker:w", lease_s=60
             )
 
     sent = async_db.run(take_over_then_send())

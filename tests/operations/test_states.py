@@ -18,12 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg.rows import DictRow
-from sqlalchemy import func, update
 
-from app.db.engine import transaction
 from app.operations import reads
 from app.operations import repository as operations
-from app.operations.models import Operation
 from app.operations.refs import OwnedRef, Schedule, StoredResponse
 from app.operations.states import (
     MACHINE,
@@ -128,9 +125,9 @@ def _tracked(row: dict[str, Any]) -> dict[str, Any]:
 
 async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
     operation_id = uuid.uuid4()
-    async with transaction(async_db.sessions) as session:
+    async with async_db.db.transaction() as conn:
         assert await operations.claim(
-            session,
+            conn,
             operation_id=operation_id,
             tenant_id=tenant.id,
             operation_name="create_payment",
@@ -145,36 +142,34 @@ async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
 
 async def _apply(async_db: AsyncDb, ref: OwnedRef, trigger: Trigger, tag: str) -> OwnedRef | None:
     """Fire `trigger` through the repository verb that owns it, as owner `tag`."""
-    async with transaction(async_db.sessions) as session:
+    async with async_db.db.transaction() as conn:
         match trigger:
             case Trigger.SEND | Trigger.RETRY | Trigger.RESEND:
-                return await operations.mark_sent(session, ref, trigger, actor=tag, lease_s=30)
+                return await operations.mark_sent(conn, ref, trigger, actor=tag, lease_s=30)
             case Trigger.COMPLETE | Trigger.FAIL:
                 stored = StoredResponse(status=200, headers={}, body=b"{}")
                 return await operations.record_final(
-                    session, ref, trigger, actor=tag, reason=tag, stored=stored
+                    conn, ref, trigger, actor=tag, reason=tag, stored=stored
                 )
             case Trigger.DEFER:
-                return await operations.defer(session, ref, actor=tag, reason=tag)
+                return await operations.defer(conn, ref, actor=tag, reason=tag)
             case Trigger.LOSE:
                 schedule = Schedule(attempts=0, delay_s=60, needs_attention=False)
                 return await operations.mark_unknown(
-                    session, ref, actor=tag, reason=tag, schedule=schedule
+                    conn, ref, actor=tag, reason=tag, schedule=schedule
                 )
 
 
 async def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> OwnedRef | None:
-    async with transaction(async_db.sessions) as session:
+    async with async_db.db.transaction() as conn:
         # Only an expired lease can be taken over: end the current one, as time would.
-        await session.execute(
-            update(Operation)
-            .where(Operation.id == operation_id)
-            .values(lease_expires_at=func.now())
+        await conn.execute(
+            "UPDATE operations SET lease_expires_at = now() WHERE id = %s", (operation_id,)
         )
-    async with transaction(async_db.sessions) as session:
-        snapshot = await reads.get_snapshot(session, operation_id, key_ttl_s=86400)
+    async with async_db.db.transaction() as conn:
+        snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
         assert snapshot is not None
-        return await operations.take_over(session, snapshot, owner=owner, lease_s=30)
+        return await operations.take_over(conn, snapshot, owner=owner, lease_s=30)
 
 
 def test_repository_writes_only_declared_edges_with_the_current_fence(

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from app.db.engine import SessionMaker, build_engine, build_sessionmaker
+from app.db.database import Database, open_database
 from app.settings import Settings
 from tests.support.processes import Process
 from tests.support.system import start_api, start_fake_provider, start_worker
@@ -95,11 +95,11 @@ def background() -> Iterator[ThreadPoolExecutor]:
 class AsyncDb:
     """The application's own async repository code against the test database.
 
-    One event loop for the whole test: the engine's pooled connections belong to it.
+    One event loop for the whole test: the pool's connections belong to it.
     """
 
     runner: asyncio.Runner
-    sessions: SessionMaker
+    db: Database
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
@@ -109,8 +109,9 @@ class AsyncDb:
 def async_db(database_url: str) -> Iterator[AsyncDb]:
     settings = Settings.model_validate({"DATABASE_URL": database_url})
     with asyncio.Runner() as runner:
-        engine = build_engine(settings, application_name="recovery-tests")
+        opened = open_database(settings, application_name="repository-tests")
+        db = runner.run(opened.__aenter__())
         try:
-            yield AsyncDb(runner=runner, sessions=build_sessionmaker(engine))
+            yield AsyncDb(runner=runner, db=db)
         finally:
-            runner.run(engine.dispose())
+            runner.run(opened.__aexit__(None, None, None))
