@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import psycopg
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-import psycopg
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 

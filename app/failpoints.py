@@ -5,8 +5,9 @@ seconds each time it reaches the named point. Unset (the default) they cost noth
 crash tests use them to SIGKILL or SIGSTOP a real process inside a failure window that is
 otherwise a few microseconds wide:
 
-    after_claim     the operation is owned (claimed or taken over), PROVIDER_REQUEST_SENT not
-                    yet committed
+    after_claim     the operation is owned and the provider not called yet: a first request's
+                    claim has committed PROVIDER_REQUEST_SENT; a takeover (a retry of a
+                    FAILED_RETRYABLE payment, a recovery resend) has not committed it yet
     before_record   the provider answered (or a lookup found the charge), nothing recorded yet
 """
 

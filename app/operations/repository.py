@@ -9,7 +9,7 @@ Three rules hold every write here together:
   returns None and the caller answers with the current state.
 Times come from the database clock (`now()`), the one clock every process shares.
 
-    claim          insert-first: the operation in RECEIVED with the claimant's lease
+    claim          insert-first: RECEIVED then PROVIDER_REQUEST_SENT, with the claimant's lease
     take_over      one operation whose lease is gone: fence N -> N+1, a new lease
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
     mark_sent      send / retry / resend -> PROVIDER_REQUEST_SENT, before the provider call
@@ -44,16 +44,30 @@ _AUDIT = """
     FROM changed
 """
 
-_CLAIM = f"""
+# The claim commits RECEIVED and PROVIDER_REQUEST_SENT at once, each audited: the request
+# that wins the key goes straight to the provider call, and the operation is never left
+# RECEIVED by a live first owner. Recovering a PROVIDER_REQUEST_SENT operation is a lookup,
+# then a resend with the same key, so nothing is lost by sending right after the claim.
+_CLAIM = """
     WITH changed AS (
         INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
                                 state, payment_id, lease_owner, lease_expires_at, fence)
         VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
-                %(fingerprint)s, %(to_state)s, %(payment_id)s, %(actor)s,
+                %(fingerprint)s, %(sent)s, %(payment_id)s, %(actor)s,
                 now() + make_interval(secs => %(lease_s)s), 1)
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
         RETURNING id
-    ), audit AS ({_AUDIT})
+    ), audit AS (
+        INSERT INTO operation_transitions
+            (operation_id, from_state, to_state, trigger, actor, reason, fence)
+        SELECT id, edge.from_state, edge.to_state, edge.trigger, %(actor)s, edge.reason, 1
+        FROM changed,
+             (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
+                     (2, %(received)s::text, %(sent)s::text, %(send)s::text,
+                      'calling the provider'))
+             AS edge (step, from_state, to_state, trigger, reason)
+        ORDER BY edge.step
+    )
     SELECT id FROM changed
 """
 
@@ -143,11 +157,14 @@ async def claim(
     owner: str,
     lease_s: float,
 ) -> OwnedRef | None:
-    """Insert the operation in RECEIVED with the owner's lease; None if the key exists.
+    """Insert the operation, claimed and sent, with the owner's lease; None if the key exists.
 
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
-    transaction and then inserts nothing. Only the winner goes on to create the payment.
+    transaction and then inserts nothing. Only the winner goes on to create the payment and
+    call the provider. Both edges (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are
+    the state machine's and are audited.
     """
+    sent = MACHINE.next_state(State.RECEIVED, Trigger.SEND)
     params = {
         "id": operation_id,
         "tenant_id": tenant_id,
@@ -156,11 +173,15 @@ async def claim(
         "fingerprint": fingerprint,
         "payment_id": payment_id,
         "lease_s": lease_s,
-        **_audit(None, State.RECEIVED, CLAIM_TRIGGER, owner, "request received", 1),
+        "actor": owner,
+        "received": State.RECEIVED.value,
+        "sent": sent.value,
+        "claim": CLAIM_TRIGGER,
+        "send": Trigger.SEND.value,
     }
     if (await (await conn.execute(_CLAIM, params)).fetchone()) is None:
         return None
-    return OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
+    return OwnedRef(id=operation_id, fence=1, state=sent, attempts=0)
 
 
 async def take_over(

@@ -63,10 +63,7 @@ class ChargeDriver:
     async def send(
         self, ref: OwnedRef, trigger: Trigger, *, actor: str
     ) -> Final | Indefinite | FencedOut:
-        """Commit PROVIDER_REQUEST_SENT, call the provider, record a definite answer.
-
-        An answer that settles nothing comes back as `Indefinite`, unrecorded.
-        """
+        """Commit PROVIDER_REQUEST_SENT (retry or resend), then call the provider."""
         await self._failpoints.reach("after_claim")
         async with self._db.connection() as conn:
             sent = await operations.mark_sent(
@@ -75,7 +72,22 @@ class ChargeDriver:
             payment = await payments.get_for_operation(conn, ref.id)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
-        # No transaction is open across this call: it may take up to the provider timeout.
+        return await self._call(sent, payment, actor=actor)
+
+    async def call(
+        self, sent: OwnedRef, payment: PaymentRow, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider for an operation whose claim committed PROVIDER_REQUEST_SENT."""
+        await self._failpoints.reach("after_claim")
+        return await self._call(sent, payment, actor=actor)
+
+    async def _call(
+        self, sent: OwnedRef, payment: PaymentRow, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider and record a definite answer; an indefinite one comes back.
+
+        No transaction is open across this call: it may take up to the provider timeout.
+        """
         try:
             charge = await self._provider.create_charge(_charge_request(payment))
         except ChargeRejected as exc:

@@ -16,12 +16,13 @@ from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-_INSERT = """
+_INSERT = f"""
     INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
                           currency, account_id, merchant_reference, description, metadata)
     VALUES (%(id)s, %(tenant_id)s, %(operation_id)s, %(provider_key)s, %(status)s,
             %(amount_minor)s, %(currency)s, %(account_id)s, %(merchant_reference)s,
             %(description)s, %(metadata)s)
+    RETURNING {_COLUMNS}
 """
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
@@ -41,24 +42,24 @@ async def insert_payment(
     operation_id: uuid.UUID,
     provider_key: str,
     command: CreatePaymentCommand,
-) -> None:
-    """Insert the payment, PENDING, with its derived provider key."""
-    await conn.execute(
-        _INSERT,
-        {
-            "id": payment_id,
-            "tenant_id": tenant_id,
-            "operation_id": operation_id,
-            "provider_key": provider_key,
-            "status": PaymentStatus.PENDING.value,
-            "amount_minor": command.amount_minor,
-            "currency": command.currency,
-            "account_id": command.account_id,
-            "merchant_reference": command.merchant_reference,
-            "description": command.description,
-            "metadata": Jsonb(command.metadata),
-        },
-    )
+) -> PaymentRow:
+    """Insert the payment, PENDING, with its derived provider key; the row as stored."""
+    params = {
+        "id": payment_id,
+        "tenant_id": tenant_id,
+        "operation_id": operation_id,
+        "provider_key": provider_key,
+        "status": PaymentStatus.PENDING.value,
+        "amount_minor": command.amount_minor,
+        "currency": command.currency,
+        "account_id": command.account_id,
+        "merchant_reference": command.merchant_reference,
+        "description": command.description,
+        "metadata": Jsonb(command.metadata),
+    }
+    payment = await _one(conn, _INSERT, params)
+    assert payment is not None, "an INSERT ... RETURNING returns its row"
+    return payment
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:

@@ -28,7 +28,7 @@ from app.observability.metrics import Metrics
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.models import OperationName
-from app.operations.outcomes import FencedOut, Indefinite, Outcome, Unknown
+from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.refs import OwnedRef, Snapshot, stored_response
 from app.operations.states import TERMINAL, State, Trigger
 from app.operations.views import operation_json
@@ -117,7 +117,7 @@ class PaymentService:
                 lease_s=self._lease_s,
             )
             if ref is not None:
-                await payments.insert_payment(
+                payment = await payments.insert_payment(
                     conn,
                     payment_id=payment_id,
                     tenant_id=tenant_id,
@@ -127,7 +127,8 @@ class PaymentService:
                 )
         if ref is not None:
             bind(operation_id=str(operation_id))
-            return await self._drive(ref, Trigger.SEND, payment_id, owner)
+            sent = await self._driver.call(ref, payment, actor=owner)
+            return await self._settle_own_attempt(sent, payment_id, owner)
         return await self._answer_existing(tenant_id, idempotency_key, digest, owner, wait_s)
 
     async def _answer_existing(
@@ -203,22 +204,26 @@ class PaymentService:
     async def _drive(
         self, ref: OwnedRef, trigger: Trigger, payment_id: uuid.UUID, owner: str
     ) -> Answer:
-        """A client's own attempt: send, and decide what an indefinite answer means."""
+        """A client's own retry of a payment the provider did not process: send it again."""
         sent = await self._driver.send(ref, trigger, actor=owner)
-        if isinstance(sent, Indefinite):
-            if sent.not_sent:
-                # Certainly not processed, and nothing of ours is still on its way: the
-                # client may retry with the same key (503), which drives this again.
-                outcome: Outcome = await self._driver.defer(
-                    sent, payment_id=payment_id, actor=owner
-                )
-            else:
-                schedule = self._policy.after_send(sent.ref.attempts)
-                outcome = await self._driver.record_unknown(
-                    sent.ref, actor=owner, reason=sent.reason, schedule=schedule
-                )
-        else:
+        return await self._settle_own_attempt(sent, payment_id, owner)
+
+    async def _settle_own_attempt(
+        self, sent: Final | Indefinite | FencedOut, payment_id: uuid.UUID, owner: str
+    ) -> Answer:
+        """Decide what a client's own send came to, and record an indefinite answer."""
+        outcome: Outcome
+        if not isinstance(sent, Indefinite):
             outcome = sent
+        elif sent.not_sent:
+            # Certainly not processed, and nothing of ours is still on its way: the client
+            # may retry with the same key (503), which drives this again.
+            outcome = await self._driver.defer(sent, payment_id=payment_id, actor=owner)
+        else:
+            schedule = self._policy.after_send(sent.ref.attempts)
+            outcome = await self._driver.record_unknown(
+                sent.ref, actor=owner, reason=sent.reason, schedule=schedule
+            )
         return await self._present(outcome)
 
     async def _present(self, outcome: Outcome) -> Answer:

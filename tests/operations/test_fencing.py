@@ -100,13 +100,14 @@ def test_api_request_paused_past_its_lease_answers_with_the_workers_result(
     faults: FaultInjector,
     db: psycopg.Connection[DictRow],
 ) -> None:
-    # The API claims, then holds 3 s before sending; paused there, it outlives its lease.
+    # The API claims (RECEIVED and PROVIDER_REQUEST_SENT in one commit), then holds 3 s
+    # before sending; paused there, it outlives its lease.
     api = spawn.api(
         PAYMENTS_LEASE_S="2", PAYMENTS_PROVIDER_TIMEOUT_S="1", PAYMENTS_FAILPOINTS="after_claim=3"
     )
     key, body = new_key(), payment_body()
     answer = post_in_background(background, api, tenant, key, body)
-    claimed = wait_for_key_state(db, tenant, key, "RECEIVED")
+    claimed = wait_for_key_state(db, tenant, key, "PROVIDER_REQUEST_SENT")
     api.signal(signal.SIGSTOP)
     operation_id = claimed["id"]
     wait_lease_expired(db, operation_id)
@@ -117,14 +118,20 @@ def test_api_request_paused_past_its_lease_answers_with_the_workers_result(
     api.signal(signal.SIGCONT)
     late = answer.result(timeout=60)
 
-    # Its SEND was fenced out: it neither called the provider nor wrote; it answered with
-    # the worker's stored result.
+    # Its request reached the provider late, after the worker's resend: the provider
+    # deduplicated it under the same derived key. Its write was fenced out, and it answered
+    # with the worker's stored result.
     assert late.status_code == 201, late.text
     assert late.json() == json.loads(completed["response_body"])
     history = transitions(db, operation_id)
-    assert [t["to_state"] for t in history] == ["RECEIVED", "PROVIDER_REQUEST_SENT", "COMPLETED"]
-    assert history[0]["actor"].startswith("api:")
-    assert all(t["actor"].endswith(f":{worker.pid}") for t in history[1:]), history
+    assert [(t["to_state"], t["trigger"]) for t in history] == [
+        ("RECEIVED", "claim"),
+        ("PROVIDER_REQUEST_SENT", "send"),
+        ("PROVIDER_REQUEST_SENT", "resend"),
+        ("COMPLETED", "complete"),
+    ]
+    assert all(t["actor"].startswith("api:") for t in history[:2]), history
+    assert all(t["actor"].endswith(f":{worker.pid}") for t in history[2:]), history
     assert operation(db, operation_id)["fence"] == completed["fence"] == 2
     assert_completed_once(db, faults, operation_id)
 
@@ -143,7 +150,7 @@ def test_a_fenced_out_request_waking_after_its_key_expired_is_told_so(
     )
     key, body = new_key(), payment_body()
     answer = post_in_background(background, api, tenant, key, body)
-    operation_id = wait_for_key_state(db, tenant, key, "RECEIVED")["id"]
+    operation_id = wait_for_key_state(db, tenant, key, "PROVIDER_REQUEST_SENT")["id"]
     api.signal(signal.SIGSTOP)
     wait_lease_expired(db, operation_id)
     newer = spawn.worker(once=True)
@@ -174,7 +181,7 @@ StaleClaim = Callable[[], uuid.UUID]
 def stale_claim(
     db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle
 ) -> Iterator[StaleClaim]:
-    """Makes operations in RECEIVED whose owner's lease has already run out.
+    """Makes claimed operations (PROVIDER_REQUEST_SENT) whose owner's lease has run out.
 
     They have no payment, so they are deleted at the end: a later test's worker must not
     meet them.
@@ -237,7 +244,7 @@ def test_a_stale_owner_cannot_end_the_new_owners_lease(
     async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
     operation_id = stale_claim()
-    stale = OwnedRef(id=operation_id, fence=1, state=State.RECEIVED, attempts=0)
+    stale = OwnedRef(id=operation_id, fence=1, state=State.PROVIDER_REQUEST_SENT, attempts=0)
 
     async def take_over_then_stale_write() -> tuple[OwnedRef | None, OwnedRef | None]:
         async with async_db.db.transaction() as conn:
@@ -277,7 +284,7 @@ def test_every_send_renews_the_owners_lease(
         assert owned is not None
         async with async_db.db.transaction() as conn:
             return await operations.mark_sent(
-                conn, owned, Trigger.SEND, actor="worker:w", lease_s=60
+                conn, owned, Trigger.RESEND, actor="worker:w", lease_s=60
             )
 
     sent = async_db.run(take_over_then_send())

@@ -179,7 +179,7 @@ def test_repository_writes_only_declared_edges_with_the_current_fence(
     @given(plan=steps)
     def scenario(plan: list[Step]) -> None:
         operation_id = async_db.run(_new_operation(async_db, tenant))
-        state, fence = State.RECEIVED, 1
+        state, fence = State.PROVIDER_REQUEST_SENT, 1
         for number, step in enumerate(plan):
             before = operation(db, operation_id)
             audited = len(transitions(db, operation_id))

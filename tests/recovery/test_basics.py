@@ -166,7 +166,14 @@ def test_retry_into_a_stalled_request_takes_it_over_once_its_lease_expired(
             (taken_over.json()["operation_id"],),
         )
     ]
-    assert history == [("RECEIVED", 1), ("PROVIDER_REQUEST_SENT", 2), ("COMPLETED", 2)]
+    # The dead request's claim committed PROVIDER_REQUEST_SENT; the retry took over (fence
+    # 2), found nothing at the provider and sent it again under the same key.
+    assert history == [
+        ("RECEIVED", 1),
+        ("PROVIDER_REQUEST_SENT", 1),
+        ("PROVIDER_REQUEST_SENT", 2),
+        ("COMPLETED", 2),
+    ]
 
 
 def test_a_client_retrying_into_failing_lookups_gets_the_operation_flagged(

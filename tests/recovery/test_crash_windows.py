@@ -65,13 +65,14 @@ def test_api_killed_after_claim_before_provider_call_is_sent_once_by_the_worker(
     api = spawn.api(**SHORT_LEASE, PAYMENTS_FAILPOINTS="after_claim=60")
     key, body = new_key(), payment_body()
     answer = post_in_background(background, api, tenant, key, body)
-    claimed = wait_for_key_state(db, tenant, key, "RECEIVED")
+    claimed = wait_for_key_state(db, tenant, key, "PROVIDER_REQUEST_SENT")
     api.kill()
     with pytest.raises(httpx.TransportError):
         answer.result(timeout=30)
     operation_id = claimed["id"]
-    # The kill landed inside the window: claimed, never sent, nothing charged.
-    assert operation(db, operation_id)["state"] == "RECEIVED"
+    # The kill landed inside the window: claimed and marked sent, but never sent: nothing
+    # charged.
+    assert operation(db, operation_id)["state"] == "PROVIDER_REQUEST_SENT"
     assert faults.charges(idempotency_key=payment_for(db, operation_id)["provider_key"]) == []
 
     wait_lease_expired(db, operation_id)
@@ -81,10 +82,12 @@ def test_api_killed_after_claim_before_provider_call_is_sent_once_by_the_worker(
     completion, charge = assert_completed_once(db, faults, operation_id)
     assert completion["actor"].startswith("worker:")
     assert completion["actor"].endswith(f":{worker.pid}")
-    assert [t["to_state"] for t in transitions(db, operation_id)] == [
-        "RECEIVED",
-        "PROVIDER_REQUEST_SENT",
-        "COMPLETED",
+    # The worker looked the charge up, found nothing, and sent it with the same key.
+    assert [t["trigger"] for t in transitions(db, operation_id)] == [
+        "claim",
+        "send",
+        "resend",
+        "complete",
     ]
     replay = _assert_replays_final_answer(client, db, key, body)
     assert replay.status_code == 201
@@ -160,7 +163,7 @@ def test_many_operations_killed_in_both_windows_all_end_terminal_charged_once(
 
     answers = [post_in_background(background, before_call, tenant, k, b) for k, b in unsent]
     answers += [post_in_background(background, before_record, tenant, k, b) for k, b in unrecorded]
-    ids = [wait_for_key_state(db, tenant, k, "RECEIVED")["id"] for k, _ in unsent]
+    ids = [wait_for_key_state(db, tenant, k, "PROVIDER_REQUEST_SENT")["id"] for k, _ in unsent]
     sent_ids = [
         wait_for_key_state(db, tenant, k, "PROVIDER_REQUEST_SENT")["id"] for k, _ in unrecorded
     ]
@@ -172,8 +175,10 @@ def test_many_operations_killed_in_both_windows_all_end_terminal_charged_once(
     for answer in answers:
         with pytest.raises(httpx.TransportError):
             answer.result(timeout=30)
-    assert {operation(db, i)["state"] for i in ids} == {"RECEIVED"}
-    assert {operation(db, i)["state"] for i in sent_ids} == {"PROVIDER_REQUEST_SENT"}
+    assert {operation(db, i)["state"] for i in ids + sent_ids} == {"PROVIDER_REQUEST_SENT"}
+    for operation_id in ids:
+        # Killed before its call: nothing charged under its key.
+        assert faults.charges(idempotency_key=payment_for(db, operation_id)["provider_key"]) == []
 
     for operation_id in ids + sent_ids:
         wait_lease_expired(db, operation_id)
