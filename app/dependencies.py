@@ -33,7 +33,8 @@ class Services:
     api_keys: ApiKeyCache
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async: FastAPI runs a plain `def` dependency on a worker thread, per request.
     services: Services = request.app.state.services
     return services
 

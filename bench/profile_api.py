@@ -25,6 +25,7 @@ from pyinstrument.frame import Frame
 
 from app.main import create_app
 from app.observability.logging import configure_logging
+from app.server import SERVER_OPTIONS
 from app.settings import Settings
 
 Scope = MutableMapping[str, Any]
@@ -164,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     # place, that ends the process normally instead of killing it mid-cleanup.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(
-        app, host=args.host, port=args.port, log_level="warning", access_log=False, log_config=None
-    )
+    uvicorn.run(app, host=args.host, port=args.port, **SERVER_OPTIONS)
     return 0
 
 

@@ -103,27 +103,35 @@ def _build_machine() -> Machine:
 
 
 class OperationMachine:
-    """Fires triggers on a throw-away model holding a copy of the operation's state.
+    """The machine's answers, asked once per (state, trigger) pair and kept.
 
-    The machine's definition is shared; each call attaches a fresh model, fires the trigger
-    and detaches it. There is no await in between, so on one event loop calls cannot
-    interleave.
+    At start every trigger is fired from every state on a throw-away model of the
+    `transitions` machine, and the outcome (the next state, or no edge) is kept in a table;
+    `next_state` reads that table. The machine stays the one definition of what may happen;
+    asking it on every write cost more CPU than the write's SQL.
     """
 
     def __init__(self) -> None:
-        self._machine = _build_machine()
+        machine = _build_machine()
+        self._edges: dict[tuple[State, Trigger], State] = {}
+        for state in State:
+            for trigger in Trigger:
+                model = _Lifecycle()
+                machine.add_model(model, initial=state.value)
+                try:
+                    model.trigger(trigger.value)  # type: ignore[attr-defined]
+                except (MachineError, AttributeError):
+                    continue
+                finally:
+                    machine.remove_model(model)
+                self._edges[state, trigger] = State(model.state)
 
     def next_state(self, current: State, trigger: Trigger) -> State:
         """The state `trigger` leads to from `current`; `IllegalTransition` if none."""
-        model = _Lifecycle()
-        self._machine.add_model(model, initial=current.value)
         try:
-            model.trigger(trigger.value)  # type: ignore[attr-defined]
-        except (MachineError, AttributeError):
+            return self._edges[current, trigger]
+        except KeyError:
             raise IllegalTransition(current, trigger) from None
-        finally:
-            self._machine.remove_model(model)
-        return State(model.state)
 
 
 MACHINE: Final = OperationMachine()

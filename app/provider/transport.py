@@ -70,8 +70,10 @@ def build_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
         base_url=base_url,
         timeout=phase_timeouts(timeout_s),
         limits=httpx.Limits(
+            # As many kept as may be open: a smaller keep-alive pool than the concurrency
+            # opens and closes a connection to the provider on most calls under load.
             max_connections=50,
-            max_keepalive_connections=10,
+            max_keepalive_connections=50,
             # Shorter than typical server idle timeouts, so we rarely write into a connection
             # the provider is closing; that race would surface as an unknown outcome.
             keepalive_expiry=2.0,
