@@ -15,7 +15,7 @@ import socket
 from app.db.database import Database
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
-from app.operations import repository as operations
+from app.operations import leases
 from app.operations.outcomes import Outcome
 from app.operations.refs import OwnedRef
 from app.payments.models import PaymentRow
@@ -56,7 +56,7 @@ class ReconcileWorker:
         if self.stopping.is_set():
             return 0
         async with self._db.connection() as conn:
-            owned = await operations.claim_due(
+            owned = await leases.claim_due(
                 conn,
                 owner=self.name,
                 lease_s=self._settings.lease_s,

@@ -94,6 +94,20 @@ class StoredResponse:
 
 
 @dataclass(frozen=True)
+class SubjectWrite:
+    """A write to the operation's business object, made in the same statement as the verb.
+
+    `sql` is one data-modifying statement that runs only when the operation's own write
+    lands: it reads the CTE `changed` (the operation's `id`, empty when fenced out), as in
+    `INSERT ... SELECT ... FROM changed` or `UPDATE ... WHERE EXISTS (SELECT FROM changed)`.
+    Its parameters are prefixed `s_` so they never meet the verb's own.
+    """
+
+    sql: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Schedule:
     """When recovery looks at an unknown operation again, as decided by the recovery policy."""
 

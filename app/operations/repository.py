@@ -10,8 +10,6 @@ Three rules hold every write here together:
 Times come from the database clock (`now()`), the one clock every process shares.
 
     claim          insert-first: RECEIVED then PROVIDER_REQUEST_SENT, with the claimant's lease
-    take_over      one operation whose lease is gone: fence N -> N+1, a new lease
-    claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
     mark_sent      send / retry / resend -> PROVIDER_REQUEST_SENT, before the provider call
     record_final   complete / fail -> COMPLETED / FAILED, with the stored response
     defer          defer -> FAILED_RETRYABLE (certainly not processed)
@@ -26,12 +24,14 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
+from datetime import datetime
+from functools import cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations.refs import OwnedRef, Schedule, Snapshot, StoredResponse
+from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import MACHINE, State, Trigger
 
 CLAIM_TRIGGER = "claim"
@@ -67,52 +67,8 @@ _CLAIM = """
                       'calling the provider'))
              AS edge (step, from_state, to_state, trigger, reason)
         ORDER BY edge.step
-    )
-    SELECT id FROM changed
-"""
-
-# A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
-# holds a live lease; a row another transaction holds is skipped, not waited for.
-_TAKE_OVER = """
-    UPDATE operations
-    SET fence = fence + 1, lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
-    WHERE id = (SELECT id FROM operations WHERE id = %(id)s FOR UPDATE SKIP LOCKED)
-      AND fence = %(fence)s
-      AND state NOT IN ('COMPLETED', 'FAILED')
-      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-    RETURNING fence, state, attempts
-"""
-
-# The worker's batch: in-flight operations whose owner's lease ran out (the owner crashed
-# or hung), then unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
-# any number of workers claim at once without waiting on, or sharing, a row.
-_CLAIM_DUE = """
-    WITH stale AS (
-        SELECT id FROM operations
-        WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
-          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-        ORDER BY lease_expires_at
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ), due AS (
-        SELECT id FROM operations
-        WHERE state = 'UNKNOWN_REQUIRES_RECOVERY'
-          AND next_check_at <= now()
-          AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-        ORDER BY next_check_at
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ), picked AS (
-        SELECT id FROM (SELECT id, 0 AS rank FROM stale UNION ALL SELECT id, 1 FROM due) ids
-        ORDER BY rank
-        LIMIT %(limit)s
-    )
-    UPDATE operations
-    SET fence = fence + 1, lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
-    WHERE id IN (SELECT id FROM picked)
-    RETURNING id, fence, state, attempts
+    ){subject}
+    SELECT id, now() FROM changed
 """
 
 # Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
@@ -131,18 +87,22 @@ _SETS: dict[str, str] = {
 }
 
 
-def _transition_sql(sets: str) -> str:
+@cache
+def _transition_sql(verb: str, subject_sql: str | None) -> str:
+    subject = "" if subject_sql is None else f", subject AS ({subject_sql})"
     return f"""
         WITH changed AS (
-            UPDATE operations SET state = %(to_state)s, updated_at = now(), {sets}
+            UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
             WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
             RETURNING id, attempts
-        ), audit AS ({_AUDIT})
+        ), audit AS ({_AUDIT}){subject}
         SELECT attempts FROM changed
     """
 
 
-_TRANSITIONS = {verb: _transition_sql(sets) for verb, sets in _SETS.items()}
+@cache
+def _claim_sql(subject_sql: str | None) -> str:
+    return _CLAIM.format(subject="" if subject_sql is None else f", subject AS ({subject_sql})")
 
 
 async def claim(
@@ -156,8 +116,13 @@ async def claim(
     payment_id: uuid.UUID,
     owner: str,
     lease_s: float,
-) -> OwnedRef | None:
+    subject: SubjectWrite | None = None,
+) -> tuple[OwnedRef, datetime] | None:
     """Insert the operation, claimed and sent, with the owner's lease; None if the key exists.
+
+    With `subject`, the business object is written in the same statement (its row is
+    created only if the claim wins). Returns the owner's reference and the database time
+    of the claim (the rows' `created_at`).
 
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
     transaction and then inserts nothing. Only the winner goes on to create the payment and
@@ -178,37 +143,13 @@ async def claim(
         "sent": sent.value,
         "claim": CLAIM_TRIGGER,
         "send": Trigger.SEND.value,
+        **(subject.params if subject else {}),
     }
-    if (await (await conn.execute(_CLAIM, params)).fetchone()) is None:
-        return None
-    return OwnedRef(id=operation_id, fence=1, state=sent, attempts=0)
-
-
-async def take_over(
-    conn: Connection, snapshot: Snapshot, *, owner: str, lease_s: float
-) -> OwnedRef | None:
-    """Become the operation's owner if nobody holds a live lease on it; None otherwise.
-
-    A conditional UPDATE on the fence the caller saw: of two contenders only one can move
-    the fence from N to N+1, the other matches no row.
-    """
-    op = snapshot.operation
-    params = {"id": op.id, "fence": op.fence, "owner": owner, "lease_s": lease_s}
-    row = await (await conn.execute(_TAKE_OVER, params)).fetchone()
+    sql = _claim_sql(None if subject is None else subject.sql)
+    row = await (await conn.execute(sql, params)).fetchone()
     if row is None:
         return None
-    fence, state, attempts = row
-    return OwnedRef(id=op.id, fence=int(fence), state=State(state), attempts=int(attempts))
-
-
-async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int) -> list[OwnedRef]:
-    """Take recovery ownership of up to `limit` operations that need it."""
-    params = {"owner": owner, "lease_s": lease_s, "limit": limit}
-    rows = await (await conn.execute(_CLAIM_DUE, params)).fetchall()
-    return [
-        OwnedRef(id=row_id, fence=int(fence), state=State(state), attempts=int(attempts))
-        for row_id, fence, state, attempts in rows
-    ]
+    return OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), row[1]
 
 
 async def mark_sent(
@@ -231,14 +172,19 @@ async def record_final(
     actor: str,
     reason: str,
     stored: StoredResponse,
+    subject: SubjectWrite | None = None,
 ) -> OwnedRef | None:
-    """COMPLETED or FAILED, with the response every later request with the key replays."""
+    """COMPLETED or FAILED, with the response every later request with the key replays.
+
+    With `subject`, the business object's outcome is written in the same statement, and
+    only if this owner's write lands.
+    """
     values = {
         "response_status": stored.status,
         "response_headers": Jsonb(stored.headers),
         "response_body": stored.body.decode(),
     }
-    return await _transition(conn, "record_final", ref, trigger, actor, reason, values)
+    return await _transition(conn, "record_final", ref, trigger, actor, reason, values, subject)
 
 
 async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> OwnedRef | None:
@@ -266,6 +212,7 @@ async def _transition(
     actor: str,
     reason: str,
     values: dict[str, Any],
+    subject: SubjectWrite | None = None,
 ) -> OwnedRef | None:
     """Fire `trigger` through the state machine and write it, fenced; None if fenced out.
 
@@ -278,8 +225,10 @@ async def _transition(
         "reason": reason,
         **values,
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),
+        **(subject.params if subject else {}),
     }
-    row = await (await conn.execute(_TRANSITIONS[verb], params)).fetchone()
+    sql = _transition_sql(verb, None if subject is None else subject.sql)
+    row = await (await conn.execute(sql, params)).fetchone()
     fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
     if row is None:
         logger.info("fenced out: a newer owner holds the operation", extra={"fields": fields})

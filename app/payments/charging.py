@@ -120,7 +120,9 @@ class ChargeDriver:
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
-        async with self._db.transaction() as conn:
+        # One statement: the outcome, its audit row, the stored answer and the payment's
+        # status, all or (fenced out) nothing.
+        async with self._db.connection() as conn:
             done = await operations.record_final(
                 conn,
                 ref,
@@ -128,17 +130,16 @@ class ChargeDriver:
                 actor=actor,
                 reason=f"{how}: {charge.status}",
                 stored=stored,
+                subject=payments.result_with_outcome(
+                    payment.id,
+                    status=status,
+                    provider_charge_id=charge.charge_id,
+                    decline_code=charge.decline_code,
+                    at=at,
+                ),
             )
-            if done is None:
-                return FencedOut(ref.id, ref.fence)
-            await payments.record_result(
-                conn,
-                payment.id,
-                status=status,
-                provider_charge_id=charge.charge_id,
-                decline_code=charge.decline_code,
-                at=at,
-            )
+        if done is None:
+            return FencedOut(ref.id, ref.fence)
         if status is PaymentStatus.SUCCEEDED:
             return Succeeded(ref.id, stored)
         return Declined(ref.id, charge.decline_code or "declined", stored)
@@ -176,7 +177,7 @@ class ChargeDriver:
     ) -> Rejected | FencedOut:
         """The provider refused the request as invalid, nothing charged: FAILED, stored."""
         stored = replies.rejected(payment, detail, operation_id=ref.id)
-        async with self._db.transaction() as conn:
+        async with self._db.connection() as conn:
             done = await operations.record_final(
                 conn,
                 ref,
@@ -184,17 +185,16 @@ class ChargeDriver:
                 actor=actor,
                 reason=f"provider rejected the request: {detail}",
                 stored=stored,
+                subject=payments.result_with_outcome(
+                    payment.id,
+                    status=PaymentStatus.FAILED,
+                    provider_charge_id=None,
+                    decline_code=None,
+                    at=utcnow(),
+                ),
             )
-            if done is None:
-                return FencedOut(ref.id, ref.fence)
-            await payments.record_result(
-                conn,
-                payment.id,
-                status=PaymentStatus.FAILED,
-                provider_charge_id=None,
-                decline_code=None,
-                at=utcnow(),
-            )
+        if done is None:
+            return FencedOut(ref.id, ref.fence)
         return Rejected(ref.id, detail, stored)
 
 

@@ -11,55 +11,29 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
+from app.operations.refs import SubjectWrite
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-_INSERT = f"""
-    INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
-                          currency, account_id, merchant_reference, description, metadata)
-    VALUES (%(id)s, %(tenant_id)s, %(operation_id)s, %(provider_key)s, %(status)s,
-            %(amount_minor)s, %(currency)s, %(account_id)s, %(merchant_reference)s,
-            %(description)s, %(metadata)s)
-    RETURNING {_COLUMNS}
-"""
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
-_RECORD_RESULT = """
-    UPDATE payments
-    SET status = %(status)s, provider_charge_id = %(provider_charge_id)s,
-        decline_code = %(decline_code)s, updated_at = %(at)s
-    WHERE id = %(id)s
+# Subject writes: made inside the operations verb's statement (see SubjectWrite).
+_INSERT_WITH_CLAIM = """
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
+                          currency, account_id, merchant_reference, description, metadata)
+    SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_status)s,
+           %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
+           %(s_description)s, %(s_metadata)s
+    FROM changed
 """
-
-
-async def insert_payment(
-    conn: Connection,
-    *,
-    payment_id: uuid.UUID,
-    tenant_id: uuid.UUID,
-    operation_id: uuid.UUID,
-    provider_key: str,
-    command: CreatePaymentCommand,
-) -> PaymentRow:
-    """Insert the payment, PENDING, with its derived provider key; the row as stored."""
-    params = {
-        "id": payment_id,
-        "tenant_id": tenant_id,
-        "operation_id": operation_id,
-        "provider_key": provider_key,
-        "status": PaymentStatus.PENDING.value,
-        "amount_minor": command.amount_minor,
-        "currency": command.currency,
-        "account_id": command.account_id,
-        "merchant_reference": command.merchant_reference,
-        "description": command.description,
-        "metadata": Jsonb(command.metadata),
-    }
-    payment = await _one(conn, _INSERT, params)
-    assert payment is not None, "an INSERT ... RETURNING returns its row"
-    return payment
+_RESULT_WITH_OUTCOME = """
+    UPDATE payments
+    SET status = %(s_status)s, provider_charge_id = %(s_provider_charge_id)s,
+        decline_code = %(s_decline_code)s, updated_at = %(s_at)s
+    WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+"""
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
@@ -77,29 +51,82 @@ async def get(
     return await _one(conn, _FOR_TENANT, {"id": payment_id, "tenant_id": tenant_id})
 
 
-async def record_result(
-    conn: Connection,
+async def _one(conn: Connection, sql: str, params: dict[str, Any]) -> PaymentRow | None:
+    async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchone()
+
+
+def created_with_claim(
+    *,
+    payment_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    provider_key: str,
+    command: CreatePaymentCommand,
+) -> SubjectWrite:
+    """The payment, PENDING with its derived provider key, created by the claim that wins."""
+    return SubjectWrite(
+        _INSERT_WITH_CLAIM,
+        {
+            "s_id": payment_id,
+            "s_tenant_id": tenant_id,
+            "s_provider_key": provider_key,
+            "s_status": PaymentStatus.PENDING.value,
+            "s_amount_minor": command.amount_minor,
+            "s_currency": command.currency,
+            "s_account_id": command.account_id,
+            "s_merchant_reference": command.merchant_reference,
+            "s_description": command.description,
+            "s_metadata": Jsonb(command.metadata),
+        },
+    )
+
+
+def as_claimed(
+    *,
+    payment_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    operation_id: uuid.UUID,
+    provider_key: str,
+    command: CreatePaymentCommand,
+    at: datetime,
+) -> PaymentRow:
+    """The row `created_with_claim` wrote, as it now stands (created and updated at `at`)."""
+    return PaymentRow(
+        id=payment_id,
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        provider_key=provider_key,
+        status=PaymentStatus.PENDING.value,
+        amount_minor=command.amount_minor,
+        currency=command.currency,
+        account_id=command.account_id,
+        merchant_reference=command.merchant_reference,
+        description=command.description,
+        metadata=dict(command.metadata),
+        provider_charge_id=None,
+        decline_code=None,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def result_with_outcome(
     payment_id: uuid.UUID,
     *,
     status: PaymentStatus,
     provider_charge_id: str | None,
     decline_code: str | None,
     at: datetime,
-) -> None:
-    """Write the provider's definite answer onto the payment."""
-    await conn.execute(
-        _RECORD_RESULT,
+) -> SubjectWrite:
+    """The provider's definite answer on the payment, written with the operation's outcome."""
+    return SubjectWrite(
+        _RESULT_WITH_OUTCOME,
         {
-            "id": payment_id,
-            "status": status.value,
-            "provider_charge_id": provider_charge_id,
-            "decline_code": decline_code,
-            "at": at,
+            "s_id": payment_id,
+            "s_status": status.value,
+            "s_provider_charge_id": provider_charge_id,
+            "s_decline_code": decline_code,
+            "s_at": at,
         },
     )
-
-
-async def _one(conn: Connection, sql: str, params: dict[str, Any]) -> PaymentRow | None:
-    async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-        await cur.execute(sql, params)
-        return await cur.fetchone()

@@ -25,7 +25,7 @@ from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInPro
 from app.idempotency.fingerprint import fingerprint
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
-from app.operations import reads
+from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.models import OperationName
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
@@ -102,10 +102,12 @@ class PaymentService:
         wait_s: float,
     ) -> Answer | None:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
-        # The claim: one short transaction inserts the operation (first writer wins on the
-        # unique scoped key), its payment with the derived provider key, and our lease.
-        async with self._db.transaction() as conn:
-            ref = await operations.claim(
+        provider_key = derive_provider_key(payment_id)
+        # The claim: one statement inserts the operation (first writer wins on the unique
+        # scoped key) with our lease, claimed and marked sent, its audit rows, and its
+        # payment with the derived provider key.
+        async with self._db.connection() as conn:
+            claimed = await operations.claim(
                 conn,
                 operation_id=operation_id,
                 tenant_id=tenant_id,
@@ -115,18 +117,24 @@ class PaymentService:
                 payment_id=payment_id,
                 owner=owner,
                 lease_s=self._lease_s,
-            )
-            if ref is not None:
-                payment = await payments.insert_payment(
-                    conn,
+                subject=payments.created_with_claim(
                     payment_id=payment_id,
                     tenant_id=tenant_id,
-                    operation_id=operation_id,
-                    provider_key=derive_provider_key(payment_id),
+                    provider_key=provider_key,
                     command=command,
-                )
-        if ref is not None:
+                ),
+            )
+        if claimed is not None:
+            ref, claimed_at = claimed
             bind(operation_id=str(operation_id))
+            payment = payments.as_claimed(
+                payment_id=payment_id,
+                tenant_id=tenant_id,
+                operation_id=operation_id,
+                provider_key=provider_key,
+                command=command,
+                at=claimed_at,
+            )
             sent = await self._driver.call(ref, payment, actor=owner)
             return await self._settle_own_attempt(sent, payment_id, owner)
         return await self._answer_existing(tenant_id, idempotency_key, digest, owner, wait_s)
@@ -191,7 +199,7 @@ class PaymentService:
     async def _take_over(self, snapshot: Snapshot, owner: str) -> Answer | None:
         """Own a stalled, unknown or retryable operation and drive it; None if we lost."""
         async with self._db.connection() as conn:
-            ref = await operations.take_over(conn, snapshot, owner=owner, lease_s=self._lease_s)
+            ref = await leases.take_over(conn, snapshot, owner=owner, lease_s=self._lease_s)
         if ref is None:
             return None
         if ref.state is State.FAILED_RETRYABLE:

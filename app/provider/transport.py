@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from app.provider.network import AsyncioTransport
+
 # The share of the deadline that waiting for a pooled connection and opening a new one may
 # each take. Both can happen in one call (wait for a slot, then connect), so together they
 # stay below the whole deadline and fire first.
@@ -66,17 +68,18 @@ def build_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
     for a pooled connection and connecting only a share of it (`phase_timeouts`). Redirects
     are not followed: a charge must never be re-sent somewhere the provider did not document.
     """
+    limits = httpx.Limits(
+        # As many kept as may be open: a smaller keep-alive pool than the concurrency
+        # opens and closes a connection to the provider on most calls under load.
+        max_connections=50,
+        max_keepalive_connections=50,
+        # Shorter than typical server idle timeouts, so we rarely write into a connection
+        # the provider is closing; that race would surface as an unknown outcome.
+        keepalive_expiry=2.0,
+    )
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=phase_timeouts(timeout_s),
-        limits=httpx.Limits(
-            # As many kept as may be open: a smaller keep-alive pool than the concurrency
-            # opens and closes a connection to the provider on most calls under load.
-            max_connections=50,
-            max_keepalive_connections=50,
-            # Shorter than typical server idle timeouts, so we rarely write into a connection
-            # the provider is closing; that race would surface as an unknown outcome.
-            keepalive_expiry=2.0,
-        ),
+        transport=AsyncioTransport(limits=limits),
         follow_redirects=False,
     )

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.operations import reads
+from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State, Trigger
@@ -226,7 +226,7 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
                 snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
             async with async_db.db.transaction() as conn:
-                return await operations.take_over(conn, snapshot, owner=owner, lease_s=30)
+                return await leases.take_over(conn, snapshot, owner=owner, lease_s=30)
 
         async def race() -> list[OwnedRef | None]:
             return list(await asyncio.gather(*(take_over(f"c{i}") for i in range(contenders))))
@@ -250,7 +250,7 @@ def test_a_stale_owner_cannot_end_the_new_owners_lease(
         async with async_db.db.transaction() as conn:
             snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            owned = await operations.take_over(conn, snapshot, owner="worker:new", lease_s=30)
+            owned = await leases.take_over(conn, snapshot, owner="worker:new", lease_s=30)
         # Recording an outcome ends the writer's lease; from a stale owner it must not land.
         async with async_db.db.transaction() as conn:
             written = await operations.mark_unknown(
@@ -280,7 +280,7 @@ def test_every_send_renews_the_owners_lease(
         async with async_db.db.transaction() as conn:
             snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
             assert snapshot is not None
-            owned = await operations.take_over(conn, snapshot, owner="worker:w", lease_s=1)
+            owned = await leases.take_over(conn, snapshot, owner="worker:w", lease_s=1)
         assert owned is not None
         async with async_db.db.transaction() as conn:
             return await operations.mark_sent(

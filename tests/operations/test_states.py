@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg.rows import DictRow
 
-from app.operations import reads
+from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule, StoredResponse
 from app.operations.states import (
@@ -169,7 +169,7 @@ async def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> 
     async with async_db.db.transaction() as conn:
         snapshot = await reads.get_snapshot(conn, operation_id, key_ttl_s=86400)
         assert snapshot is not None
-        return await operations.take_over(conn, snapshot, owner=owner, lease_s=30)
+        return await leases.take_over(conn, snapshot, owner=owner, lease_s=30)
 
 
 def test_repository_writes_only_declared_edges_with_the_current_fence(

@@ -45,7 +45,7 @@ def test_a_failing_reconcile_counts_an_attempt_and_flags_past_the_limit(
     row = operation(db, broken_operation)
     assert row["state"] == "UNKNOWN_REQUIRES_RECOVERY", row
     assert (row["attempts"], row["needs_attention"], row["lease_owner"]) == (1, True, None)
-    assert row["last_error"].startswith("reconcile failed: NoResultFound")
+    assert row["last_error"].startswith("reconcile failed: LookupError")
     # Not due again until the backoff has passed: no claim loop.
     assert db.execute(
         "SELECT next_check_at > now() + interval '20 seconds' AS later FROM operations"
