@@ -4,6 +4,7 @@
     python -m tests.model --large            the protocol at the large bound
     python -m tests.model --mutations        also every mutation: each must be caught
     python -m tests.model --mutation NAME    one mutation, with its shortest trace
+    python -m tests.model --large --faults 4 the large bound with more faults in all (slower)
 
 Exit status 0 when every run came out as it must (the protocol keeps every invariant, each
 mutation breaks one), 1 otherwise.
@@ -46,11 +47,14 @@ def summary(name: str, report: Report) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.model", description=__doc__)
     parser.add_argument("--large", action="store_true", help="explore the large bound")
+    parser.add_argument("--faults", type=int, help="faults in all (default: the bound's)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mutations", action="store_true", help="run every mutation too")
     which.add_argument("--mutation", choices=[m.value for m in Mutation])
     args = parser.parse_args(argv)
     bounds = LARGE if args.large else SMALL
+    if args.faults is not None:
+        bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))
     print(f"bounds: {describe_bounds(bounds)}", flush=True)
     ok = True
     if args.mutation is None:

@@ -102,7 +102,7 @@ class Bounds(NamedTuple):
 
 SPENT = Budget(0, 0, 0, 0, 0)
 SMALL = Bounds(2, 1, Budget(crashes=1, expiries=1, faults=1, timeouts=1, total=2))
-LARGE = Bounds(2, 2, Budget(crashes=2, expiries=2, faults=2, timeouts=2, total=4))
+LARGE = Bounds(2, 2, Budget(crashes=2, expiries=2, faults=2, timeouts=2, total=3))
 
 Key = tuple[int, int]
 """A provider idempotency key: (operation row, generation). The service derives one key per
