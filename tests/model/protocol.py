@@ -1,0 +1,271 @@
+"""The protocol's rules: every step an owner, the network, the provider or the clock can take.
+
+Each step stands for one repository verb, one provider call or one fault, and is atomic as
+the database makes it (one statement, one transaction). Owner writes are exactly the
+repository's `UPDATE ... WHERE id = ? AND fence = ? AND state = ?`: the owner names the state
+it believes the row is in and the trigger, and the write lands only if both still hold.
+A mutation changes one rule; everything else stays as the service does it.
+"""
+
+from __future__ import annotations
+
+from tests.model.steps import (
+    ACTIVE,
+    DEST,
+    DUE,
+    Edge,
+    Step,
+    Successors,
+    at,
+    clock_and_network,
+    orphan,
+    own,
+    spend,
+)
+from tests.model.world import (
+    DONE,
+    IDLE,
+    TERMINAL,
+    Bounds,
+    Key,
+    Mode,
+    Mutation,
+    Op,
+    Owner,
+    Phase,
+    Result,
+    Role,
+    Row,
+    World,
+    key_name,
+    owner_names,
+    roles,
+    with_owner,
+    with_row,
+)
+
+
+class Protocol:
+    """Generates a world's successors under the service's rules, or a mutation of them."""
+
+    def __init__(self, bounds: Bounds, mutation: Mutation | None = None) -> None:
+        self.bounds = bounds
+        self.mutation = mutation
+        self.roles = roles(bounds)
+        self.names = owner_names(bounds)
+        self._bump = 0 if mutation is Mutation.LEASE_WITHOUT_FENCE else 1
+
+    def successors(self, w: World) -> Successors:
+        out: Successors = []
+        clock_and_network(w, out)
+        for i, o in enumerate(w.owners):
+            phase = o.phase
+            if phase is Phase.IDLE:
+                self._idle(w, i, out)
+                continue
+            if phase is Phase.DONE:
+                continue
+            if phase is Phase.SELECTED:
+                self._insert_after_select(w, i, out)
+            elif phase is Phase.READ:
+                self._take_over(w, i, o, out)
+            elif phase is Phase.OWNED:
+                self._owned(w, i, o, out)
+            elif phase is Phase.LOOKED:
+                self._looked(w, i, o, out)
+            elif phase is Phase.SENDING:
+                text = f"create_charge with key {key_name(self.key(o))} goes on the network"
+                out.append(
+                    (Step(self.names[i], "provider call", None, text), at(w, i, o, Phase.AWAITING))
+                )
+            elif phase is Phase.AWAITING:
+                self._await(w, i, o, out)
+            else:
+                self._record_answer(w, i, o, out)
+            if w.budget.crashes and phase in ACTIVE:
+                self._crash(w, i, o, out)
+        return out
+
+    # Owners
+
+    def _idle(self, w: World, i: int, out: Successors) -> None:
+        name = self.names[i]
+        if self.roles[i] is Role.WORKER:
+            for r, row in enumerate(w.rows):
+                if row.state in DUE and not row.lease_live:
+                    fence = row.fence + self._bump
+                    text = f"takes the due {row.state.name} operation, fence {row.fence}->{fence}"
+                    owner = Owner(
+                        Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RECOVER
+                    )
+                    out.append((Step(name, "claim_due", None, text), own(w, i, r, owner)))
+        elif self.mutation is Mutation.SELECT_THEN_INSERT and not w.rows:
+            step = Step(name, "claim", None, "SELECT finds no operation for the key")
+            out.append((step, with_owner(w, i, Owner(Phase.SELECTED))))
+        elif not w.rows:
+            text = "INSERT ... ON CONFLICT DO NOTHING wins: RECEIVED, fence 1"
+            owner = Owner(Phase.OWNED, 0, 1, 1, Op.RECEIVED, Mode.FIRST)
+            after = with_row(with_owner(w, i, owner), 0, Row(Op.RECEIVED, 0, 1, i, True, 1))
+            out.append((Step(name, "claim", None, text), after))
+        else:
+            self._read(w, i, out)
+
+    def _read(self, w: World, i: int, out: Successors) -> None:
+        """The claim found the key taken: read the winner's row and answer from it."""
+        name, row = self.names[i], w.rows[0]
+        answer = None
+        if row.state is Op.FAILED_RETRYABLE and self.mutation is Mutation.RETRYABLE_NEVER_RETRIED:
+            answer = "answers 503 again without driving it"
+        elif row.state in TERMINAL:
+            answer = "replays the stored reply"
+        elif row.lease_live:
+            answer = "answers 409"
+        if answer is not None:
+            after = with_owner(w, i, self._finished(i))
+            if after != w:
+                out.append((Step(name, "claim", None, f"key taken, {answer}"), after))
+            return
+        text = f"key taken, reads {row.state.name} fence {row.fence}, lease expired"
+        owner = Owner(Phase.READ, 0, row.fence, 0, row.state)
+        out.append((Step(name, "claim", None, text), with_owner(w, i, owner)))
+
+    def _insert_after_select(self, w: World, i: int, out: Successors) -> None:
+        r = len(w.rows)
+        text = f"INSERTs operation {r}: no unique key decides the race"
+        owner = Owner(Phase.OWNED, r, 1, 1, Op.RECEIVED, Mode.FIRST)
+        after = with_row(with_owner(w, i, owner), r, Row(Op.RECEIVED, 0, 1, i, True, 1))
+        out.append((Step(self.names[i], "claim", None, text), after))
+
+    def _take_over(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        row = w.rows[o.row]
+        fence_ok = self.mutation is Mutation.LEASE_WITHOUT_FENCE or row.fence == o.fence
+        if fence_ok and row.state not in TERMINAL and not row.lease_live:
+            fence = row.fence + self._bump
+            mode = Mode.RETRY if row.state is Op.FAILED_RETRYABLE else Mode.RECOVER
+            owner = Owner(Phase.OWNED, o.row, fence, row.generation + 1, row.state, mode)
+            text = f"takes ownership of {row.state.name}, fence {row.fence}->{fence}"
+            out.append((Step(self.names[i], "take_over", None, text), own(w, i, o.row, owner)))
+        else:
+            text = "matches no row (fence moved, lease live or terminal): reads again"
+            out.append((Step(self.names[i], "take_over", None, text), with_owner(w, i, IDLE)))
+
+    def _owned(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        if o.mode is Mode.FIRST:
+            self._mark_sent(w, i, o, "send", out)
+        elif o.mode is Mode.RETRY:
+            self._mark_sent(w, i, o, "retry", out)
+        else:
+            result = Result.FOUND if (o.row, 0) in w.ledger else Result.NOT_FOUND
+            step = Step(self.names[i], "find_charge", None, f"lookup by key: {result.name}")
+            out.append((step, at(w, i, o, Phase.LOOKED, result)))
+            if w.budget.faults:
+                after = spend(at(w, i, o, Phase.LOOKED, Result.UNAVAILABLE), faults=1)
+                step = Step(self.names[i], "find_charge", None, "lookup unavailable (fault)")
+                out.append((step, after))
+
+    def _looked(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        if o.result is Result.FOUND:
+            self._record(w, i, o, "record_final", "complete", out)
+        elif o.result is Result.UNAVAILABLE:
+            self._record(w, i, o, "mark_unknown", "lose", out)
+        elif self.mutation is Mutation.NOT_FOUND_IS_FAILED:
+            self._record(w, i, o, "record_final", "fail", out)
+        else:
+            trigger = "send" if o.believed is Op.RECEIVED else "resend"
+            self._mark_sent(w, i, o, trigger, out)
+
+    def _await(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        name, key, timeouts = self.names[i], self.key(o), w.budget.timeouts
+        answers: list[tuple[Result, World, str]] = []
+        if key in w.ledger:
+            answers.append((Result.CHARGED, w, "has a charge under the key: replays it"))
+        elif w.valid:
+            charged = w._replace(ledger=w.ledger | {key}, orphans=w.orphans - {key})
+            answers.append((Result.CHARGED, charged, "charges"))
+        else:
+            answers.append((Result.REJECTED, w, "rejects it as invalid"))
+        if w.budget.faults:
+            answers.append((Result.NOT_PROCESSED, spend(w, faults=1), "answers 503 not processed"))
+        for result, after, what in answers:
+            out.append(
+                (
+                    Step(name, "deliver", None, f"provider {what}"),
+                    at(after, i, o, Phase.ANSWERED, result),
+                )
+            )
+            if after.budget.timeouts:
+                lost = spend(at(after, i, o, Phase.ANSWERED, Result.UNKNOWN), timeouts=1)
+                out.append((Step(name, "deliver", None, f"provider {what}; answer lost"), lost))
+        if timeouts:
+            gone = spend(orphan(at(w, i, o, Phase.ANSWERED, Result.UNKNOWN), key), timeouts=1)
+            out.append(
+                (Step(name, "timeout", None, "stops waiting; request still in flight"), gone)
+            )
+
+    def _record_answer(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        result = o.result
+        if result is Result.UNKNOWN and self.mutation is Mutation.TIMEOUT_IS_NOT_SENT:
+            result = Result.NOT_PROCESSED
+        if result is Result.CHARGED:
+            self._record(w, i, o, "record_final", "complete", out)
+        elif result is Result.REJECTED:
+            self._record(w, i, o, "record_final", "fail", out)
+        elif result is Result.NOT_PROCESSED:
+            # Only the owner's own first send or retry may conclude "certainly not charged":
+            # a recovery resend refused may have an earlier request still in flight.
+            stays_unknown = o.mode is Mode.RECOVER
+            if self.mutation is Mutation.REFUSED_RESEND_IS_NOT_SENT:
+                stays_unknown = False
+            if stays_unknown:
+                self._record(w, i, o, "mark_unknown", "lose", out)
+            else:
+                self._record(w, i, o, "defer", "defer", out)
+        else:
+            self._record(w, i, o, "mark_unknown", "lose", out)
+
+    def _crash(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        after = spend(with_owner(w, i, self._finished(i)), crashes=1)
+        if o.phase is Phase.AWAITING:
+            after = orphan(after, self.key(o))
+        out.append((Step(self.names[i], "crash", None, "process dies; its lease stays"), after))
+
+    # Writes
+
+    def _mark_sent(self, w: World, i: int, o: Owner, trigger: str, out: Successors) -> None:
+        then = Owner(Phase.SENDING, o.row, o.fence, o.generation, Op.PROVIDER_REQUEST_SENT, o.mode)
+        out.append(self._write(w, i, o, "mark_sent", trigger, then, release=False))
+
+    def _record(self, w: World, i: int, o: Owner, verb: str, trigger: str, out: Successors) -> None:
+        out.append(self._write(w, i, o, verb, trigger, self._finished(i), release=True))
+
+    def _write(
+        self, w: World, i: int, o: Owner, verb: str, trigger: str, then: Owner, *, release: bool
+    ) -> tuple[Step, World]:
+        """`UPDATE ... WHERE id = ? AND fence = ? AND state = ?`, through the state machine."""
+        dest = DEST[trigger]
+        edge = Edge(trigger, o.believed, dest)
+        row = w.rows[o.row]
+        fence_ok = self.mutation is Mutation.UNFENCED_WRITE or row.fence == o.fence
+        if not (fence_ok and row.state is o.believed):
+            text = f"{o.believed.name}->{dest.name} fenced out: answers the current state"
+            after = with_owner(w, i, self._finished(i))
+            return Step(self.names[i], verb, trigger, text, edge, False), after
+        attempts = row.attempts + (trigger == "lose" and self.roles[i] is Role.WORKER)
+        owner, live = (None, False) if release else (row.lease_owner, row.lease_live)
+        new_row = Row(dest, attempts, row.fence, owner, live, row.generation)
+        after = with_row(with_owner(w, i, then), o.row, new_row)
+        if o.generation != row.generation and not w.stale_write:
+            after = after._replace(stale_write=True)
+        text = f"{o.believed.name}->{dest.name} at fence {o.fence}"
+        return Step(self.names[i], verb, trigger, text, edge, True), after
+
+    # Helpers
+
+    def key(self, o: Owner) -> Key:
+        """The provider key owner `o` sends its charge with."""
+        if self.mutation is Mutation.RESEND_NEW_KEY and o.mode is Mode.RECOVER:
+            return (o.row, o.fence)
+        return (o.row, 0)
+
+    def _finished(self, i: int) -> Owner:
+        return DONE if self.roles[i] is Role.FIRST_CLIENT else IDLE

@@ -1,0 +1,150 @@
+"""Breadth-first search of every reachable world, its invariants, and dead ends.
+
+Worlds are numbered in the order they are found, with the step that first reached each, so
+the path back to an initial world is a shortest trace. Invariants are checked on each world
+as it is found; the first to fail ends the search with its trace. Dead ends are found over
+the whole explored graph: every world must still be able to reach one in which each
+operation is COMPLETED or FAILED (reverse reachability from those worlds).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import dataclass
+
+from tests.model.protocol import Protocol
+from tests.model.steps import Edge, Step
+from tests.model.world import TERMINAL, Op, World, charges_of
+
+ONE_CHARGE = "at most one provider charge for the idempotency key"
+COMPLETED_CHARGED = "COMPLETED implies charged"
+FAILED_NOT_CHARGED = "FAILED implies not charged"
+RETRYABLE_NOT_CHARGED = "FAILED_RETRYABLE implies not charged"
+FENCED = "no write lands with a stale fence"
+INVARIANTS = (ONE_CHARGE, COMPLETED_CHARGED, FAILED_NOT_CHARGED, RETRYABLE_NOT_CHARGED, FENCED)
+
+
+def first_broken(w: World) -> str | None:
+    """The first invariant `w` breaks, if any."""
+    if len(w.ledger) > 1:
+        return ONE_CHARGE
+    for r, row in enumerate(w.rows):
+        state = row.state
+        if state is Op.COMPLETED:
+            if not charges_of(w, r):
+                return COMPLETED_CHARGED
+        elif state is Op.FAILED:
+            if charges_of(w, r):
+                return FAILED_NOT_CHARGED
+        elif state is Op.FAILED_RETRYABLE and charges_of(w, r):
+            return RETRYABLE_NOT_CHARGED
+    return FENCED if w.stale_write else None
+
+
+DEAD_END = "no dead end: COMPLETED or FAILED is still reachable"
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    start: World
+    trace: tuple[tuple[Step, World], ...]  # each step and the world it led to
+
+
+@dataclass(frozen=True)
+class Report:
+    states: int
+    transitions: int
+    seconds: float
+    violation: Violation | None
+    edges: frozenset[tuple[Edge, bool]]  # every state-machine edge asked for, and if it landed
+
+
+def _settled(w: World) -> bool:
+    return bool(w.rows) and all(row.state in TERMINAL for row in w.rows)
+
+
+def explore(protocol: Protocol, starts: tuple[World, ...], *, dead_ends: bool = True) -> Report:
+    """Search every world reachable from `starts`; stop at the first violation."""
+    began = time.perf_counter()
+    index: dict[World, int] = {}
+    worlds: list[World] = []
+    parent = array("q")
+    steps: list[Step | None] = []
+    sources, targets = array("I"), array("I")
+    edges: set[tuple[Edge, bool]] = set()
+
+    def found(w: World, source: int, step: Step | None) -> Violation | None:
+        worlds.append(w)
+        parent.append(source)
+        steps.append(step)
+        broken = first_broken(w)
+        if broken is not None:
+            return Violation(broken, *_trace(worlds, parent, steps, len(worlds) - 1))
+        return None
+
+    def report(violation: Violation | None) -> Report:
+        took = time.perf_counter() - began
+        return Report(len(worlds), len(sources), took, violation, frozenset(edges))
+
+    for start in starts:
+        new = index.setdefault(start, len(worlds)) == len(worlds)
+        if new and (violation := found(start, -1, None)) is not None:
+            return report(violation)
+    successors = protocol.successors
+    n = 0
+    while n < len(worlds):
+        for step, nxt in successors(worlds[n]):
+            if step.edge is not None:
+                edges.add((step.edge, step.landed))
+            count = len(worlds)
+            target = index.setdefault(nxt, count)
+            if target == count and (violation := found(nxt, n, step)) is not None:
+                return report(violation)
+            if dead_ends:
+                sources.append(n)
+                targets.append(target)
+        n += 1
+    if dead_ends:
+        stuck = _first_dead_end(worlds, sources, targets)
+        if stuck is not None:
+            return report(Violation(DEAD_END, *_trace(worlds, parent, steps, stuck)))
+    return report(None)
+
+
+def _first_dead_end(worlds: list[World], sources: array[int], targets: array[int]) -> int | None:
+    """The first-found world from which no settled world can be reached, if any."""
+    count = len(worlds)
+    start = array("I", bytes(4 * (count + 1)))  # predecessors by target, as one flat array
+    for t in targets:
+        start[t + 1] += 1
+    for k in range(count):
+        start[k + 1] += start[k]
+    fill = array("I", start)
+    preds = array("I", bytes(4 * len(targets)))
+    for s, t in zip(sources, targets, strict=True):
+        preds[fill[t]] = s
+        fill[t] += 1
+    good = bytearray(count)
+    stack = [k for k, w in enumerate(worlds) if _settled(w)]
+    for k in stack:
+        good[k] = 1
+    while stack:
+        k = stack.pop()
+        for p in preds[start[k] : start[k + 1]]:
+            if not good[p]:
+                good[p] = 1
+                stack.append(p)
+    return next((k for k in range(count) if not good[k]), None)
+
+
+def _trace(
+    worlds: list[World], parent: array[int], steps: list[Step | None], last: int
+) -> tuple[World, tuple[tuple[Step, World], ...]]:
+    path: list[tuple[Step, World]] = []
+    k = last
+    while (step := steps[k]) is not None:
+        path.append((step, worlds[k]))
+        k = parent[k]
+    return worlds[k], tuple(reversed(path))

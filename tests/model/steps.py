@@ -1,0 +1,132 @@
+"""The pieces every rule is made of: labelled steps, state-machine edges, and small updates.
+
+Also the steps that are nobody's: the clock (a lease runs out) and the network (a request
+nobody waits for any more reaches the provider late, or never).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tests.model.world import (
+    SPENT,
+    Budget,
+    Key,
+    Op,
+    Owner,
+    Phase,
+    Result,
+    Row,
+    World,
+    key_name,
+    with_owner,
+    with_row,
+)
+
+DEST = {
+    "send": Op.PROVIDER_REQUEST_SENT,
+    "retry": Op.PROVIDER_REQUEST_SENT,
+    "resend": Op.PROVIDER_REQUEST_SENT,
+    "complete": Op.COMPLETED,
+    "fail": Op.FAILED,
+    "defer": Op.FAILED_RETRYABLE,
+    "lose": Op.UNKNOWN_REQUIRES_RECOVERY,
+}
+"""Where each state-machine trigger leads; the sources are whatever the rules fire it from."""
+
+# Phases in which an owner holds, or believes it holds, an operation.
+ACTIVE = frozenset({Phase.OWNED, Phase.LOOKED, Phase.SENDING, Phase.AWAITING, Phase.ANSWERED})
+DUE = frozenset({Op.RECEIVED, Op.PROVIDER_REQUEST_SENT, Op.UNKNOWN_REQUIRES_RECOVERY})
+
+
+class Edge(NamedTuple):
+    """A state-machine edge an owner asked for: `trigger` from `source` to `dest`."""
+
+    trigger: str
+    source: Op
+    dest: Op
+
+
+class Step(NamedTuple):
+    """One labelled step of the search's graph."""
+
+    actor: str  # an owner's name, or "clock", "network"
+    verb: str  # the repository verb, provider call or fault it stands for
+    trigger: str | None  # the state-machine trigger it fires, for owner writes
+    text: str
+    edge: Edge | None = None  # for owner writes: the edge asked of the state machine
+    landed: bool = False  # for owner writes: the fenced UPDATE matched the row
+
+
+Successors = list[tuple[Step, World]]
+
+
+def at(w: World, i: int, o: Owner, phase: Phase, result: Result | None = None) -> World:
+    """Owner `i` moves on to `phase` (with what it learnt)."""
+    owner = Owner(
+        phase,
+        o.row,
+        o.fence,
+        o.generation,
+        o.believed,
+        o.mode,
+        o.result if result is None else result,
+    )
+    return with_owner(w, i, owner)
+
+
+def own(w: World, i: int, r: int, owner: Owner) -> World:
+    """`owner` takes operation `r`: its fence, a live lease, a new ownership."""
+    row = w.rows[r]
+    new_row = Row(row.state, row.attempts, owner.fence, i, True, owner.generation)
+    return with_row(with_owner(w, i, owner), r, new_row)
+
+
+def spend(
+    w: World, *, crashes: int = 0, expiries: int = 0, faults: int = 0, timeouts: int = 0
+) -> World:
+    b = w.budget
+    total = b.total - (crashes + expiries + faults + timeouts)
+    if total == 0:
+        return w._replace(budget=SPENT)
+    left = Budget(
+        b.crashes - crashes, b.expiries - expiries, b.faults - faults, b.timeouts - timeouts, total
+    )
+    return w._replace(budget=left)
+
+
+def orphan(w: World, key: Key) -> World:
+    """A request nobody waits for stays on the network, unless the provider already has it."""
+    return w if key in w.ledger else w._replace(orphans=w.orphans | {key})
+
+
+def clock_and_network(w: World, out: Successors) -> None:
+    """Leases running out, and late requests reaching the provider or getting lost."""
+    for r, row in enumerate(w.rows):
+        if not row.lease_live:
+            continue
+        holder = None if row.lease_owner is None else w.owners[row.lease_owner]
+        working = (
+            holder is not None
+            and holder.phase in ACTIVE
+            and holder.row == r
+            and holder.generation == row.generation
+        )
+        if working and not w.budget.expiries:
+            continue
+        after = with_row(w, r, Row(row.state, row.attempts, row.fence, None, False, row.generation))
+        who = "its owner still works (paused or slow)" if working else "its holder is gone"
+        text = f"lease on operation {r} expires; {who}"
+        out.append((Step("clock", "lease expiry", None, text), spend(after, expiries=int(working))))
+    for key in sorted(w.orphans):
+        gone = w.orphans - {key}
+        if w.valid:
+            text = f"late request {key_name(key)} reaches the provider: charges"
+            out.append(
+                (
+                    Step("network", "deliver", None, text),
+                    w._replace(orphans=gone, ledger=w.ledger | {key}),
+                )
+            )
+        text = f"request {key_name(key)} never reaches the provider (or is refused)"
+        out.append((Step("network", "deliver", None, text), w._replace(orphans=gone)))

@@ -1,0 +1,52 @@
+"""The model and the service's state machine agree on every transition.
+
+The model fires its triggers from whatever state its owners believe the row is in, and the
+repository asks the machine for that edge before every fenced write, landed or not. So the
+set of edges the model asks for, over the whole graph at the small bound, must be exactly the
+machine's table: an edge only the machine has is one the protocol never uses; an edge only the
+model has would raise `IllegalTransition` in the service.
+"""
+
+from __future__ import annotations
+
+from app.operations.states import TRANSITIONS
+from tests.model.protocol import Protocol
+from tests.model.search import Report
+
+Triple = tuple[str, str, str]
+
+DECLARED: set[Triple] = {
+    (trigger.value, source.value, dest.value)
+    for trigger, sources, dest in TRANSITIONS
+    for source in sources
+}
+
+# Asked for only by an owner whose fence is already stale: it looked the charge up while
+# still believing RECEIVED, after a newer owner had sent and charged it. The write is fenced
+# out; the edge lets it be refused by the fence (and answer the current state) rather than
+# raise `IllegalTransition` first.
+ONLY_EVER_FENCED_OUT: set[Triple] = {("complete", "RECEIVED", "COMPLETED")}
+
+
+def _edges(report: Report, *, landed_only: bool) -> set[Triple]:
+    return {
+        (edge.trigger, edge.source.name, edge.dest.name)
+        for edge, landed in report.edges
+        if landed or not landed_only
+    }
+
+
+def test_the_model_asks_for_exactly_the_declared_transitions(
+    small_run: tuple[Report, Protocol],
+) -> None:
+    asked = _edges(small_run[0], landed_only=False)
+    assert not asked - DECLARED, "the model takes transitions the state machine lacks"
+    assert not DECLARED - asked, "the state machine allows transitions the model never takes"
+
+
+def test_every_declared_transition_lands_but_complete_from_received(
+    small_run: tuple[Report, Protocol],
+) -> None:
+    landed = _edges(small_run[0], landed_only=True)
+    assert DECLARED - landed == ONLY_EVER_FENCED_OUT
+    assert landed <= DECLARED

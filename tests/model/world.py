@@ -1,0 +1,194 @@
+"""The model's state: one idempotency key, its operation rows, the owners, network and provider.
+
+Every value here is an immutable, hashable tuple, so a whole world can be a key in the search's
+index. Time is abstract: a lease is either live or expired, and it may expire at any moment
+(a paused or slow owner), which the search tries at every step while the budget allows.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+from typing import NamedTuple
+
+
+class Op(IntEnum):
+    """An operation row's state; the names are the service's `State` values."""
+
+    RECEIVED = 0
+    PROVIDER_REQUEST_SENT = 1
+    COMPLETED = 2
+    FAILED = 3
+    FAILED_RETRYABLE = 4
+    UNKNOWN_REQUIRES_RECOVERY = 5
+
+
+TERMINAL = frozenset({Op.COMPLETED, Op.FAILED})
+
+
+class Phase(IntEnum):
+    """What an owner is doing."""
+
+    IDLE = 0  # no request under way (a client may send one, a worker may claim)
+    DONE = 1  # the first request got its answer (or its process died); it sends no more
+    SELECTED = 2  # SELECT-then-INSERT only: saw no row, about to insert one
+    READ = 3  # lost the claim and read the row: about to take it over at the fence it saw
+    OWNED = 4  # holds a fence; next: mark_sent, or a lookup when recovering
+    LOOKED = 5  # the lookup by provider key answered (`result`)
+    SENDING = 6  # PROVIDER_REQUEST_SENT committed; the provider call is not made yet
+    AWAITING = 7  # the charge request is on the network; waiting for the answer
+    ANSWERED = 8  # holds the answer, or gave up waiting (`result`); about to record it
+
+
+class Mode(IntEnum):
+    """Why an owner holds the operation: it decides what it does with it."""
+
+    NONE = 0
+    FIRST = 1  # the request that claimed the key: send it
+    RETRY = 2  # a client retry of FAILED_RETRYABLE: send it again, same key
+    RECOVER = 3  # a takeover of an in-flight or unknown operation: look up first
+
+
+class Result(IntEnum):
+    """What an owner learnt from the provider."""
+
+    NONE = 0
+    FOUND = 1  # lookup: the provider has a charge under the key
+    NOT_FOUND = 2  # lookup: 404
+    UNAVAILABLE = 3  # lookup: the provider cannot say (fault)
+    CHARGED = 4  # charge: approved (or declined: both are a charge in its ledger)
+    REJECTED = 5  # charge: 400, rejected as invalid, nothing recorded
+    NOT_PROCESSED = 6  # charge: 503 documented as not processed, nothing recorded (fault)
+    UNKNOWN = 7  # charge: timed out, or the answer was lost
+
+
+class Role(IntEnum):
+    """Who an owner is."""
+
+    FIRST_CLIENT = 0  # the first request; once answered it is done
+    CLIENT = 1  # a client retrying the same request, as often as it likes
+    WORKER = 2  # a reconcile worker
+
+
+class Mutation(Enum):
+    """A deliberately broken rule; the search must find what it breaks."""
+
+    UNFENCED_WRITE = "unfenced-write"
+    NOT_FOUND_IS_FAILED = "not-found-is-failed"
+    TIMEOUT_IS_NOT_SENT = "timeout-is-not-sent"
+    RESEND_NEW_KEY = "resend-new-key"
+    REFUSED_RESEND_IS_NOT_SENT = "refused-resend-is-not-sent"
+    LEASE_WITHOUT_FENCE = "lease-without-fence"
+    SELECT_THEN_INSERT = "select-then-insert"
+    RETRYABLE_NEVER_RETRIED = "retryable-never-retried"  # a liveness bug, for the dead-end check
+
+
+class Budget(NamedTuple):
+    """Faults left. At zero the system behaves perfectly, so it can always make progress."""
+
+    crashes: int  # an owner's process dies and forgets what it was doing
+    expiries: int  # a lease runs out while its owner still works (paused or slow)
+    faults: int  # the provider answers "not processed", or a lookup is unavailable
+    timeouts: int  # an owner stops waiting, or an answer is lost on the way back
+    total: int  # faults of any kind
+
+
+class Bounds(NamedTuple):
+    """How big a world the search explores."""
+
+    clients: int  # client owners; the first one is the first request
+    workers: int
+    budget: Budget
+
+
+SPENT = Budget(0, 0, 0, 0, 0)
+SMALL = Bounds(2, 1, Budget(crashes=1, expiries=1, faults=1, timeouts=1, total=2))
+LARGE = Bounds(2, 2, Budget(crashes=2, expiries=2, faults=2, timeouts=2, total=3))
+
+Key = tuple[int, int]
+"""A provider idempotency key: (operation row, generation). The service derives one key per
+payment, generation 0; only the resend-new-key mutation makes others."""
+
+
+class Row(NamedTuple):
+    """One operation row, as the database holds it."""
+
+    state: Op
+    attempts: int
+    fence: int
+    lease_owner: int | None  # owner index
+    lease_live: bool
+    generation: int  # ownerships taken so far: the truth a fence stands for (not in the table)
+
+
+class Owner(NamedTuple):
+    """One owner's local state: what it believes and what it is doing."""
+
+    phase: Phase
+    row: int = 0
+    fence: int = 0  # the fencing token it holds (or, in READ, the fence it saw)
+    generation: int = 0  # which ownership it holds; stale once the row's moved on
+    believed: Op = Op.RECEIVED  # the state it last saw or wrote
+    mode: Mode = Mode.NONE
+    result: Result = Result.NONE
+
+
+IDLE = Owner(Phase.IDLE)
+DONE = Owner(Phase.DONE)
+
+
+class World(NamedTuple):
+    """Everything at one instant."""
+
+    valid: bool  # the provider approves this payment (True) or rejects it as invalid
+    rows: tuple[Row, ...]  # the operations under the one idempotency key; () before the claim
+    owners: tuple[Owner, ...]
+    orphans: frozenset[Key]  # charge requests on the network that nobody waits for any more
+    ledger: frozenset[Key]  # the provider's charges, by key; it never charges a key twice
+    budget: Budget
+    stale_write: bool  # a write landed for an owner whose ownership was already taken over
+
+
+def roles(bounds: Bounds) -> tuple[Role, ...]:
+    clients = (Role.FIRST_CLIENT,) + (Role.CLIENT,) * (bounds.clients - 1)
+    return clients + (Role.WORKER,) * bounds.workers
+
+
+def owner_names(bounds: Bounds) -> tuple[str, ...]:
+    names = {Role.FIRST_CLIENT: "first request", Role.CLIENT: "client retry"}
+    counts: dict[Role, int] = {}
+    out: list[str] = []
+    for role in roles(bounds):
+        counts[role] = counts.get(role, 0) + 1
+        name = names.get(role, "worker")
+        same = sum(1 for r in roles(bounds) if r is role)
+        out.append(f"{name} {counts[role]}" if same > 1 else name)
+    return tuple(out)
+
+
+def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
+    """Before the first request: no row; the payment is valid or invalid (both explored)."""
+    owners = (IDLE,) * (bounds.clients + bounds.workers)
+    return tuple(
+        World(valid, (), owners, frozenset(), frozenset(), bounds.budget, False)
+        for valid in (True, False)
+    )
+
+
+def charges_of(world: World, row: int) -> int:
+    """The provider charges made for operation `row`."""
+    return sum(1 for key in world.ledger if key[0] == row)
+
+
+def with_owner(w: World, i: int, owner: Owner) -> World:
+    owners = (*w.owners[:i], owner, *w.owners[i + 1 :])
+    return World(w.valid, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write)
+
+
+def with_row(w: World, r: int, row: Row) -> World:
+    """Row `r` replaced, or added when `r` is one past the last."""
+    rows = (*w.rows[:r], row, *w.rows[r + 1 :])
+    return World(w.valid, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write)
+
+
+def key_name(key: Key) -> str:
+    return f"payment-{key[0]}" + (f"/{key[1]}" if key[1] else "")
