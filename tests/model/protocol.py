@@ -103,10 +103,8 @@ class Protocol:
             step = Step(name, "claim", None, "SELECT finds no operation for the key")
             out.append((step, with_owner(w, i, Owner(Phase.SELECTED))))
         elif not w.rows:
-            text = "INSERT ... ON CONFLICT DO NOTHING wins: RECEIVED, fence 1"
-            owner = Owner(Phase.OWNED, 0, 1, 1, Op.RECEIVED, Mode.FIRST)
-            after = with_row(with_owner(w, i, owner), 0, Row(Op.RECEIVED, 0, 1, i, True, 1))
-            out.append((Step(name, "claim", None, text), after))
+            text = "INSERT ... ON CONFLICT DO NOTHING wins: RECEIVED then PROVIDER_REQUEST_SENT"
+            out.append((self._claim_step(name, text), self._claimed(w, i, 0)))
         else:
             self._read(w, i, out)
 
@@ -132,9 +130,19 @@ class Protocol:
     def _insert_after_select(self, w: World, i: int, out: Successors) -> None:
         r = len(w.rows)
         text = f"INSERTs operation {r}: no unique key decides the race"
-        owner = Owner(Phase.OWNED, r, 1, 1, Op.RECEIVED, Mode.FIRST)
-        after = with_row(with_owner(w, i, owner), r, Row(Op.RECEIVED, 0, 1, i, True, 1))
-        out.append((Step(self.names[i], "claim", None, text), after))
+        out.append((self._claim_step(self.names[i], text), self._claimed(w, i, r)))
+
+    def _claim_step(self, name: str, text: str) -> Step:
+        # The claim fires `send` from RECEIVED in the same statement that inserts the row
+        # (and audits both): the state machine is asked for that edge, and it lands.
+        edge = Edge("send", Op.RECEIVED, Op.PROVIDER_REQUEST_SENT)
+        return Step(name, "claim", "send", text, edge, True)
+
+    def _claimed(self, w: World, i: int, r: int) -> World:
+        """Row `r` inserted claimed and sent, fence 1; its owner about to call the provider."""
+        owner = Owner(Phase.SENDING, r, 1, 1, Op.PROVIDER_REQUEST_SENT, Mode.FIRST)
+        row = Row(Op.PROVIDER_REQUEST_SENT, 0, 1, i, True, 1)
+        return with_row(with_owner(w, i, owner), r, row)
 
     def _take_over(self, w: World, i: int, o: Owner, out: Successors) -> None:
         row = w.rows[o.row]
@@ -250,8 +258,10 @@ class Protocol:
             text = f"{o.believed.name}->{dest.name} fenced out: answers the current state"
             after = with_owner(w, i, self._finished(i))
             return Step(self.names[i], verb, trigger, text, edge, False), after
-        attempts = row.attempts + (trigger == "lose" and self.roles[i] is Role.WORKER)
-        owner, live = (None, False) if release else (row.lease_owner, row.lease_live)
+        # A recovery check that settles nothing counts, whoever makes it (worker or client).
+        attempts = row.attempts + (trigger == "lose" and o.mode is Mode.RECOVER)
+        # Recording an outcome releases the lease; mark_sent renews it.
+        owner, live = (None, False) if release else (row.lease_owner, True)
         new_row = Row(dest, attempts, row.fence, owner, live, row.generation)
         after = with_row(with_owner(w, i, then), o.row, new_row)
         if o.generation != row.generation and not w.stale_write:

@@ -69,4 +69,4 @@ def test_the_command_prints_a_mutation_trace(capsys: pytest.CaptureFixture[str])
     assert main(["--mutation", Mutation.LEASE_WITHOUT_FENCE.value]) == 0
     out = capsys.readouterr().out
     assert f"violated: {FENCED}" in out
-    assert "claim_due: takes the due RECEIVED operation, fence 1->1" in out
+    assert "claim_due: takes the due PROVIDER_REQUEST_SENT operation, fence 1->1" in out

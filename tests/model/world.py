@@ -166,11 +166,19 @@ def owner_names(bounds: Bounds) -> tuple[str, ...]:
 
 
 def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
-    """Before the first request: no row; the payment is valid or invalid (both explored)."""
+    """Where the search starts; the payment is valid or invalid (both explored).
+
+    A fresh key: no row yet. And a row an earlier release left behind: that release
+    committed RECEIVED and PROVIDER_REQUEST_SENT in separate transactions, so an owner that
+    died in between left a RECEIVED row; its lease has run out, and recovery must finish it.
+    """
     owners = (IDLE,) * (bounds.clients + bounds.workers)
+    left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
+    done_first = (DONE,) + owners[1:]
     return tuple(
-        World(valid, (), owners, frozenset(), frozenset(), bounds.budget, False)
+        World(valid, rows, first, frozenset(), frozenset(), bounds.budget, False)
         for valid in (True, False)
+        for rows, first in (((), owners), (left_received, done_first))
     )
 
 
