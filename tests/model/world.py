@@ -174,7 +174,7 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
     """
     owners = (IDLE,) * (bounds.clients + bounds.workers)
     left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
-    done_first = (DONE,) + owners[1:]
+    done_first = (DONE, *owners[1:])
     return tuple(
         World(valid, rows, first, frozenset(), frozenset(), bounds.budget, False)
         for valid in (True, False)
