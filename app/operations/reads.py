@@ -1,11 +1,11 @@
-"""Reads of operations and their audit trail (all writes are in `repository.py`)."""
+"""Reads of operations and their audit trail (writes are in `repository.py`, `leases.py`)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
-
-from psycopg.rows import class_row
 
 from app.db.database import Connection
 from app.operations.refs import (
@@ -20,27 +20,34 @@ from app.operations.states import State
 # The flags are computed on the database clock. A key expires only once its operation is
 # terminal (in-flight work never expires), and its TTL counts from when the outcome became
 # known.
-_SNAPSHOT = f"""
-    SELECT {OPERATION_COLUMNS},
-        lease_expires_at IS NOT NULL AND lease_expires_at > now() AS lease_live,
-        state IN ('COMPLETED', 'FAILED') AND (
-            response_expired_at IS NOT NULL
-            OR completed_at < now() - make_interval(secs => %(key_ttl_s)s)
-        ) AS key_expired
-    FROM operations
+SNAPSHOT_COLUMNS = f"""
+    {OPERATION_COLUMNS},
+    lease_expires_at IS NOT NULL AND lease_expires_at > now() AS lease_live,
+    state IN ('COMPLETED', 'FAILED') AND (
+        response_expired_at IS NOT NULL
+        OR completed_at < now() - make_interval(secs => %(key_ttl_s)s)
+    ) AS key_expired
+"""
+# The history rides along as one JSON array, so a read with its history is one round trip.
+_HISTORY_COLUMN = """,
+    (SELECT coalesce(json_agg(json_build_object(
+                'from_state', t.from_state, 'to_state', t.to_state, 'trigger', t.trigger,
+                'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
+                'created_at', t.created_at) ORDER BY t.id), '[]'::json)
+     FROM operation_transitions t WHERE t.operation_id = operations.id)
 """
 _BY_KEY = (
-    _SNAPSHOT
-    + " WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s"
-    + " AND idempotency_key = %(idempotency_key)s"
+    " WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s"
+    " AND idempotency_key = %(idempotency_key)s"
 )
-_BY_ID = _SNAPSHOT + " WHERE id = %(id)s"
+_BY_ID = " WHERE id = %(id)s"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
-_HISTORY = """
-    SELECT from_state, to_state, trigger, actor, reason, fence, created_at
-    FROM operation_transitions WHERE operation_id = %(id)s ORDER BY id
-"""
 _OWNED = "SELECT state, attempts FROM operations WHERE id = %(id)s AND fence = %(fence)s"
+
+
+def _select(where: str, *, with_history: bool) -> str:
+    history = _HISTORY_COLUMN if with_history else ""
+    return f"SELECT {SNAPSHOT_COLUMNS} {history} FROM operations {where}"
 
 
 async def find_by_key(
@@ -50,15 +57,17 @@ async def find_by_key(
     operation_name: str,
     idempotency_key: str,
     key_ttl_s: int,
+    with_history: bool = False,
 ) -> Snapshot | None:
-    """The tenant's operation with this key, if any."""
+    """The tenant's operation with this key, if any (with its history, when asked)."""
     params = {
         "tenant_id": tenant_id,
         "operation_name": operation_name,
         "idempotency_key": idempotency_key,
         "key_ttl_s": key_ttl_s,
     }
-    return await _snapshot(conn, _BY_KEY, params)
+    sql = _select(_BY_KEY, with_history=with_history)
+    return await _snapshot(conn, sql, params, with_history=with_history)
 
 
 async def get_snapshot(
@@ -67,17 +76,13 @@ async def get_snapshot(
     *,
     key_ttl_s: int,
     tenant_id: uuid.UUID | None = None,
+    with_history: bool = False,
 ) -> Snapshot | None:
-    """The operation by id; scoped to `tenant_id` when given."""
+    """The operation by id; scoped to `tenant_id` when given (with its history, when asked)."""
     params = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
-    return await _snapshot(conn, _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT, params)
-
-
-async def history(conn: Connection, operation_id: uuid.UUID) -> list[TransitionRow]:
-    """The operation's audited transitions, oldest first."""
-    async with conn.cursor(row_factory=class_row(TransitionRow)) as cur:
-        await cur.execute(_HISTORY, {"id": operation_id})
-        return await cur.fetchall()
+    where = _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT
+    sql = _select(where, with_history=with_history)
+    return await _snapshot(conn, sql, params, with_history=with_history)
 
 
 async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
@@ -88,9 +93,36 @@ async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=int(row[1]))
 
 
-async def _snapshot(conn: Connection, sql: str, params: dict[str, Any]) -> Snapshot | None:
+def snapshot_of(row: Sequence[Any]) -> Snapshot:
+    """A `Snapshot` from a row of `SNAPSHOT_COLUMNS`."""
+    *columns, lease_live, key_expired = row
+    return Snapshot(OperationRow(*columns), bool(lease_live), bool(key_expired))
+
+
+async def _snapshot(
+    conn: Connection, sql: str, params: dict[str, Any], *, with_history: bool
+) -> Snapshot | None:
     row = await (await conn.execute(sql, params)).fetchone()
     if row is None:
         return None
-    *columns, lease_live, key_expired = row
-    return Snapshot(OperationRow(*columns), bool(lease_live), bool(key_expired))
+    if not with_history:
+        return snapshot_of(row)
+    *columns, lease_live, key_expired, history = row
+    return Snapshot(
+        OperationRow(*columns),
+        bool(lease_live),
+        bool(key_expired),
+        tuple(_transition(t) for t in history),
+    )
+
+
+def _transition(item: dict[str, Any]) -> TransitionRow:
+    return TransitionRow(
+        from_state=item["from_state"],
+        to_state=item["to_state"],
+        trigger=item["trigger"],
+        actor=item["actor"],
+        reason=item["reason"],
+        fence=int(item["fence"]),
+        created_at=datetime.fromisoformat(item["created_at"]),
+    )

@@ -78,6 +78,8 @@ class Snapshot:
     operation: OperationRow
     lease_live: bool
     key_expired: bool
+    # The audited transitions, oldest first, when the read asked for them.
+    history: tuple[TransitionRow, ...] = ()
 
     @property
     def state(self) -> State:
@@ -91,6 +93,14 @@ class StoredResponse:
     status: int
     headers: dict[str, str]
     body: bytes
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The claim won: the owner's reference, and the database time of the claim."""
+
+    ref: OwnedRef
+    at: datetime
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,21 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import datetime
 from functools import cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.reads import SNAPSHOT_COLUMNS, snapshot_of
+from app.operations.refs import (
+    Claimed,
+    OwnedRef,
+    Schedule,
+    Snapshot,
+    StoredResponse,
+    SubjectWrite,
+)
 from app.operations.states import MACHINE, State, Trigger
 
 CLAIM_TRIGGER = "claim"
@@ -68,7 +75,13 @@ _CLAIM = """
              AS edge (step, from_state, to_state, trigger, reason)
         ORDER BY edge.step
     ){subject}
-    SELECT id, now() FROM changed
+    SELECT EXISTS (SELECT FROM changed), now(), existing.*
+    FROM (SELECT) AS one
+    LEFT JOIN (
+        SELECT {snapshot} FROM operations
+        WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
+          AND idempotency_key = %(idempotency_key)s
+    ) AS existing ON NOT EXISTS (SELECT FROM changed)
 """
 
 # Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
@@ -102,7 +115,8 @@ def _transition_sql(verb: str, subject_sql: str | None) -> str:
 
 @cache
 def _claim_sql(subject_sql: str | None) -> str:
-    return _CLAIM.format(subject="" if subject_sql is None else f", subject AS ({subject_sql})")
+    subject = "" if subject_sql is None else f", subject AS ({subject_sql})"
+    return _CLAIM.format(subject=subject, snapshot=SNAPSHOT_COLUMNS)
 
 
 async def claim(
@@ -116,13 +130,17 @@ async def claim(
     payment_id: uuid.UUID,
     owner: str,
     lease_s: float,
+    key_ttl_s: int,
     subject: SubjectWrite | None = None,
-) -> tuple[OwnedRef, datetime] | None:
-    """Insert the operation, claimed and sent, with the owner's lease; None if the key exists.
+) -> Claimed | Snapshot | None:
+    """Insert the operation, claimed and sent, with the owner's lease; or read the winner's.
 
     With `subject`, the business object is written in the same statement (its row is
-    created only if the claim wins). Returns the owner's reference and the database time
-    of the claim (the rows' `created_at`).
+    created only if the claim wins). Returns `Claimed` (the owner's reference and the
+    database time of the claim, the rows' `created_at`); when the key is taken, the row
+    holding it as this statement saw it, in the same round trip; None when that row is not
+    visible to the statement yet (its claim committed while this one waited on it: read it
+    again).
 
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
     transaction and then inserts nothing. Only the winner goes on to create the payment and
@@ -143,13 +161,16 @@ async def claim(
         "sent": sent.value,
         "claim": CLAIM_TRIGGER,
         "send": Trigger.SEND.value,
+        "key_ttl_s": key_ttl_s,
         **(subject.params if subject else {}),
     }
     sql = _claim_sql(None if subject is None else subject.sql)
     row = await (await conn.execute(sql, params)).fetchone()
-    if row is None:
-        return None
-    return OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), row[1]
+    assert row is not None, "the claim's SELECT always returns its one row"
+    won, at, *existing = row
+    if won:
+        return Claimed(OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), at)
+    return None if existing[0] is None else snapshot_of(existing)
 
 
 async def mark_sent(

@@ -32,11 +32,15 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
         raise NotFound("no such operation") from None
     async with services.db.connection() as conn:
         snapshot = await reads.get_snapshot(
-            conn, parsed, key_ttl_s=services.settings.key_ttl_s, tenant_id=tenant.id
+            conn,
+            parsed,
+            key_ttl_s=services.settings.key_ttl_s,
+            tenant_id=tenant.id,
+            with_history=True,
         )
-        if snapshot is None:
-            raise NotFound("no such operation")
-        return await operation_json(conn, snapshot.operation)
+    if snapshot is None:
+        raise NotFound("no such operation")
+    return operation_json(snapshot)
 
 
 @router.get(
@@ -66,7 +70,8 @@ async def find_operation(
             operation_name=OperationName.CREATE_PAYMENT,
             idempotency_key=idempotency_key,
             key_ttl_s=services.settings.key_ttl_s,
+            with_history=True,
         )
-        if snapshot is None:
-            raise NotFound("no operation with this idempotency key")
-        return await operation_json(conn, snapshot.operation)
+    if snapshot is None:
+        raise NotFound("no operation with this idempotency key")
+    return operation_json(snapshot)

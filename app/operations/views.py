@@ -6,15 +6,16 @@ import json
 from typing import Any
 
 from app.clock import iso
-from app.db.database import Connection
-from app.operations import reads
-from app.operations.refs import OperationRow
+from app.operations.refs import Snapshot
 from app.operations.states import TERMINAL
 
 
-async def operation_json(conn: Connection, operation: OperationRow) -> dict[str, Any]:
-    """The operation with its result (once terminal) and its audited history."""
-    transitions = await reads.history(conn, operation.id)
+def operation_json(snapshot: Snapshot) -> dict[str, Any]:
+    """The operation with its result (once terminal) and its audited history.
+
+    The snapshot must have been read `with_history`.
+    """
+    operation = snapshot.operation
     result: dict[str, Any] | None = None
     if operation.response_status is not None and operation.state in TERMINAL:
         body = None if operation.response_body is None else json.loads(operation.response_body)
@@ -40,6 +41,6 @@ async def operation_json(conn: Connection, operation: OperationRow) -> dict[str,
                 "reason": t.reason,
                 "at": iso(t.created_at),
             }
-            for t in transitions
+            for t in snapshot.history
         ],
     }

@@ -29,7 +29,7 @@ from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.models import OperationName
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
-from app.operations.refs import OwnedRef, Snapshot, stored_response
+from app.operations.refs import Claimed, OwnedRef, Snapshot, stored_response
 from app.operations.states import TERMINAL, State, Trigger
 from app.operations.views import operation_json
 from app.payments import repository as payments
@@ -105,7 +105,8 @@ class PaymentService:
         provider_key = derive_provider_key(payment_id)
         # The claim: one statement inserts the operation (first writer wins on the unique
         # scoped key) with our lease, claimed and marked sent, its audit rows, and its
-        # payment with the derived provider key.
+        # payment with the derived provider key; or, when the key is taken, reads the row
+        # that holds it, in the same round trip.
         async with self._db.connection() as conn:
             claimed = await operations.claim(
                 conn,
@@ -117,6 +118,7 @@ class PaymentService:
                 payment_id=payment_id,
                 owner=owner,
                 lease_s=self._lease_s,
+                key_ttl_s=self._key_ttl_s,
                 subject=payments.created_with_claim(
                     payment_id=payment_id,
                     tenant_id=tenant_id,
@@ -124,8 +126,8 @@ class PaymentService:
                     command=command,
                 ),
             )
-        if claimed is not None:
-            ref, claimed_at = claimed
+        if isinstance(claimed, Claimed):
+            ref, claimed_at = claimed.ref, claimed.at
             bind(operation_id=str(operation_id))
             payment = payments.as_claimed(
                 payment_id=payment_id,
@@ -137,16 +139,30 @@ class PaymentService:
             )
             sent = await self._driver.call(ref, payment, actor=owner)
             return await self._settle_own_attempt(sent, payment_id, owner)
-        return await self._answer_existing(tenant_id, idempotency_key, digest, owner, wait_s)
+        return await self._answer_existing(
+            tenant_id, idempotency_key, digest, owner, wait_s, seen=claimed
+        )
 
     async def _answer_existing(
-        self, tenant_id: uuid.UUID, idempotency_key: str, digest: str, owner: str, wait_s: float
+        self,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        digest: str,
+        owner: str,
+        wait_s: float,
+        *,
+        seen: Snapshot | None,
     ) -> Answer | None:
-        """Answer from the operation holding the key; None if there is none any more."""
+        """Answer from the operation holding the key; None if there is none any more.
+
+        `seen` is the row as the lost claim read it, if it could; every later look reads
+        it again.
+        """
         deadline = time.monotonic() + wait_s
         contended_fence: int | None = None
         while True:
-            snapshot = await self._find(tenant_id, idempotency_key)
+            snapshot = seen or await self._find(tenant_id, idempotency_key)
+            seen = None
             if snapshot is None:
                 # The key's tombstone was released after our claim lost: the key is free.
                 return None
@@ -238,19 +254,18 @@ class PaymentService:
         """Final and not-sent outcomes as they are; for the rest, the operation as it stands."""
         if not isinstance(outcome, Unknown | FencedOut):
             return outcome
-        async with self._db.transaction() as conn:
+        async with self._db.connection() as conn:
             snapshot = await reads.get_snapshot(
-                conn, outcome.operation_id, key_ttl_s=self._key_ttl_s
+                conn, outcome.operation_id, key_ttl_s=self._key_ttl_s, with_history=True
             )
-            assert snapshot is not None, "operations are never deleted"
-            op = snapshot.operation
-            if snapshot.state in TERMINAL:
-                # Fenced out by an owner that finished: its answer is the answer.
-                if snapshot.key_expired:
-                    raise _expired(op.id)
-                return Replay(stored_response(op))
-            view = await operation_json(conn, op)
-        return Pending(view, retry_after_s(op.next_check_at, utcnow()))
+        assert snapshot is not None, "operations are never deleted"
+        op = snapshot.operation
+        if snapshot.state in TERMINAL:
+            # Fenced out by an owner that finished: its answer is the answer.
+            if snapshot.key_expired:
+                raise _expired(op.id)
+            return Replay(stored_response(op))
+        return Pending(operation_json(snapshot), retry_after_s(op.next_check_at, utcnow()))
 
 
 def _expired(operation_id: uuid.UUID) -> IdempotencyKeyExpired:

@@ -203,6 +203,7 @@ def stale_claim(
                     payment_id=uuid.uuid4(),
                     owner="api:crashed",
                     lease_s=0,
+                    key_ttl_s=86400,
                 )
 
         async_db.run(insert())

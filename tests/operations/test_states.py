@@ -136,6 +136,7 @@ async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
             payment_id=uuid.uuid4(),
             owner="api:first",
             lease_s=30,
+            key_ttl_s=86400,
         )
     return operation_id
 
