@@ -19,7 +19,13 @@ from fake_provider.accounts import Decline, Reject, decide
 from fake_provider.connection import drop_connection
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request, unavailable
-from fake_provider.faults import CHARGE_FAULTS, CRASH_EXIT_STATUS, LOOKUP_FAULTS, FaultRule
+from fake_provider.faults import (
+    CHARGE_FAULTS,
+    CRASH_EXIT_STATUS,
+    LOOKUP_FAULTS,
+    FaultBook,
+    FaultRule,
+)
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Charge, ChargeList, ChargeRequest
 
@@ -83,6 +89,13 @@ async def create_charge(
     faults: FaultsDep,
 ) -> Response:
     """Create a charge once per idempotency key; replay it for the same request."""
+    return await charge(request, idempotency_key, body, ledger, faults)
+
+
+async def charge(
+    request: Request, idempotency_key: str, body: ChargeRequest, ledger: Ledger, faults: FaultBook
+) -> Response:
+    """`POST /charges` once the key and body are valid; `fast_path` serves it through here too."""
     rule = faults.take(CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key)
     fault = None if rule is None else rule.fault
 
