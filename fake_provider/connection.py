@@ -1,7 +1,8 @@
 """Closing a connection without sending any response, which ASGI itself cannot express.
 
-`DroppableH11Protocol` is uvicorn's h11 protocol with one addition: each request's scope
-carries a `drop` coroutine that closes this connection's transport. An endpoint awaits
+`DroppableHttpToolsProtocol` is uvicorn's httptools protocol (the C HTTP parser) with one
+addition: each request's scope carries a `drop` coroutine that closes this connection's
+transport. An endpoint awaits
 `drop_connection(request)` and the client sees the connection end before a single byte of a
 status line.
 """
@@ -15,18 +16,18 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 DROP_EXTENSION = "fake_provider.drop"
 
 
 class ConnectionDropUnsupportedError(RuntimeError):
-    """The app is not served by `DroppableH11Protocol`, so it cannot drop connections."""
+    """The app is not served by `DroppableHttpToolsProtocol`, so it cannot drop connections."""
 
 
-class DroppableH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, extended so the app can close a connection without answering."""
+class DroppableHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, extended so the app can close a connection unanswered."""
 
     def __init__(
         self,

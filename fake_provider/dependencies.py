@@ -1,4 +1,8 @@
-"""Typed FastAPI dependencies for the state `create_app` builds."""
+"""Typed FastAPI dependencies for the state `create_app` builds.
+
+They are `async def` although they never await: FastAPI runs a plain `def` dependency on a
+worker thread, a thread handoff per dependency per request for an attribute read.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
 
 
-def _ledger(request: Request) -> Ledger:
+async def _ledger(request: Request) -> Ledger:
     ledger: Ledger = request.app.state.ledger
     return ledger
 
 
-def _faults(request: Request) -> FaultBook:
+async def _faults(request: Request) -> FaultBook:
     faults: FaultBook = request.app.state.faults
     return faults
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import uvicorn
 
 from fake_provider.app import create_app
-from fake_provider.connection import DroppableH11Protocol
+from fake_provider.connection import DroppableHttpToolsProtocol
+from fake_provider.fast_path import with_fast_charges
 
 
 def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
@@ -16,13 +17,14 @@ def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
     The ledger file and its parent folders are created at startup if missing.
     """
     config = uvicorn.Config(
-        create_app(db_path, admin=admin),
+        with_fast_charges(create_app(db_path, admin=admin)),
         host=host,
         port=port,
-        # One loop and the h11 protocol: deterministic, and the protocol is the one
-        # DroppableH11Protocol extends to close connections without answering.
-        loop="asyncio",
-        http=DroppableH11Protocol,
+        # uvloop and httptools: C implementations of the event loop and the HTTP parser,
+        # which uvicorn otherwise runs in Python; DroppableHttpToolsProtocol extends the
+        # httptools protocol to close connections without answering.
+        loop="uvloop",
+        http=DroppableHttpToolsProtocol,
         log_level="warning",
         access_log=False,
         # In-flight timeout faults sleep up to their delay; do not let them hold up a stop.

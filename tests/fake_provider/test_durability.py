@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import httpx
@@ -70,3 +71,32 @@ def test_crash_after_commit_exits_at_once_and_keeps_the_charge(tmp_path: Path) -
     assert replay.status_code == 201
     assert replay.headers["Idempotent-Replayed"] == "true"
     assert replay.json() == charge
+
+
+def test_answered_charges_survive_a_sigkill(tmp_path: Path) -> None:
+    db_path = tmp_path / "ledger.sqlite3"
+    requests = [(new_key(), charge_body(reference=f"order-{n}")) for n in range(5)] + [
+        (new_key(), charge_body(account_id="acc_decline_insufficient_funds"))
+    ]
+    killed = start_provider(db_path, tmp_path / "logs")
+    try:
+        with killed.client() as client:
+            answers = [post_charge(client, key, body) for key, body in requests]
+        # No stop, no close: the process gets no chance to checkpoint or flush anything.
+        killed.process.kill()
+        assert killed.process.wait_exit(timeout=30) == -signal.SIGKILL
+    finally:
+        killed.process.kill()
+    # The answered commits were in the WAL only (a clean close would have checkpointed it into
+    # the main file and removed it): the kill, not a checkpoint, is what they survived.
+    assert db_path.with_name(db_path.name + "-wal").stat().st_size > 0
+
+    restarted = start_provider(db_path, tmp_path / "logs")
+    try:
+        with restarted.client() as client:
+            stored = ledger(client)
+    finally:
+        restarted.process.stop()
+
+    assert [answer.status_code for answer in answers] == [201] * len(requests)
+    assert stored == [answer.json() for answer in answers]
