@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from app.dependencies import CurrentTenant, ServicesDep
-from app.errors import NotFound
+from app.errors import NotFound, dump_json
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
 from app.operations import reads
 from app.operations.models import OperationName
@@ -40,7 +40,7 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
         )
     if snapshot is None:
         raise NotFound("no such operation")
-    return operation_json(snapshot)
+    return _json(operation_json(snapshot))
 
 
 @router.get(
@@ -74,4 +74,10 @@ async def find_operation(
         )
     if snapshot is None:
         raise NotFound("no operation with this idempotency key")
-    return operation_json(snapshot)
+    return _json(operation_json(snapshot))
+
+
+def _json(body: dict[str, Any]) -> Response:
+    # Encoded here, once: the body is built to the shape of `OperationOut` (which documents
+    # it), so FastAPI's validation of the return value against the model is skipped.
+    return Response(dump_json(body), media_type="application/json")
