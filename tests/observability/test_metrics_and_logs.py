@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -11,7 +12,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.observability.logging import key_hash
-from tests.conftest import TenantHandle
+from tests.conftest import TenantHandle, api_client
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import Process, free_port, wait_until
@@ -76,22 +77,46 @@ def test_replays_conflicts_and_expired_keys_are_counted(
 
 
 def test_in_progress_conflicts_and_backlog_gauges(
-    api: Process, client: httpx.Client, faults: FaultInjector
+    api: Process, client: httpx.Client, tenant: TenantHandle, faults: FaultInjector
 ) -> None:
     assert api.url is not None
-    body = payment_body()
-    faults.add("error_after_commit", account_id=body["account_id"])
-    faults.add("lookup_unavailable", account_id=body["account_id"], times=5)
-    accepted = post_payment(client, body, key=new_key())
-    assert accepted.status_code == 202
-    scraped = _scrape(api.url)
-    assert _metric(scraped, "payments_operations_unknown") >= 1
-    assert "payments_operations_needs_attention" in scraped
-    assert "payments_oldest_in_flight_operation_age_seconds" in scraped
-    assert (
-        _metric(scraped, "payments_provider_calls_total", operation="charge", outcome="unknown")
-        >= 1
-    )
+    before = _scrape(api.url)
+
+    # A request held at the provider (latency below the provider timeout) while the same
+    # request arrives again: the second is a 409 in progress, and counted as one.
+    slow, key = payment_body(), new_key()
+    faults.add("latency", account_id=slow["account_id"], delay_s=1.5)
+    with api_client(api, tenant) as other, ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(post_payment, other, slow, key=key)
+        wait_until(
+            lambda: client.get("/operations", params={"idempotency_key": key}).status_code == 200,
+            message="the first request's claim",
+        )
+        duplicate = post_payment(client, slow, key=key)
+        assert duplicate.status_code == 409, duplicate.text
+        assert first.result(timeout=30).status_code == 201
+
+    # An unknown outcome, then a retry whose inline lookup the provider cannot answer.
+    lost = payment_body()
+    faults.add("error_after_commit", account_id=lost["account_id"])
+    faults.add("lookup_unavailable", account_id=lost["account_id"])
+    lost_key = new_key()
+    assert post_payment(client, lost, key=lost_key).status_code == 202
+    assert post_payment(client, lost, key=lost_key).status_code == 202
+    assert faults.remaining() == [], "both rules used up"
+
+    after = _scrape(api.url)
+
+    def grew(name: str, **labels: str) -> float:
+        return _metric(after, name, **labels) - _metric(before, name, **labels)
+
+    assert grew("payments_idempotency_conflicts_total", reason="in_progress") == 1
+    assert grew("payments_provider_calls_total", operation="lookup", outcome="failed") == 1
+    assert grew("payments_provider_calls_total", operation="charge", outcome="unknown") == 1
+    assert grew("payments_reconciliations_total", outcome="unknown", source="inline") == 1
+    assert _metric(after, "payments_operations_unknown") >= 1
+    assert "payments_operations_needs_attention" in after
+    assert "payments_oldest_in_flight_operation_age_seconds" in after
 
 
 def test_worker_serves_its_own_metrics(
