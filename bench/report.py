@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.plots import draw_rows, title_of
 from bench.stats import Measurement
 
 BASELINE_HTTP = "baseline: lean insert endpoint"
@@ -144,7 +145,8 @@ def write_results(
     rows: list[Row],
     extra: dict[str, Any],
 ) -> tuple[Path, Path]:
-    """Write `<timestamp>-<mode>.json` and `.md` under `directory`; return both paths."""
+    """Write `<timestamp>-<mode>.json`, `.png` and `.md` under `directory`; return the
+    paths of the JSON and the markdown files."""
     directory.mkdir(parents=True, exist_ok=True)
     baselines = baselines_of(rows)
     data = {
@@ -157,12 +159,18 @@ def write_results(
     }
     json_path = directory / f"{stamp}-{mode}.json"
     json_path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    png_path: Path | None
+    try:
+        png_path = draw_rows(rows, directory / f"{stamp}-{mode}.png", title=title_of(data))
+    except Exception as exc:  # the figures are written: a plot that fails must not lose them
+        print(f"bench: no plot ({type(exc).__name__}: {exc}); `python -m bench.plots` redraws it")
+        png_path = None
     md_path = directory / f"{stamp}-{mode}.md"
-    md_path.write_text(markdown(data, rows))
+    md_path.write_text(markdown(data, rows, plot=png_path))
     return json_path, md_path
 
 
-def markdown(data: dict[str, Any], rows: list[Row]) -> str:
+def markdown(data: dict[str, Any], rows: list[Row], *, plot: Path | None = None) -> str:
     machine = data["machine"]
     lines = [
         f"# Benchmark run {data['generated_at']} ({data['mode']})",
@@ -186,6 +194,8 @@ def markdown(data: dict[str, Any], rows: list[Row]) -> str:
         "the machine meanwhile, in cores.",
         "",
     ]
+    if plot is not None:
+        lines += [f"![throughput, latency and CPU by scenario]({plot.name})", ""]
     for row in rows:
         if row.notes:
             lines.append(f"- {row.name}: " + "; ".join(row.notes))

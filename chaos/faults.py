@@ -66,6 +66,7 @@ class ProviderFaultRecord:
     armed_at: float
     consumed: int = 0
     crashed: bool = False
+    used_up_at: float | None = None  # when the schedule saw the rule used up (wall clock)
 
     @property
     def hit(self) -> bool:
@@ -199,6 +200,7 @@ class Schedule:
         for rule_id, record in list(armed.items()):
             record.consumed = record.times - rules.get(rule_id, 0)
             if record.consumed >= record.times:
+                record.used_up_at = time.time()
                 del armed[rule_id]
 
     def _inject_provider_fault(
@@ -234,6 +236,7 @@ class Schedule:
                 if fault == "crash_after_commit" and provider.popen.wait() == 75:
                     record.crashed = True
                     record.consumed = times
+                    record.used_up_at = time.time()
                 self._revive_provider(armed)
                 return
             self._update_consumed(armed)

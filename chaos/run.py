@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
+from chaos import plots
 from chaos.checks import Snapshot, Violation, check_all
 from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
@@ -54,6 +55,7 @@ class ChaosReport:
     schedule_errors: list[str] = field(default_factory=list)
     harness_failures: list[str] = field(default_factory=list)
     recovery: dict[str, int] = field(default_factory=dict)
+    phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
     last_fault_end_s: float | None = None
     converge_s: float | None = None
     converged: bool = False
@@ -257,6 +259,7 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         say("starting provider, 2 APIs, 2 workers")
         cluster.start()
         phase_end = time.time() + config.duration_s
+        report.phase_end_at = phase_end
         deadline = phase_end + config.converge_s
         for n in range(config.clients):
             spec = ClientSpec(
@@ -316,6 +319,10 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         cluster.stop()
     report.wall_s = round(time.monotonic() - started, 1)
     (work_dir / "report.json").write_text(json.dumps(report.__dict__, indent=2, default=str))
+    try:
+        plots.redraw(work_dir)
+    except Exception as exc:  # the verdict stands without its picture
+        say(f"no plot ({type(exc).__name__}: {exc}); `python -m chaos.plots` redraws it")
     return report
 
 

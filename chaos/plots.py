@@ -1,0 +1,289 @@
+"""A chaos run drawn over time: `report.png` beside `report.json` in the run's folder.
+
+Two panels share the time axis, in seconds from the start of the fault phase:
+
+- the faults injected, one row per kind: a provider fault from the moment its rule was
+  armed until the schedule saw it used up (a lone tick when it never was), a pause from
+  SIGSTOP to SIGCONT, a kill as a cross. Faults whose window was hit are filled; the others
+  are drawn hollow;
+- the answers the clients got, stacked per time bucket by status (transport errors apart),
+  at the time each answer came.
+
+A dashed line marks the end of the fault phase, a dotted one the start of the final replay.
+
+`python -m chaos.plots FOLDER [...]` draws it again from a kept folder (`--keep`, or any
+run that did not pass): its `report.json` and `history-*.jsonl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from chaos.faults import PROCESS_FAULTS, PROVIDER_FAULTS
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+# Outcome -> colour, in stacking order (bottom first): final answers, then retried ones.
+OUTCOMES: dict[str, str] = {
+    "201": "#55a868",
+    "402": "#a1c45a",
+    "502": "#8c613c",
+    "202": "#8fb8de",
+    "409": "#dd8452",
+    "422": "#8172b3",
+    "503": "#c44e52",
+    "other": "#e377c2",
+    "transport error": "#303030",
+}
+PROVIDER_COLOUR = "#4c72b0"
+PROCESS_COLOUR = "#c44e52"
+BUCKETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
+MAX_BUCKETS = 120
+
+
+def outcome(record: Mapping[str, Any]) -> str:
+    """What one history record counts as: its status, or a transport error."""
+    status = record.get("status")
+    if status is None:
+        return "transport error"
+    return str(status) if str(status) in OUTCOMES else "other"
+
+
+def _time(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _answered_at(record: Mapping[str, Any]) -> float | None:
+    at = _time(record.get("t1"))
+    return at if at is not None else _time(record.get("t0"))
+
+
+def _fault_kinds(faults: Mapping[str, Any]) -> list[str]:
+    """The kinds to give a row, in the schedule's order, then any others by name."""
+    order = [f"provider:{name}" for name, _ in PROVIDER_FAULTS]
+    order += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
+    seen = {f"provider:{r.get('fault')}" for r in faults.get("provider") or []}
+    seen |= {f"{r.get('action')}:{r.get('target')}" for r in faults.get("processes") or []}
+    return [kind for kind in order if kind in seen] + sorted(seen - set(order))
+
+
+def _bucket_s(span_s: float) -> float:
+    return next((b for b in BUCKETS_S if span_s / b <= MAX_BUCKETS), BUCKETS_S[-1])
+
+
+def _timeline(ax: Axes, faults: Mapping[str, Any], origin: float, span_s: float) -> None:
+    kinds = _fault_kinds(faults)
+    row = {kind: n for n, kind in enumerate(kinds)}
+    least = span_s / 300  # a span this short would not show
+    for record in faults.get("provider") or []:
+        start = _time(record.get("armed_at"))
+        if start is None:
+            continue
+        y, hit = row[f"provider:{record.get('fault')}"], bool(record.get("hit"))
+        end = _time(record.get("used_up_at"))
+        if end is None:
+            ax.plot(start - origin, y, "|", markersize=12, color=PROVIDER_COLOUR)
+            continue
+        ax.broken_barh(
+            [(start - origin, max(end - start, least))],
+            (y - 0.35, 0.7),
+            facecolors=PROVIDER_COLOUR if hit else "none",
+            edgecolors=PROVIDER_COLOUR,
+        )
+    for record in faults.get("processes") or []:
+        at = _time(record.get("at"))
+        if at is None:
+            continue
+        kind = f"{record.get('action')}:{record.get('target')}"
+        y, hit = row[kind], bool(record.get("hit"))
+        if record.get("action") == "kill":
+            ax.plot(
+                at - origin,
+                y,
+                "X",
+                markersize=8,
+                color=PROCESS_COLOUR,
+                markerfacecolor=PROCESS_COLOUR if hit else "none",
+            )
+        else:
+            ax.broken_barh(
+                [(at - origin, max(_time(record.get("seconds")) or 0.0, least))],
+                (y - 0.35, 0.7),
+                facecolors=PROCESS_COLOUR if hit else "none",
+                edgecolors=PROCESS_COLOUR,
+            )
+    if kinds:
+        ax.set_yticks(range(len(kinds)), kinds, fontsize=8)
+        ax.set_ylim(len(kinds) - 0.5, -0.5)
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no faults injected", transform=ax.transAxes, ha="center")
+    ax.set_title("faults injected (filled: window hit; hollow: not hit; |: rule never used up)")
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _outcomes(
+    ax: Axes, history: Sequence[Mapping[str, Any]], origin: float, bucket_s: float
+) -> None:
+    counts: dict[str, Counter[int]] = {name: Counter() for name in OUTCOMES}
+    for record in history:
+        at = _answered_at(record)
+        if at is not None:
+            counts[outcome(record)][math.floor((at - origin) / bucket_s)] += 1
+    buckets = sorted({b for counter in counts.values() for b in counter})
+    x = [b * bucket_s for b in buckets]
+    bottom = [0] * len(buckets)
+    for name, colour in OUTCOMES.items():
+        heights = [counts[name][b] for b in buckets]
+        if any(heights):
+            total = sum(heights)
+            ax.bar(
+                x,
+                heights,
+                width=bucket_s,
+                bottom=bottom,
+                align="edge",
+                color=colour,
+                label=f"{name} ({total})",
+            )
+            bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
+    if buckets:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="answers")
+    else:
+        ax.text(0.5, 0.5, "no requests", transform=ax.transAxes, ha="center")
+    ax.set_title(f"answers to the clients' requests, per {bucket_s:g} s")
+    ax.set_ylabel("requests")
+    ax.set_xlabel("seconds since the fault phase started")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def draw(
+    path: Path,
+    history: Iterable[Mapping[str, Any]],
+    faults: Mapping[str, Any],
+    *,
+    phase_start: float | None = None,
+    phase_end: float | None = None,
+    title: str = "Chaos run",
+) -> Path:
+    """Draw the faults of `faults` (`FaultLog.as_dict()`) and the answers of `history` over
+    time, into the PNG file `path`; times are wall-clock seconds. Return `path`."""
+    history = list(history)
+    times = [t for t in map(_answered_at, history) if t is not None]
+    times += [
+        t
+        for t in (
+            *(_time(r.get("armed_at")) for r in faults.get("provider") or []),
+            *(_time(r.get("at")) for r in faults.get("processes") or []),
+        )
+        if t is not None
+    ]
+    origin = phase_start if phase_start is not None else min(times, default=0.0)
+    span_s = max([*times, origin + 1.0]) - origin
+    figure = Figure(figsize=(16, 10), layout="constrained")
+    FigureCanvasAgg(figure)
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[1, 1.3])
+    _timeline(top, faults, origin, span_s)
+    _outcomes(bottom, history, origin, _bucket_s(span_s))
+    finals = [
+        t for r in history if r.get("role") == "final" and (t := _time(r.get("t0"))) is not None
+    ]
+    for ax in (top, bottom):
+        if phase_end is not None:
+            ax.axvline(phase_end - origin, color="#404040", linestyle="--", linewidth=1)
+        if finals:
+            ax.axvline(min(finals) - origin, color="#404040", linestyle=":", linewidth=1)
+    if phase_end is not None:
+        top.annotate(
+            "faults stop",
+            (phase_end - origin, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 3),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    if finals:
+        top.annotate(
+            "final replay",
+            (min(finals) - origin, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 3),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    bottom.set_xlim(min(0.0, span_s * -0.01), span_s * 1.01)
+    figure.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", dpi=100)
+    return path
+
+
+def title_of(report: Mapping[str, Any]) -> str:
+    """The plot's title from a run's `report.json`: its size and its verdict."""
+    config = report.get("config") or {}
+    parts = [
+        f"{config.get('duration_s', '?')} s of faults",
+        f"{config.get('clients', '?')} client processes",
+        f"seed {config.get('seed', '?')}",
+        f"{report.get('requests', '?')} requests",
+        f"{len(report.get('violations') or [])} violations",
+        f"fault windows never hit: {len(report.get('gaps') or [])}",
+        f"converged: {report.get('converged', '?')}",
+    ]
+    return "Chaos run: " + ", ".join(parts)
+
+
+def read_history(work_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every record of the run's `history-*.jsonl` files."""
+    for path in sorted(work_dir.glob("history-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record: dict[str, Any] = json.loads(line)
+                yield record
+
+
+def redraw(work_dir: Path) -> Path:
+    """Draw `report.png` in a run's folder from its `report.json` and history."""
+    report: dict[str, Any] = json.loads((work_dir / "report.json").read_text(encoding="utf-8"))
+    phase_end = _time(report.get("phase_end_at"))
+    duration = _time((report.get("config") or {}).get("duration_s"))
+    phase_start = phase_end - duration if phase_end is not None and duration else None
+    return draw(
+        work_dir / "report.png",
+        read_history(work_dir),
+        report.get("faults") or {},
+        phase_start=phase_start,
+        phase_end=phase_end,
+        title=title_of(report),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m chaos.plots",
+        description="Draw report.png in kept chaos run folders, from their report.json "
+        "and history-*.jsonl.",
+    )
+    parser.add_argument("folders", nargs="+", type=Path, metavar="FOLDER")
+    args = parser.parse_args(argv)
+    for work_dir in args.folders:
+        print(redraw(work_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
