@@ -73,6 +73,20 @@ def cpu_by_process(root_pid: int) -> dict[int, float]:
     return spent
 
 
+def resident_mib(pid: int) -> tuple[float, float]:
+    """Resident memory of `pid` now and at its peak so far (VmRSS, VmHWM), in MiB."""
+    found = {"VmRSS:": 0.0, "VmHWM:": 0.0}
+    try:
+        lines = (_PROC / str(pid) / "status").read_text().splitlines()
+    except OSError:
+        return 0.0, 0.0
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0] in found:
+            found[parts[0]] = int(parts[1]) / 1024  # kB
+    return found["VmRSS:"], found["VmHWM:"]
+
+
 def machine_busy_s() -> float:
     """CPU seconds the whole machine has been busy (all cores) since boot."""
     try:

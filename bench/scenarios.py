@@ -34,7 +34,7 @@ from bench import pgbench
 from bench.baseline_app import TABLE_DDL
 from bench.config import BenchConfig
 from bench.loadgen import Request, Response, Target, run_groups, run_load
-from bench.machine import CpuSample, cpu_between, cpu_by_process, sample_cpu
+from bench.machine import CpuSample, cpu_between, cpu_by_process, resident_mib, sample_cpu
 from bench.preload import preload
 from bench.report import BASELINE_HTTP, BASELINE_ORM, BASELINE_PGBENCH, WINDOW, Row
 from bench.stats import Measurement
@@ -169,6 +169,9 @@ class Bench:
             split = cpu_by_process(self.api.pid)
             shares = [f"{v - split_before.get(pid, 0.0):.1f}" for pid, v in split.items()]
             row.notes.append(f"API CPU s per process of its tree: {', '.join(shares)}")
+        if target is None and self.config.api_workers == 1:
+            now_mib, peak_mib = resident_mib(self.api.pid)
+            row.notes.append(f"API resident memory {now_mib:.0f} MiB, at most {peak_mib:.0f} MiB")
         unexpected = sum(n for status, n in measurement.statuses.items() if status not in expect)
         if unexpected:
             row.notes.append(f"{unexpected} answers not in {sorted(expect)}")
