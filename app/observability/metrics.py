@@ -66,6 +66,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.wait_polls = Counter(
+            "payments_wait_polls",
+            "Reads of an in-flight operation by requests waiting for it (Prefer: wait)",
+            registry=r,
+        )
         self.expired_key_retries = Counter(
             "payments_expired_key_retries", "Requests with a key past its TTL", registry=r
         )

@@ -42,7 +42,11 @@ from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 
 MAX_WAIT_S = 10.0
-_WAIT_POLL_S = 0.05
+# Prefer: wait reads the operation again after 50 ms, then twice as long each time up to
+# half a second: a waiting request learns of a quick outcome quickly without reading the row
+# twenty times a second for as long as it waits.
+_WAIT_FIRST_S = 0.05
+_WAIT_MAX_S = 0.5
 
 
 def new_owner(role: str) -> str:
@@ -159,6 +163,7 @@ class PaymentService:
         it again.
         """
         deadline = time.monotonic() + wait_s
+        pause = _WAIT_FIRST_S
         contended_fence: int | None = None
         while True:
             snapshot = seen or await self._find(tenant_id, idempotency_key)
@@ -183,9 +188,12 @@ class PaymentService:
             # A takeover that failed while nothing changed means another transaction holds
             # the row right now (a recovery taking it over): that is work in progress too.
             if snapshot.lease_live or contended_fence == op.fence:
-                if time.monotonic() < deadline:
-                    # Prefer: wait — poll for the owner's outcome until the deadline.
-                    await asyncio.sleep(_WAIT_POLL_S)
+                left = deadline - time.monotonic()
+                if left > 0:
+                    # Prefer: wait — look again for the owner's outcome, backing off.
+                    await asyncio.sleep(min(pause, left))
+                    pause = min(pause * 2, _WAIT_MAX_S)
+                    self._metrics.wait_polls.inc()
                     continue
                 self._metrics.conflicts.labels("in_progress").inc()
                 raise RequestInProgress(

@@ -119,6 +119,34 @@ def test_in_progress_conflicts_and_backlog_gauges(
     assert "payments_oldest_in_flight_operation_age_seconds" in after
 
 
+def test_a_waiting_request_backs_off_instead_of_polling_every_50_ms(
+    api: Process, client: httpx.Client, tenant: TenantHandle, faults: FaultInjector
+) -> None:
+    assert api.url is not None
+    body, key = payment_body(), new_key()
+    # The first request is held at the provider for 1.5 s; the second waits for its outcome.
+    faults.add("latency", account_id=body["account_id"], delay_s=1.5)
+    with api_client(api, tenant) as other, ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(post_payment, other, body, key=key)
+        wait_until(
+            lambda: client.get("/operations", params={"idempotency_key": key}).status_code == 200,
+            message="the first request's claim",
+        )
+        before = _metric(_scrape(api.url), "payments_wait_polls_total")
+        waited = client.post(
+            "/payments",
+            json=body,
+            headers={"Idempotency-Key": key, "Prefer": "wait=10"},
+        )
+        assert first.result(timeout=30).status_code == 201
+    assert waited.status_code == 201, waited.text
+    assert waited.headers["idempotent-replayed"] == "true"
+    polls = _metric(_scrape(api.url), "payments_wait_polls_total") - before
+    # Polling every 50 ms for about 1.5 s would be some 30 reads; backing off to 0.5 s,
+    # under 10.
+    assert 1 <= polls <= 10, polls
+
+
 def test_worker_serves_its_own_metrics(
     base_env: dict[str, str],
     work_dir: Path,
