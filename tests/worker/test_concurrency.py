@@ -167,7 +167,6 @@ def test_two_workers_drain_a_thousand_unknown_operations_each_exactly_once(
 def test_client_retries_racing_two_workers_complete_the_operation_once(
     database_url: str,
     spawn: Spawner,
-    api: Process,
     tenant: TenantHandle,
     client: httpx.Client,
     faults: FaultInjector,
@@ -179,8 +178,12 @@ def test_client_retries_racing_two_workers_complete_the_operation_once(
     accepted = post_payment(client, body, key=key)
     assert accepted.status_code == 202, accepted.text
     operation_id = accepted.json()["operation_id"]
-    assert api.url is not None
-    url = api.url
+    # Whoever takes the operation over (a retry or a worker) holds it for a second after
+    # finding the charge, so the others certainly meet an owner at work.
+    hold = {"PAYMENTS_FAILPOINTS": "before_record=1"}
+    racing_api = spawn.api(**hold)
+    assert racing_api.url is not None
+    url = racing_api.url
     # The operation becomes due for the workers the moment the retries are released.
     start = threading.Barrier(retries, action=lambda: make_due(db, operation_id))
 
@@ -191,7 +194,7 @@ def test_client_retries_racing_two_workers_complete_the_operation_once(
             start.wait(timeout=30)
             return post_payment(http, body, key=key)
 
-    workers = [spawn.worker(once=False, **FAST_WORKER) for _ in range(2)]
+    workers = [spawn.worker(once=False, **FAST_WORKER, **hold) for _ in range(2)]
     for worker in workers:
         wait_connected(worker, database_url)
     with ThreadPoolExecutor(retries) as pool:
@@ -202,6 +205,8 @@ def test_client_retries_racing_two_workers_complete_the_operation_once(
     # Each retry either reconciled inline, replayed the stored answer, found an owner at
     # work (409) or found the outcome still unknown (202); none is a second outcome.
     assert {a.status_code for a in answers} <= {201, 202, 409}, [a.text for a in answers]
+    # They raced: some met the owner at work.
+    assert 409 in {a.status_code for a in answers}, [a.status_code for a in answers]
     for answer in answers:
         if answer.status_code == 201:
             assert answer.text == stored["response_body"]
