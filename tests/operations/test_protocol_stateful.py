@@ -117,7 +117,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         seen, before = o.snapshot.operation.fence, operation_row(self.db, self.op_id)
         free = State(before["state"]) not in TERMINAL and not before["lease_live"]
         ref = self.calls.take_over(o.snapshot, o.name)
-        note(f"{o.name} take_over at fence {seen}: {ref}")
+        note(f"{o.name} take_over at fence {seen}: {f'fence {ref.fence}' if ref else 'lost'}")
         assert (ref is not None) == (free and before["fence"] == seen), before
         retry = ref is not None and ref.state is State.FAILED_RETRYABLE
         self.owners.hold(o, ref, Phase.OWNED, Mode.RETRY if retry else Mode.RECOVER)
@@ -136,7 +136,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.budget["early pass"] -= not self.row["due"]
         before = operation_row(self.db, self.op_id)
         refs = self.calls.claim_due(o.name, self.op_id)
-        note(f"{o.name} claim_due: {refs}")
+        note(f"{o.name} claim_due: {[f'{r.state} fence {r.fence}' for r in refs]}")
         assert {r.id for r in refs} <= {self.op_id}, "claim_due took another test's operation"
         assert bool(refs) == before["due"], f"claim_due of {before['state']}: {refs}"
         self.owners.hold(o, refs[0] if refs else None, Phase.OWNED, Mode.RECOVER)
