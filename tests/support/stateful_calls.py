@@ -22,7 +22,7 @@ from app.failpoints import Failpoints
 from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.outcomes import Indefinite
-from app.operations.refs import OwnedRef, Snapshot
+from app.operations.refs import Claimed, OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State, Trigger
 from app.payments import replies
 from app.payments import repository as payments
@@ -102,12 +102,14 @@ class Calls:
                 payment_id=payment_id,
                 owner=owner,
                 lease_s=LEASE_S,
+                key_ttl_s=86_400,
                 subject=subject,
             )
         )
-        if claimed is None:
+        if not isinstance(claimed, Claimed):
+            # The key was taken: the claim read the row holding it (or could not see it yet).
             return None
-        ref, at = claimed
+        ref, at = claimed.ref, claimed.at
         payment = payments.as_claimed(
             payment_id=payment_id,
             tenant_id=tenant_id,
