@@ -18,6 +18,7 @@ from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
+from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
 from app.provider.transport import build_http_client
 from app.recovery.policy import RecoveryPolicy
@@ -43,8 +44,16 @@ async def runtime(
     http = build_http_client(settings.provider_url, settings.provider_timeout_s)
     try:
         async with open_database(settings, application_name=application_name) as db:
+            breaker = CircuitBreaker(
+                failures=settings.breaker_failures,
+                cooldown_s=settings.breaker_cooldown_s,
+                on_change=lambda state: metrics.breaker_state.set(int(state)),
+            )
             provider = ProviderClient(
-                http, observer=metrics.observe_provider_call, deadline_s=settings.provider_timeout_s
+                http,
+                observer=metrics.observe_provider_call,
+                deadline_s=settings.provider_timeout_s,
+                breaker=breaker,
             )
             driver = ChargeDriver(
                 db=db,

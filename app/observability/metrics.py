@@ -113,6 +113,11 @@ class Metrics:
         self.unknown = Gauge(
             "payments_operations_unknown", "Operations in UNKNOWN_REQUIRES_RECOVERY", registry=r
         )
+        self.breaker_state = Gauge(
+            "payments_provider_breaker_state",
+            "This process's provider circuit breaker: 0 closed, 1 half-open, 2 open",
+            registry=r,
+        )
         self.needs_attention = Gauge(
             "payments_operations_needs_attention",
             "Operations past the attempts limit, waiting for a person",

@@ -77,3 +77,5 @@ class Indefinite:
     reason: str
     not_sent: bool
     retry_after_s: float | None = None
+    # Not even tried: the circuit breaker held it back (`retry_after_s` is its cool-down).
+    circuit_open: bool = False

@@ -39,7 +39,7 @@ from app.payments import repository as payments
 from app.payments.models import PaymentRow
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
-from app.provider.errors import ChargeNotSent, ChargeRejected, OutcomeUnknown
+from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
 
 logger = logging.getLogger("payments.charging")
 
@@ -93,7 +93,13 @@ class ChargeDriver:
         except ChargeRejected as exc:
             return await self._record_rejected(sent, payment, str(exc), actor=actor)
         except ChargeNotSent as exc:
-            return Indefinite(sent, str(exc), not_sent=True, retry_after_s=exc.retry_after)
+            return Indefinite(
+                sent,
+                str(exc),
+                not_sent=True,
+                retry_after_s=exc.retry_after,
+                circuit_open=isinstance(exc, CircuitOpen),
+            )
         except OutcomeUnknown as exc:
             return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
         return await self.record_charge(sent, payment, charge, actor=actor, how="provider answered")

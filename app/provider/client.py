@@ -26,19 +26,19 @@ everything else is "unknown", which the caller resolves by a lookup, never by gu
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
 
 import httpx
 
+from app.provider.answers import describe, error_detail, retry_after
+from app.provider.breaker import CircuitBreaker
 from app.provider.errors import (
     ChargeNotSent,
     ChargeRejected,
+    CircuitOpen,
     LookupFailed,
     OutcomeUnknown,
     ProviderError,
@@ -63,9 +63,6 @@ _NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 # Statuses the provider documents as "not processed": safe to send again with the same key.
 _NOT_PROCESSED_STATUSES = frozenset({429, 503})
-
-_DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
-_MAX_DETAIL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -103,10 +100,12 @@ class ProviderClient:
         *,
         observer: Observer | None = None,
         deadline_s: float | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self._http = http
         self._observer = observer
         self._deadline_s = deadline_s
+        self._breaker = breaker
 
     async def create_charge(self, request: ChargeRequest) -> Charge:
         """Send the charge under its provider key and classify the answer.
@@ -116,14 +115,25 @@ class ProviderClient:
         """
         started = time.perf_counter()
         outcome = "interrupted"
+        admitted = self._breaker.before_send() if self._breaker is not None else None
+        if isinstance(admitted, float):
+            self._observe("charge", CircuitOpen.outcome, 0.0)
+            raise CircuitOpen(
+                "the provider keeps failing; not sent while the circuit breaker is open",
+                retry_after=admitted,
+                unhealthy=False,
+            )
+        healthy: bool | None = None
         try:
             charge = await self._send_charge(request)
-            outcome = charge.status
+            outcome, healthy = charge.status, True
             return charge
         except ProviderError as exc:
-            outcome = exc.outcome
+            outcome, healthy = exc.outcome, not exc.unhealthy
             raise
         finally:
+            if self._breaker is not None and admitted is not None:
+                self._breaker.after_send(admitted, healthy=healthy)
             self._observe("charge", outcome, time.perf_counter() - started)
 
     async def find_charge(self, provider_key: str) -> Charge | None:
@@ -161,7 +171,7 @@ class ProviderClient:
                 )
             )
         except _NOT_SENT_ERRORS as exc:
-            raise ChargeNotSent(f"could not reach the provider ({_describe(exc)})") from exc
+            raise ChargeNotSent(f"could not reach the provider ({describe(exc)})") from exc
         except TimeoutError as exc:
             # Our own deadline. Fired while still connecting, nothing was sent; once the
             # request may have been written, only a lookup can tell what happened.
@@ -171,28 +181,33 @@ class ProviderClient:
                 ) from exc
             raise OutcomeUnknown("the provider call exceeded its deadline") from exc
         except httpx.HTTPError as exc:
-            raise OutcomeUnknown(
-                f"no definite answer from the provider ({_describe(exc)})"
-            ) from exc
+            raise OutcomeUnknown(f"no definite answer from the provider ({describe(exc)})") from exc
 
         status = response.status_code
+        # An answer below 500 is the provider working, whatever it says.
+        answered = status < 500
         if status == 201:
             charge = _parse_charge(response)
             if charge is None:
-                raise OutcomeUnknown("the provider answered 201 with an unreadable charge")
+                raise OutcomeUnknown(
+                    "the provider answered 201 with an unreadable charge", unhealthy=False
+                )
             return charge
         if status == 400:
-            raise ChargeRejected(_error_detail(response))
+            raise ChargeRejected(error_detail(response), unhealthy=False)
         if status in _NOT_PROCESSED_STATUSES:
             raise ChargeNotSent(
                 f"the provider answered {status} (not processed)",
-                retry_after=_retry_after(response),
+                retry_after=retry_after(response),
+                unhealthy=not answered,
             )
         if status == 409:
             # The key was already used with a different body: something charged under this
             # key, but not necessarily this request. Only a lookup can say what exists.
-            raise OutcomeUnknown("the provider reports the key was used with a different body")
-        raise OutcomeUnknown(f"the provider answered {status}")
+            raise OutcomeUnknown(
+                "the provider reports the key was used with a different body", unhealthy=False
+            )
+        raise OutcomeUnknown(f"the provider answered {status}", unhealthy=not answered)
 
     async def _lookup(self, provider_key: str) -> Charge | None:
         try:
@@ -202,7 +217,7 @@ class ProviderClient:
         except TimeoutError as exc:
             raise LookupFailed("the lookup exceeded its deadline") from exc
         except httpx.HTTPError as exc:
-            raise LookupFailed(f"the lookup failed ({_describe(exc)})") from exc
+            raise LookupFailed(f"the lookup failed ({describe(exc)})") from exc
 
         status = response.status_code
         if status == 404:
@@ -247,38 +262,3 @@ def _parse_charge(response: httpx.Response, *, expected_key: str | None = None) 
             return None
         return Charge(charge_id=charge_id, status="declined", decline_code=decline_code or None)
     return None
-
-
-def _error_detail(response: httpx.Response) -> str:
-    """A short human reason from an error body, bounded so it is safe to store and show."""
-    try:
-        data: Any = response.json()
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        for member in ("detail", "error"):
-            value = data.get(member)
-            if isinstance(value, str) and value:
-                return value[:_MAX_DETAIL_CHARS]
-    return "the provider rejected the request as invalid"
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a `Retry-After` header (delta-seconds or HTTP-date), None if absent/bad."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    value = value.strip()
-    if _DELTA_SECONDS.fullmatch(value):
-        return float(int(value))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # an HTTP-date is always GMT
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _describe(exc: Exception) -> str:
-    return type(exc).__name__

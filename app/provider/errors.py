@@ -7,9 +7,11 @@ one must be reconciled by looking the charge up, never guessed.
 
     ProviderError
     ├── ChargeNotSent    definite: the provider certainly did not process the charge
-    │                    (connection refused, connect or pool timeout before any byte was
-    │                    sent, or a 429/503 the provider documents as "not processed").
-    │                    Safe to send again later with the same key. Carries `retry_after`.
+    │   │                (connection refused, connect or pool timeout before any byte was
+    │   │                sent, or a 429/503 the provider documents as "not processed").
+    │   │                Safe to send again later with the same key. Carries `retry_after`.
+    │   └── CircuitOpen  not even tried: the circuit breaker is open (`breaker.py`);
+    │                    `retry_after` is the rest of its cool-down.
     ├── ChargeRejected   definite: the provider refused the request as invalid (400);
     │                    nothing was charged and sending it again would not help.
     ├── OutcomeUnknown   indefinite: the request was or may have been sent and no definite
@@ -33,9 +35,12 @@ class ProviderError(Exception):
     #: Low-cardinality label for metrics and logs.
     outcome: ClassVar[str] = "error"
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, *, unhealthy: bool = True) -> None:
         super().__init__(detail)
         self.detail = detail
+        #: The provider failed to answer (timeout, no connection, 5xx), as the circuit
+        #: breaker counts failures; False when it answered, even with an error.
+        self.unhealthy = unhealthy
 
 
 class ChargeNotSent(ProviderError):
@@ -43,10 +48,18 @@ class ChargeNotSent(ProviderError):
 
     outcome: ClassVar[str] = "not_sent"
 
-    def __init__(self, detail: str, *, retry_after: float | None = None) -> None:
-        super().__init__(detail)
+    def __init__(
+        self, detail: str, *, retry_after: float | None = None, unhealthy: bool = True
+    ) -> None:
+        super().__init__(detail, unhealthy=unhealthy)
         #: Seconds the provider asked us to wait, when it said so.
         self.retry_after = retry_after
+
+
+class CircuitOpen(ChargeNotSent):
+    """Not sent at all: the circuit breaker is open; `retry_after` is its cool-down left."""
+
+    outcome: ClassVar[str] = "circuit_open"
 
 
 class ChargeRejected(ProviderError):

@@ -34,6 +34,14 @@ class RecoveryPolicy:
         """A recovery check (lookup, resend, or a reconcile that failed) settled nothing."""
         return self._schedule(attempts + 1)
 
+    def while_circuit_open(self, attempts: int, wait_s: float | None) -> Schedule:
+        """A resend the circuit breaker held back: not a check; due when it may send again."""
+        return Schedule(
+            attempts=attempts,
+            delay_s=max(wait_s or 0.0, 0.0),
+            needs_attention=attempts >= self.max_attempts,
+        )
+
     def _schedule(self, attempts: int) -> Schedule:
         delay = next_delay_s(attempts, base_s=self.backoff_base_s, max_s=self.backoff_max_s)
         return Schedule(

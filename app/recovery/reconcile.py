@@ -70,6 +70,13 @@ class Reconciler(Generic[SubjectT]):
         sent = await self._driver.send(ref, trigger, actor=actor)
         if not isinstance(sent, Indefinite):
             return sent
+        if sent.circuit_open:
+            # Held back by the circuit breaker: nothing was sent and nothing checked, so no
+            # attempt is counted; the operation is due again when the cool-down ends.
+            schedule = self._policy.while_circuit_open(sent.ref.attempts, sent.retry_after_s)
+            return await self._driver.record_unknown(
+                sent.ref, actor=actor, reason=sent.reason, schedule=schedule
+            )
         # Even a resend the provider certainly did not process settles nothing: an earlier
         # request under the same key may still be on its way. The outcome stays unknown.
         reason = ("resend not processed by the provider: " if sent.not_sent else "") + sent.reason

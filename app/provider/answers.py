@@ -1,0 +1,48 @@
+"""Reading what the provider said: error details, Retry-After, a transport error's name."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+_DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
+_MAX_DETAIL_CHARS = 200
+
+
+def error_detail(response: httpx.Response) -> str:
+    """A short human reason from an error body, bounded so it is safe to store and show."""
+    try:
+        data: Any = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        for member in ("detail", "error"):
+            value = data.get(member)
+            if isinstance(value, str) and value:
+                return value[:_MAX_DETAIL_CHARS]
+    return "the provider rejected the request as invalid"
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a `Retry-After` header (delta-seconds or HTTP-date), None if absent/bad."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # an HTTP-date is always GMT
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def describe(exc: Exception) -> str:
+    return type(exc).__name__

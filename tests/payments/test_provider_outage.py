@@ -1,0 +1,82 @@
+"""A provider outage behind the circuit breaker: fail fast, send nothing, recover by itself."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.conftest import TenantHandle, api_client
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import wait_until
+from tests.support.rows import assert_completed_once, operation_by_key
+from tests.support.spawning import Spawner
+
+BREAKER = {
+    "PAYMENTS_BREAKER_FAILURES": "2",
+    "PAYMENTS_BREAKER_COOLDOWN_S": "3",
+    "PAYMENTS_PROVIDER_TIMEOUT_S": "1",
+}
+
+
+def _breaker_state(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = re.search(r"^payments_provider_breaker_state (\S+)$", text, re.MULTILINE)
+    assert found is not None, "the breaker's state is a metric"
+    return float(found.group(1))
+
+
+def test_an_outage_opens_the_breaker_sends_nothing_and_every_payment_ends_charged_once(
+    spawn: Spawner,
+    tenant: TenantHandle,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    api = spawn.api(**BREAKER)
+    assert api.url is not None
+    account = payment_body()["account_id"]
+    rule = faults.add("timeout_before_commit", account_id=account, times=20, delay_s=5)
+    keys = [new_key() for _ in range(4)]
+    body = payment_body(account_id=account)
+    with api_client(api, tenant) as client:
+        # Two sends hang past the provider timeout: outcome unknown, and the breaker opens.
+        for key in keys[:2]:
+            assert post_payment(client, body, key=key).status_code == 202
+        assert _breaker_state(api.url) == 2
+
+        # While it is open, payments are refused at once and nothing reaches the provider.
+        for key in keys[2:]:
+            started = time.monotonic()
+            refused = post_payment(client, body, key=key)
+            took = time.monotonic() - started
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["code"] == "PROVIDER_UNAVAILABLE"
+            assert 1 <= int(refused.headers["retry-after"]) <= 3
+            assert took < 0.5, f"refused in {took:.2f} s, not at once"
+            row = operation_by_key(db, tenant, key)
+            assert row is not None
+            assert row["state"] == "FAILED_RETRYABLE"
+        (left,) = [r for r in faults.remaining() if r["id"] == rule["id"]]
+        assert left["remaining"] == 18, "a refused payment reached the provider"
+
+        # The outage ends; once the cool-down is over, a retry probes, succeeds and closes
+        # the breaker.
+        faults.clear()
+        wait_until(
+            lambda: post_payment(client, body, key=keys[2]).status_code == 201,
+            timeout=30,
+            interval=0.5,
+            message="a retry after the cool-down to be charged",
+        )
+        assert _breaker_state(api.url) == 0
+        # Every payment, refused or unknown, is charged once on retry with its key.
+        for key in (keys[3], keys[0], keys[1]):
+            assert post_payment(client, body, key=key).status_code == 201
+    for key in keys:
+        row = operation_by_key(db, tenant, key)
+        assert row is not None
+        assert_completed_once(db, faults, row["id"])
