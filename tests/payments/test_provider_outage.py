@@ -60,8 +60,17 @@ def test_an_outage_opens_the_breaker_sends_nothing_and_every_payment_ends_charge
             row = operation_by_key(db, tenant, key)
             assert row is not None
             assert row["state"] == "FAILED_RETRYABLE"
+        # A retry of an unknown payment while it is open: the lookup goes through (lookups
+        # are never blocked), the resend does not; no attempt is counted, and the payment
+        # is due again when the cool-down ends.
+        held = post_payment(client, body, key=keys[0])
+        assert held.status_code == 202, held.text
+        assert held.json()["attempts"] == 0
+        assert 1 <= int(held.headers["retry-after"]) <= 3
+        last = held.json()["history"][-1]
+        assert (last["trigger"], "circuit breaker" in last["reason"]) == ("lose", True), last
         (left,) = [r for r in faults.remaining() if r["id"] == rule["id"]]
-        assert left["remaining"] == 18, "a refused payment reached the provider"
+        assert left["remaining"] == 18, "a refused send reached the provider"
 
         # The outage ends; once the cool-down is over, a retry probes, succeeds and closes
         # the breaker.
