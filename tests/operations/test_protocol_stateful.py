@@ -8,7 +8,7 @@ repository verb on the test PostgreSQL or a real call to the fake provider, deci
 service decides (`payments/service.py`, `recovery/reconcile.py`); after every step the rows,
 the audit trail and the provider's ledger must keep the invariants (`check_protocol`,
 `check_write` in `tests/support/stateful.py`), and at the end the service's own reconciler
-must finish the operation. More: PAYMENTS_STATEFUL_EXAMPLES=500 PAYMENTS_STATEFUL_STEPS=80.
+must finish the operation. More: STATEFUL_EXAMPLES=500 STATEFUL_STEPS=80.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from tests.support.stateful_calls import Calls
 
 CALLS = ["answered", "refused", "answer lost", "left on the network"]
 SETTINGS = settings(
-    max_examples=int(os.environ.get("PAYMENTS_STATEFUL_EXAMPLES", "40")),
-    stateful_step_count=int(os.environ.get("PAYMENTS_STATEFUL_STEPS", "50")),
+    max_examples=int(os.environ.get("STATEFUL_EXAMPLES", "40")),
+    stateful_step_count=int(os.environ.get("STATEFUL_STEPS", "50")),
     deadline=None,
     phases=[p for p in hypothesis.Phase if p is not hypothesis.Phase.explain],  # slow here
     suppress_health_check=[HealthCheck.too_slow],
