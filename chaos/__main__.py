@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--short", action="store_true", help="the test suite's short run")
     parser.add_argument("--duration", type=float, help="seconds of faults")
+    parser.add_argument(
+        "--outage", type=float, help="seconds of provider outage within the faults (0: none)"
+    )
+    parser.add_argument(
+        "--outage-at", type=float, help="when the outage starts, in seconds (default: centred)"
+    )
     parser.add_argument("--converge", type=float, help="seconds allowed to converge")
     parser.add_argument("--clients", type=int, help="client processes")
     parser.add_argument("--tasks", type=int, help="concurrent payments per client process")
@@ -40,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in {
             "duration_s": args.duration,
             "converge_s": args.converge,
+            "outage_s": args.outage,
+            "outage_at_s": args.outage_at,
             "clients": args.clients,
             "tasks_per_client": args.tasks,
             "max_requests_per_client": args.max_requests,

@@ -16,16 +16,22 @@ mismatch_rejected         the same key with another amount is answered 422
 expected_statuses         no other answer than the contract's (no 500, no 422 for the
                           original request, no 4xx of a malformed request)
 intents_finished          every key reached a final answer before the deadline
+
+Besides the violations, `breaker_findings`: when the run had an outage phase, each API's
+circuit breaker was seen open during it and closed again after it. Not a promise of the
+protocol (the breaker only decides whether to try), so a finding, not a violation.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from chaos.breakers import state_at
 
 ORIGINAL_ALLOWED = frozenset({201, 202, 402, 409, 502, 503})
 
@@ -234,3 +240,28 @@ def check_all(history: Iterable[dict[str, Any]], snapshot: Snapshot) -> list[Vio
     for key, attempts in by_key.items():
         violations.extend(_per_key(index, key, attempts))
     return violations
+
+
+def breaker_findings(
+    sampled: Mapping[str, Sequence[Mapping[str, Any]]], outage: Mapping[str, Any] | None
+) -> list[str]:
+    """What the APIs' breaker gauges did not show of an outage: each must have been seen
+    open while it lasted, and closed again after it ended (a breaker that a later fault
+    opens again is no finding: with no send after it, an open gauge stays open). Empty
+    without an outage."""
+    if not outage:
+        return []
+    start, end = outage.get("armed_at"), outage.get("used_up_at")
+    if start is None or end is None:
+        return ["the outage was not armed or not cleared: the breakers were not put to it"]
+    findings = []
+    for name, changes in sorted(sampled.items()):
+        during = [
+            state_at(changes, start),
+            *(c["state"] for c in changes if start < c["at"] <= end),
+        ]
+        if "open" not in during:
+            findings.append(f"{name}: breaker never seen open during the outage")
+        elif not any(c["state"] == "closed" for c in changes if c["at"] > end):
+            findings.append(f"{name}: breaker not seen closed again after the outage")
+    return findings

@@ -53,6 +53,8 @@ class Cluster:
             PAYMENTS_RECONCILE_INTERVAL_S=str(config.reconcile_interval_s),
             PAYMENTS_BACKOFF_BASE_S=str(config.backoff_base_s),
             PAYMENTS_BACKOFF_MAX_S=str(config.backoff_max_s),
+            PAYMENTS_BREAKER_FAILURES=str(config.breaker_failures),
+            PAYMENTS_BREAKER_COOLDOWN_S=str(config.breaker_cooldown_s),
         )
         self.api_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.api_failpoints})
         self.worker_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints})

@@ -34,16 +34,30 @@ class ChaosConfig:
     # Failpoints widen the windows between claim, provider call and record.
     api_failpoints: str = "after_claim=0.02,before_record=0.02"
     worker_failpoints: str = "after_claim=0.5,before_record=0.5"
+    # The long provider outage: for `outage_s` seconds (0: none) from `outage_at_s` into the
+    # fault phase (None: in its middle), every charge hangs for `outage_hang_s`, past the
+    # provider timeout. The breaker settings are given to every API and worker process, so
+    # that the breaker opens and closes again within the run.
+    outage_s: float = 25.0
+    outage_at_s: float | None = None
+    outage_hang_s: float = 3.0
+    breaker_failures: int = 5
+    breaker_cooldown_s: float = 5.0
+    # How often each API's `/metrics` is read for its breaker state.
+    breaker_sample_s: float = 0.25
 
     @classmethod
     def short(cls, **overrides: Any) -> ChaosConfig:
         """The test-suite run: about a minute on a small machine."""
         base = cls(
-            duration_s=30.0,
+            duration_s=40.0,
             converge_s=45.0,
             clients=3,
             tasks_per_client=3,
             max_requests_per_client=600,
+            outage_s=7.0,
+            breaker_failures=3,
+            breaker_cooldown_s=2.0,
         )
         return replace(base, **overrides)
 
@@ -58,3 +72,21 @@ class ChaosConfig:
     @property
     def worker_pause_s(self) -> float:
         return self.lease_s + self.worker_pause_extra_s
+
+    @property
+    def outage_window(self) -> tuple[float, float] | None:
+        """When the outage starts and ends, in seconds into the fault phase; None without
+        one. It always ends before the phase does, so that traffic closes the breakers."""
+        if self.outage_s <= 0:
+            return None
+        length = min(self.outage_s, self.duration_s / 2)
+        start = (self.duration_s - length) / 2 if self.outage_at_s is None else self.outage_at_s
+        start = max(0.0, min(start, self.duration_s - length - self.duration_s / 4))
+        return start, start + length
+
+    @property
+    def outage_calm_s(self) -> float:
+        """No provider rule for this long before and after the outage: long enough for an
+        open breaker to probe and close, so that it is the outage that opens it, and its
+        end that closes it (the rotation's faults would fail the probes)."""
+        return self.breaker_cooldown_s + 1.0

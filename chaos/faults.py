@@ -11,6 +11,12 @@ Two threads run side by side for the fault phase:
   clients), or operations leased by that worker (read from the database). A paused worker
   sleeps past its lease so that another owner takes over and the paused one is fenced out.
 
+With an outage phase (`ChaosConfig.outage_window`), the provider thread stops its rotation
+for that stretch: it clears the provider's rules `outage_calm_s` before the outage, arms one
+`timeout_before_commit` rule with calls enough for every charge, clears it when the outage
+ends, and lets another `outage_calm_s` pass before the rotation goes on. The process faults
+go on throughout.
+
 A fault whose window never opened is still done, but recorded as not hit; the run reports
 every kind that was never hit, so it cannot pass by doing nothing.
 """
@@ -42,6 +48,10 @@ PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
     ("lookup_unavailable", {"times": 2}),
     ("crash_after_commit", {"times": 1}),
 ]
+# The outage's rule: every charge hangs (`outage_hang_s`) until the outage is cleared.
+OUTAGE_FAULT = "timeout_before_commit"
+OUTAGE_KIND = "provider:outage"
+OUTAGE_CALLS = 1_000_000
 
 # (action, target, preferred index): the other process of the kind is taken when only its
 # window is open. Every kind comes once in the first four, so a short run sees them all. A
@@ -95,6 +105,9 @@ class FaultLog:
     processes: list[ProcessFaultRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # The outage phase, as a provider fault named "outage" (also in `provider`), if any.
+    outage_expected: bool = False
+    outage: ProviderFaultRecord | None = None
 
     def kinds(self) -> dict[str, dict[str, int]]:
         """Per fault kind: how often it was injected and how often its window was hit."""
@@ -113,6 +126,7 @@ class FaultLog:
         """Fault kinds never hit (or never injected) during the run."""
         kinds = self.kinds()
         expected = [f"provider:{name}" for name, _ in PROVIDER_FAULTS]
+        expected += [OUTAGE_KIND] if self.outage_expected else []
         expected += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
         return [kind for kind in expected if kinds.get(kind, {}).get("hit", 0) == 0]
 
@@ -123,19 +137,30 @@ class FaultLog:
             "errors": self.errors,
             "failures": self.failures,
             "kinds": self.kinds(),
+            "outage": None
+            if self.outage is None
+            else asdict(self.outage) | {"hit": self.outage.hit},
         }
 
 
 class Schedule:
     """Runs the two fault threads until `stop` is set."""
 
-    def __init__(self, cluster: Cluster, config: ChaosConfig, in_flight: Any):
+    def __init__(
+        self, cluster: Cluster, config: ChaosConfig, in_flight: Any, *, phase_start: float
+    ):
         self.cluster = cluster
         self.config = config
         self.in_flight = in_flight
         self.rng = random.Random(config.seed)
         self.stop = threading.Event()
-        self.log = FaultLog()
+        window = config.outage_window
+        # Wall-clock start and end of the outage, while it is still to come.
+        self._outage = (
+            None if window is None else (phase_start + window[0], phase_start + window[1])
+        )
+        self._calm_s = config.outage_calm_s
+        self.log = FaultLog(outage_expected=window is not None)
         self._restarts: list[threading.Thread] = []
         self._threads = [
             threading.Thread(target=self._guard, args=(self._provider_faults,), daemon=True),
@@ -185,6 +210,8 @@ class Schedule:
                 for fault, options in kinds:
                     if self.stop.is_set():
                         return
+                    if self._outage_due():
+                        self._provider_outage(armed)
                     self._inject_provider_fault(fault, dict(options), armed)
         finally:
             self._update_consumed(armed)
@@ -240,9 +267,60 @@ class Schedule:
                 self._revive_provider(armed)
                 return
             self._update_consumed(armed)
-            if rule_id not in armed:
+            if rule_id not in armed or self._outage_due():
                 return
             time.sleep(0.05)
+
+    def _outage_due(self) -> bool:
+        return self._outage is not None and time.time() >= self._outage[0] - self._calm_s
+
+    def _provider_outage(self, armed: dict[str, ProviderFaultRecord]) -> None:
+        """The outage phase: every charge hangs until it ends; then the rotation goes on.
+
+        The rules still armed are cleared first (with what they consumed), so that the
+        outage's rule is the one that acts on every charge, and the breakers a fault of the
+        rotation opened have a calm to close in before it.
+        """
+        assert self._outage is not None
+        start, end = self._outage
+        self._outage = None
+        url = f"{self.cluster.provider_url}/_faults"
+        self._update_consumed(armed)
+        try:
+            httpx.delete(url, timeout=2).raise_for_status()
+            armed.clear()
+            if self.stop.wait(max(0.0, start - time.time())):
+                return
+            response = httpx.post(
+                url,
+                json={
+                    "fault": OUTAGE_FAULT,
+                    "times": OUTAGE_CALLS,
+                    "delay_s": self.config.outage_hang_s,
+                },
+                timeout=2,
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.log.errors.append(f"arming the outage: {exc}")
+            armed.clear()
+            self._revive_provider(armed)
+            return
+        rule_id = response.json()["id"]
+        record = ProviderFaultRecord(fault="outage", times=OUTAGE_CALLS, armed_at=time.time())
+        self.log.provider.append(record)
+        self.log.outage = record
+        # It ends before the phase does; only a schedule stopped early cuts it short.
+        self.stop.wait(max(0.0, end - time.time()))
+        rules = self._rules()
+        if rules is not None:
+            record.consumed = OUTAGE_CALLS - rules.get(rule_id, OUTAGE_CALLS)
+        try:
+            httpx.delete(url, timeout=2).raise_for_status()
+        except httpx.HTTPError as exc:
+            self.log.errors.append(f"clearing the outage: {exc}")
+        record.used_up_at = time.time()
+        self.stop.wait(self._calm_s)
 
     def _revive_provider(self, armed: dict[str, ProviderFaultRecord]) -> None:
         provider = self.cluster.provider

@@ -1,15 +1,19 @@
 """A chaos run drawn over time: `report.png` beside `report.json` in the run's folder.
 
-Two panels share the time axis, in seconds from the start of the fault phase:
+Three panels share the time axis, in seconds from the start of the fault phase:
 
 - the faults injected, one row per kind: a provider fault from the moment its rule was
-  armed until the schedule saw it used up (a lone tick when it never was), a pause from
-  SIGSTOP to SIGCONT, a kill as a cross. Faults whose window was hit are filled; the others
-  are drawn hollow;
+  armed until the schedule saw it used up (a lone tick when it never was), the outage from
+  its start to its end, a pause from SIGSTOP to SIGCONT, a kill as a cross. Faults whose
+  window was hit are filled; the others are drawn hollow;
+- the provider circuit breakers, one row per process: each API's gauge as sampled from its
+  `/metrics`, then each worker's as its log tells it (chaos/breakers.py); open and half-open
+  stretches in colour, an API that did not answer the sampler in grey, a restart as a tick;
 - the answers the clients got, stacked per time bucket by status (transport errors apart),
   at the time each answer came.
 
-A dashed line marks the end of the fault phase, a dotted one the start of the final replay.
+A dashed line marks the end of the fault phase, a dotted one the start of the final replay;
+the outage is shaded in every panel.
 
 `python -m chaos.plots FOLDER [...]` draws it again from a kept folder (`--keep`, or any
 run that did not pass): its `report.json` and `history-*.jsonl`.
@@ -27,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from chaos.faults import PROCESS_FAULTS, PROVIDER_FAULTS
+from chaos.breakers import NO_ANSWER
+from chaos.faults import OUTAGE_KIND, PROCESS_FAULTS, PROVIDER_FAULTS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,6 +53,13 @@ OUTCOMES: dict[str, str] = {
 }
 PROVIDER_COLOUR = "#4c72b0"
 PROCESS_COLOUR = "#c44e52"
+OUTAGE_SHADE = "#f2c4c4"
+# Breaker state -> colour; closed is left blank.
+BREAKER_COLOURS: dict[str, str] = {
+    "open": "#c44e52",
+    "half-open": "#f0a04b",
+    NO_ANSWER: "#b0b0b0",
+}
 BUCKETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 MAX_BUCKETS = 120
 
@@ -74,7 +87,7 @@ def _answered_at(record: Mapping[str, Any]) -> float | None:
 
 def _fault_kinds(faults: Mapping[str, Any]) -> list[str]:
     """The kinds to give a row, in the schedule's order, then any others by name."""
-    order = [f"provider:{name}" for name, _ in PROVIDER_FAULTS]
+    order = [f"provider:{name}" for name, _ in PROVIDER_FAULTS] + [OUTAGE_KIND]
     order += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
     seen = {f"provider:{r.get('fault')}" for r in faults.get("provider") or []}
     seen |= {f"{r.get('action')}:{r.get('target')}" for r in faults.get("processes") or []}
@@ -136,6 +149,58 @@ def _timeline(ax: Axes, faults: Mapping[str, Any], origin: float, span_s: float)
     ax.grid(axis="x", alpha=0.3)
 
 
+def _breaker_rows(breakers: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """(label, changes) per process: the sampled APIs, then the logged workers."""
+    rows = [
+        (f"{name} (metric)", list(changes))
+        for name, changes in sorted((breakers.get("sampled") or {}).items())
+    ]
+    rows += [
+        (f"{name} (log)", list(changes))
+        for name, changes in sorted((breakers.get("logged") or {}).items())
+        if name.startswith("worker")
+    ]
+    return rows
+
+
+def _breakers(ax: Axes, breakers: Mapping[str, Any], origin: float, span_s: float) -> None:
+    rows = _breaker_rows(breakers)
+    end = _time(breakers.get("until"))
+    end = end if end is not None else origin + span_s
+    for y, (_label, changes) in enumerate(rows):
+        timed = [(t, c) for c in changes if (t := _time(c.get("at"))) is not None]
+        for n, (at, change) in enumerate(timed):
+            until = timed[n + 1][0] if n + 1 < len(timed) else max(end, at)
+            colour = BREAKER_COLOURS.get(str(change.get("state")))
+            if colour is not None:
+                ax.broken_barh(
+                    [(at - origin, max(until - at, span_s / 300))],
+                    (y - 0.35, 0.7),
+                    facecolors=colour,
+                    edgecolors="none",
+                )
+            if change.get("restart"):
+                ax.plot(at - origin, y, "|", markersize=10, color="#303030")
+    if rows:
+        ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=8)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        handles = [
+            Patch(facecolor=colour, label=state) for state, colour in BREAKER_COLOURS.items()
+        ]
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize=8,
+            title="breaker",
+        )
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no breaker states recorded", transform=ax.transAxes, ha="center")
+    ax.set_title("provider circuit breakers (blank: closed; |: process restarted)")
+    ax.grid(axis="x", alpha=0.3)
+
+
 def _outcomes(
     ax: Axes, history: Sequence[Mapping[str, Any]], origin: float, bucket_s: float
 ) -> None:
@@ -178,10 +243,13 @@ def draw(
     *,
     phase_start: float | None = None,
     phase_end: float | None = None,
+    breakers: Mapping[str, Any] | None = None,
     title: str = "Chaos run",
 ) -> Path:
-    """Draw the faults of `faults` (`FaultLog.as_dict()`) and the answers of `history` over
-    time, into the PNG file `path`; times are wall-clock seconds. Return `path`."""
+    """Draw the faults of `faults` (`FaultLog.as_dict()`), the breaker states of `breakers`
+    (`ChaosReport.breakers`) and the answers of `history` over time, into the PNG file
+    `path`; times are wall-clock seconds. Return `path`."""
+    breakers = breakers or {}
     history = list(history)
     times = [t for t in map(_answered_at, history) if t is not None]
     times += [
@@ -194,15 +262,20 @@ def draw(
     ]
     origin = phase_start if phase_start is not None else min(times, default=0.0)
     span_s = max([*times, origin + 1.0]) - origin
-    figure = Figure(figsize=(16, 10), layout="constrained")
+    figure = Figure(figsize=(16, 12), layout="constrained")
     FigureCanvasAgg(figure)
-    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[1, 1.3])
+    top, middle, bottom = figure.subplots(3, 1, sharex=True, height_ratios=[1, 0.45, 1.3])
     _timeline(top, faults, origin, span_s)
+    _breakers(middle, breakers, origin, span_s)
     _outcomes(bottom, history, origin, _bucket_s(span_s))
+    outage = faults.get("outage") or {}
+    outage_start, outage_end = _time(outage.get("armed_at")), _time(outage.get("used_up_at"))
     finals = [
         t for r in history if r.get("role") == "final" and (t := _time(r.get("t0"))) is not None
     ]
-    for ax in (top, bottom):
+    for ax in (top, middle, bottom):
+        if outage_start is not None and outage_end is not None:
+            ax.axvspan(outage_start - origin, outage_end - origin, color=OUTAGE_SHADE, zorder=0)
         if phase_end is not None:
             ax.axvline(phase_end - origin, color="#404040", linestyle="--", linewidth=1)
         if finals:
@@ -268,6 +341,7 @@ def redraw(work_dir: Path) -> Path:
         report.get("faults") or {},
         phase_start=phase_start,
         phase_end=phase_end,
+        breakers=report.get("breakers") or {},
         title=title_of(report),
     )
 

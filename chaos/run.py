@@ -26,7 +26,8 @@ from psycopg.rows import dict_row
 
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from chaos import plots
-from chaos.checks import Snapshot, Violation, check_all
+from chaos.breakers import BreakerSampler, logged_changes
+from chaos.checks import Snapshot, Violation, breaker_findings, check_all
 from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
 from chaos.config import ChaosConfig
@@ -55,6 +56,10 @@ class ChaosReport:
     schedule_errors: list[str] = field(default_factory=list)
     harness_failures: list[str] = field(default_factory=list)
     recovery: dict[str, int] = field(default_factory=dict)
+    # The processes' provider circuit breakers over time (chaos/breakers.py), and what they
+    # did not show of the outage: findings, not violations.
+    breakers: dict[str, Any] = field(default_factory=dict)
+    findings: list[str] = field(default_factory=list)
     phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
     last_fault_end_s: float | None = None
     converge_s: float | None = None
@@ -86,6 +91,7 @@ class ChaosReport:
             "  faults injected:",
             *fault_lines,
             f"  fault windows never hit: {self.gaps or 'none'}",
+            *self._breaker_lines(),
             f"  converged            {self.converged}, "
             + (
                 f"{self.converge_s:.1f} s after the fault phase ended (its last fault ended "
@@ -102,6 +108,31 @@ class ChaosReport:
         if self.harness_failures:
             lines.append(f"  HARNESS FAILED      {self.harness_failures}")
         return "\n".join(lines)
+
+    def _breaker_lines(self) -> list[str]:
+        """The outage and each process's breaker changes, in seconds into the fault phase."""
+        duration = self.config.get("duration_s")
+        if self.phase_end_at is None or duration is None:
+            return []
+        origin = self.phase_end_at - float(duration)
+        outage = (self.faults.get("outage") or {}) if self.faults else {}
+        lines = []
+        if outage.get("armed_at") is not None and outage.get("used_up_at") is not None:
+            lines.append(
+                f"  provider outage      {outage['armed_at'] - origin:.1f}-"
+                f"{outage['used_up_at'] - origin:.1f} s: {outage.get('consumed', 0)} charges hung"
+            )
+        for source in ("sampled", "logged"):
+            for name, changes in sorted((self.breakers.get(source) or {}).items()):
+                steps = ", ".join(
+                    f"{c['at'] - origin:.1f} {'restart' if c.get('restart') else c['state']}"
+                    for c in changes
+                )
+                label = "metric" if source == "sampled" else "log"
+                lines.append(f"  breaker {name:8} ({label:6}) {steps or '-'}")
+        if outage:
+            lines.append(f"  breaker findings     {self.findings or 'none'}")
+        return lines
 
 
 def _make_tenant(database_url: str) -> tuple[uuid.UUID, str]:
@@ -254,10 +285,13 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
     context = multiprocessing.get_context("spawn")
     in_flight = context.Array("i", len(cluster.api_urls))
     schedule: Schedule | None = None
+    sampler: BreakerSampler | None = None
     clients: list[Any] = []
     try:
         say("starting provider, 2 APIs, 2 workers")
         cluster.start()
+        sampler = BreakerSampler(cluster.api_urls, config.breaker_sample_s)
+        sampler.start()
         phase_end = time.time() + config.duration_s
         report.phase_end_at = phase_end
         deadline = phase_end + config.converge_s
@@ -277,8 +311,12 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
             process = context.Process(target=client_main, args=(spec, in_flight), daemon=True)
             process.start()
             clients.append(process)
-        schedule = Schedule(cluster, config, in_flight)
-        say(f"fault phase: {config.duration_s:.0f} s, {config.clients} client processes")
+        schedule = Schedule(cluster, config, in_flight, phase_start=phase_end - config.duration_s)
+        outage = config.outage_window
+        say(
+            f"fault phase: {config.duration_s:.0f} s, {config.clients} client processes"
+            + (f"; provider outage {outage[0]:.0f}-{outage[1]:.0f} s" if outage else "")
+        )
         schedule.start()
         time.sleep(max(0.0, phase_end - time.time()))
         say("faults stop; converging")
@@ -309,7 +347,12 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         _fill(report, history, snapshot, schedule.log, violations)
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
+        sampler.stop()
+        report.breakers = sampler.as_dict() | {"logged": logged_changes(cluster.log_dir)}
+        report.findings = breaker_findings(report.breakers["sampled"], report.faults["outage"])
     finally:
+        if sampler is not None:
+            sampler.stop()
         if schedule is not None:
             schedule.join()
         for process in clients:

@@ -42,6 +42,7 @@ def _faults() -> dict[str, Any]:
             {"fault": "latency", "armed_at": START + 1, "used_up_at": START + 2.5, "hit": True},
             {"fault": "unavailable", "armed_at": START + 3, "used_up_at": None, "hit": False},
             {"fault": "crash_after_commit", "armed_at": START + 6, "hit": True},
+            {"fault": "outage", "armed_at": START + 7, "used_up_at": START + 10, "hit": True},
             {"fault": "a new kind", "armed_at": None, "hit": False},
         ],
         "processes": [
@@ -50,6 +51,30 @@ def _faults() -> dict[str, Any]:
             {"action": "stop", "target": "api", "at": START + 9, "seconds": 3.0, "hit": False},
             {"action": "kill", "target": "worker", "at": START + 11, "hit": False},
         ],
+        "outage": {"armed_at": START + 7, "used_up_at": START + 10, "hit": True},
+    }
+
+
+def _breakers() -> dict[str, Any]:
+    return {
+        "until": START + 15,
+        "sampled": {
+            "api0": [
+                {"at": START, "state": "closed"},
+                {"at": START + 8, "state": "open"},
+                {"at": START + 9, "state": "half-open"},
+                {"at": START + 11, "state": "closed"},
+            ],
+            "api1": [{"at": START, "state": "closed"}, {"at": START + 8.5, "state": "no answer"}],
+        },
+        "logged": {
+            "api0": [{"at": START + 8, "state": "open"}],
+            "worker0": [
+                {"at": START + 8.2, "state": "open"},
+                {"at": START + 9, "state": "closed", "restart": True},
+                {"at": None, "state": "open"},
+            ],
+        },
     }
 
 
@@ -60,6 +85,7 @@ def test_history_and_faults_draw_a_png(tmp_path: Path) -> None:
         _faults(),
         phase_start=START,
         phase_end=START + 12,
+        breakers=_breakers(),
         title="a run",
     )
 
@@ -91,6 +117,7 @@ def test_a_kept_folder_is_redrawn(tmp_path: Path) -> None:
         "requests": len(history),
         "faults": _faults(),
         "phase_end_at": START + 12,
+        "breakers": _breakers(),
         "violations": [],
         "gaps": [],
         "converged": True,
