@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     backoff_base_s: float = Field(default=2.0, gt=0, le=3600)
     backoff_max_s: float = Field(default=300.0, gt=0, le=86400)
     # The provider circuit breaker: consecutive failed sends that open it, and for how long.
-    breaker_failures: int = Field(default=5, ge=1, le=1000)
+    breaker_failures: int = Field(default=5, ge=1, le=1_000_000)
     breaker_cooldown_s: float = Field(default=10.0, gt=0, le=3600)
     key_ttl_s: int = Field(default=86_400, ge=1)
     tombstone_ttl_s: int = Field(default=2_592_000, ge=1)

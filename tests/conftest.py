@@ -31,6 +31,10 @@ pytest_plugins = ["tests.support.spawning"]
 # outlives the provider timeout as the settings require.
 TEST_PROVIDER_TIMEOUT_S = "2"
 TEST_LEASE_S = "6"
+# Tests inject provider faults for their own purposes (a thousand lost answers, say) and
+# share one API process: its circuit breaker must not open on them. The breaker's own tests
+# start processes with a low threshold.
+TEST_BREAKER_FAILURES = "1000000"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ def base_env(database_url: str, provider: Process) -> dict[str, str]:
         provider.url,
         PAYMENTS_PROVIDER_TIMEOUT_S=TEST_PROVIDER_TIMEOUT_S,
         PAYMENTS_LEASE_S=TEST_LEASE_S,
+        PAYMENTS_BREAKER_FAILURES=TEST_BREAKER_FAILURES,
     )
 
 
