@@ -32,7 +32,7 @@ from app.operations.outcomes import (
     Succeeded,
     Unknown,
 )
-from app.operations.refs import OwnedRef, Schedule
+from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
@@ -126,25 +126,21 @@ class ChargeDriver:
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
-        # One statement: the outcome, its audit row, the stored answer and the payment's
-        # status, all or (fenced out) nothing.
-        async with self._db.connection() as conn:
-            done = await operations.record_final(
-                conn,
-                ref,
-                Trigger.COMPLETE,
-                actor=actor,
-                reason=f"{how}: {charge.status}",
-                stored=stored,
-                subject=payments.result_with_outcome(
-                    payment.id,
-                    status=status,
-                    provider_charge_id=charge.charge_id,
-                    decline_code=charge.decline_code,
-                    at=at,
-                ),
-            )
-        if done is None:
+        written = await self._record_final(
+            ref,
+            Trigger.COMPLETE,
+            actor=actor,
+            reason=f"{how}: {charge.status}",
+            stored=stored,
+            result=payments.result_with_outcome(
+                payment.id,
+                status=status,
+                provider_charge_id=charge.charge_id,
+                decline_code=charge.decline_code,
+                at=at,
+            ),
+        )
+        if not written:
             return FencedOut(ref.id, ref.fence)
         if status is PaymentStatus.SUCCEEDED:
             return Succeeded(ref.id, stored)
@@ -183,25 +179,41 @@ class ChargeDriver:
     ) -> Rejected | FencedOut:
         """The provider refused the request as invalid, nothing charged: FAILED, stored."""
         stored = replies.rejected(payment, detail, operation_id=ref.id)
-        async with self._db.connection() as conn:
-            done = await operations.record_final(
-                conn,
-                ref,
-                Trigger.FAIL,
-                actor=actor,
-                reason=f"provider rejected the request: {detail}",
-                stored=stored,
-                subject=payments.result_with_outcome(
-                    payment.id,
-                    status=PaymentStatus.FAILED,
-                    provider_charge_id=None,
-                    decline_code=None,
-                    at=utcnow(),
-                ),
-            )
-        if done is None:
+        written = await self._record_final(
+            ref,
+            Trigger.FAIL,
+            actor=actor,
+            reason=f"provider rejected the request: {detail}",
+            stored=stored,
+            result=payments.result_with_outcome(
+                payment.id,
+                status=PaymentStatus.FAILED,
+                provider_charge_id=None,
+                decline_code=None,
+                at=utcnow(),
+            ),
+        )
+        if not written:
             return FencedOut(ref.id, ref.fence)
         return Rejected(ref.id, detail, stored)
+
+    async def _record_final(
+        self,
+        ref: OwnedRef,
+        trigger: Trigger,
+        *,
+        actor: str,
+        reason: str,
+        stored: StoredResponse,
+        result: SubjectWrite,
+    ) -> bool:
+        """One statement: the outcome, its audit row, the stored answer and the payment's
+        status, all or (fenced out) nothing. True when this owner's write landed."""
+        async with self._db.connection() as conn:
+            done = await operations.record_final(
+                conn, ref, trigger, actor=actor, reason=reason, stored=stored, subject=result
+            )
+        return done is not None
 
 
 def _charge_request(payment: PaymentRow) -> ChargeRequest:
