@@ -1,7 +1,10 @@
 """The one place the service's parts are built and wired, for the API and the worker alike.
 
     pool -> Database ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
-    provider HTTP client ┘
+    provider HTTP client ┴─> RefundDriver (provider client, failpoints) ──> Reconciler (policy)
+
+`reconcilers` maps each operation name to the reconciler of its driver: the worker hands
+every operation it claims to the one its name picks.
 
 `runtime(settings, ...)` builds them, hands them over, and closes the HTTP client and the
 engine when the block ends. Nothing here runs at import time.
@@ -12,10 +15,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
+from app.operations.models import OperationName
 from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
@@ -23,6 +28,8 @@ from app.provider.client import ProviderClient
 from app.provider.transport import build_http_client
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
+from app.refunds.driver import RefundDriver
+from app.refunds.models import RefundRow
 from app.settings import Settings
 
 
@@ -32,8 +39,18 @@ class Runtime:
 
     db: Database
     driver: ChargeDriver
-    reconciler: Reconciler[PaymentRow]
+    reconciler: Reconciler[PaymentRow, Any]
+    refund_driver: RefundDriver
+    refund_reconciler: Reconciler[RefundRow, Any]
     policy: RecoveryPolicy
+
+    @property
+    def reconcilers(self) -> dict[str, Reconciler[Any, Any]]:
+        """The reconciler for each operation name."""
+        return {
+            OperationName.CREATE_PAYMENT: self.reconciler,
+            OperationName.CREATE_REFUND: self.refund_reconciler,
+        }
 
 
 @asynccontextmanager
@@ -55,18 +72,25 @@ async def runtime(
                 deadline_s=settings.provider_timeout_s,
                 breaker=breaker,
             )
+            failpoints = Failpoints.parse(settings.failpoints)
             driver = ChargeDriver(
-                db=db,
-                provider=provider,
-                lease_s=settings.lease_s,
-                failpoints=Failpoints.parse(settings.failpoints),
+                db=db, provider=provider, lease_s=settings.lease_s, failpoints=failpoints
+            )
+            refund_driver = RefundDriver(
+                db=db, provider=provider, lease_s=settings.lease_s, failpoints=failpoints
             )
             policy = RecoveryPolicy(
                 max_attempts=settings.max_attempts,
                 backoff_base_s=settings.backoff_base_s,
                 backoff_max_s=settings.backoff_max_s,
             )
-            reconciler = Reconciler(driver=driver, policy=policy)
-            yield Runtime(db=db, driver=driver, reconciler=reconciler, policy=policy)
+            yield Runtime(
+                db=db,
+                driver=driver,
+                reconciler=Reconciler(driver=driver, policy=policy),
+                refund_driver=refund_driver,
+                refund_reconciler=Reconciler(driver=refund_driver, policy=policy),
+                policy=policy,
+            )
     finally:
         await http.aclose()

@@ -17,6 +17,7 @@ from app.errors import Unauthenticated
 from app.http.auth import bearer_token
 from app.observability.metrics import Metrics
 from app.payments.service import PaymentService
+from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.cache import ApiKeyCache
 
@@ -28,6 +29,7 @@ class Services:
     settings: Settings
     db: Database
     payments: PaymentService
+    refunds: RefundService
     schema_head: str | None
     metrics: Metrics
     api_keys: ApiKeyCache

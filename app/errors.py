@@ -141,6 +141,14 @@ class RequestInProgress(ProblemError):
     status, code, title = 409, "IDEMPOTENCY_REQUEST_IN_PROGRESS", "Request in progress"
 
 
+class PaymentNotRefundable(ProblemError):
+    status, code, title = 409, "PAYMENT_NOT_REFUNDABLE", "Payment cannot be refunded"
+
+
+class RefundExceedsPayment(ProblemError):
+    status, code, title = 422, "REFUND_EXCEEDS_PAYMENT", "Refund exceeds the payment"
+
+
 class NotFound(ProblemError):
     status, code, title = 404, "NOT_FOUND", "Not found"
 

@@ -21,6 +21,8 @@ from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
 from app.payments.service import PaymentService
+from app.refunds import router as refunds_router
+from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
 
@@ -28,8 +30,8 @@ DESCRIPTION = """
 Charge money through a payment provider with exactly one business effect per operation,
 however often requests are dropped, duplicated or retried.
 
-Send every `POST /payments` with an `Idempotency-Key`. Errors are `application/problem+json`
-with a stable `code`.
+Send every `POST /payments` and `POST /payments/{id}/refunds` with an `Idempotency-Key`.
+Errors are `application/problem+json` with a stable `code`.
 """
 
 
@@ -52,6 +54,15 @@ def create_app(settings: Settings) -> FastAPI:
                     key_ttl_s=settings.key_ttl_s,
                     metrics=metrics,
                 ),
+                refunds=RefundService(
+                    db=parts.db,
+                    driver=parts.refund_driver,
+                    reconciler=parts.refund_reconciler,
+                    policy=parts.policy,
+                    lease_s=settings.lease_s,
+                    key_ttl_s=settings.key_ttl_s,
+                    metrics=metrics,
+                ),
                 schema_head=head_revision(),
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db),
@@ -62,6 +73,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(ObserveRequests, metrics=metrics)
     app.include_router(payments_router.router)
+    app.include_router(refunds_router.router)
     app.include_router(operations_router.router)
     app.include_router(health.router)
     return app

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from fake_provider import admin as admin_api
-from fake_provider import charges
+from fake_provider import charges, refunds
 from fake_provider.errors import validation_error_handler
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
@@ -20,7 +20,7 @@ def create_app(db_path: Path, *, admin: bool = False) -> FastAPI:
     """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown.
 
     `admin` adds the admin API: fault rules (`/_faults`) and the whole ledger
-    (`GET /charges` without a key), which tests and `payments dev` use.
+    (`GET /charges` and `GET /refunds` without a key), which tests and `payments dev` use.
     """
 
     @asynccontextmanager
@@ -37,6 +37,7 @@ def create_app(db_path: Path, *, admin: bool = False) -> FastAPI:
     app.state.admin = admin
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(charges.router)
+    app.include_router(refunds.router)
     if admin:
         app.include_router(admin_api.router)
 

@@ -1,14 +1,12 @@
 """`POST /charges` and `GET /charges`: the provider's public API, with faults applied.
 
 A charge request flows: validate -> take a fault rule -> faults that act before processing ->
-the ledger (create, replay or conflict) -> faults that act after the commit. A replay goes
-through the same steps, so a fault hides a replayed answer just as it hides a first one.
+the ledger (create, replay or conflict) -> faults that act after the commit
+(`faulting.serve_with_faults`, shared with refunds).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
@@ -16,16 +14,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fake_provider.accounts import Decline, Reject, decide
-from fake_provider.connection import drop_connection
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request, unavailable
-from fake_provider.faults import (
-    CHARGE_FAULTS,
-    CRASH_EXIT_STATUS,
-    LOOKUP_FAULTS,
-    FaultBook,
-    FaultRule,
-)
+from fake_provider.faulting import serve_with_faults
+from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Charge, ChargeList, ChargeRequest
 
@@ -62,24 +54,6 @@ def _process(ledger: Ledger, key: str, body: ChargeRequest) -> JSONResponse:
     )
 
 
-def _discarded() -> Response:
-    # ASGI wants a response even after the connection is gone; the server drops this one.
-    return Response(status_code=204)
-
-
-async def _wait_out(rule: FaultRule, request: Request) -> bool:
-    """Sleep the rule's delay; False if a server stop cut it short and dropped the connection."""
-    try:
-        await asyncio.sleep(rule.delay_s or 0.0)
-    except asyncio.CancelledError:
-        # uvicorn cancels requests still running when its graceful stop runs out, and would
-        # then answer 500 and log a traceback. End the wait as the fault ends instead (closed,
-        # no answer); not re-raising keeps the stop quiet, and the caller returns at once.
-        await drop_connection(request)
-        return False
-    return True
-
-
 @router.post("/charges", status_code=201, response_model=Charge)
 async def create_charge(
     request: Request,
@@ -97,34 +71,7 @@ async def charge(
 ) -> Response:
     """`POST /charges` once the key and body are valid; `fast_path` serves it through here too."""
     rule = faults.take(CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key)
-    fault = None if rule is None else rule.fault
-
-    if fault == "unavailable":
-        return unavailable()
-    if rule is not None and fault in ("latency", "timeout_before_commit"):
-        if not await _wait_out(rule, request):
-            return _discarded()
-        if fault == "timeout_before_commit":
-            await drop_connection(request)
-            return _discarded()
-
-    # Inline on the event loop: without an fsync per commit, SQLite's work is a few dozen
-    # microseconds, less than handing it to a worker thread and back.
-    response = _process(ledger, idempotency_key, body)
-
-    if fault == "crash_after_commit":
-        # The commit is in the WAL by now; exit without cleanup, as a killed process would.
-        os._exit(CRASH_EXIT_STATUS)
-    if rule is not None and fault == "timeout_after_commit":
-        if await _wait_out(rule, request):
-            await drop_connection(request)
-        return _discarded()
-    if fault == "drop_after_commit":
-        await drop_connection(request)
-        return _discarded()
-    if fault == "error_after_commit":
-        return error_response(500, "internal_error")
-    return response
+    return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
 
 
 @router.get("/charges", response_model=Charge | ChargeList)

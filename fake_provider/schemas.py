@@ -59,6 +59,38 @@ class Charge(BaseModel):
         )
 
 
+class RefundRequest(BaseModel):
+    """The body of `POST /refunds`: which charge, and how much of it to give back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    charge_id: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+    amount_minor: Annotated[StrictInt, Field(gt=0)]
+
+
+class Refund(BaseModel):
+    """A refund in the ledger, as every refund endpoint returns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    refund_id: str
+    charge_id: str
+    idempotency_key: str
+    amount_minor: int
+    status: Literal["succeeded"]
+    created_at: str
+
+    def same_request(self, request: RefundRequest) -> bool:
+        """Whether `request` is the one this refund was created from."""
+        return self.charge_id == request.charge_id and self.amount_minor == request.amount_minor
+
+
+class RefundList(BaseModel):
+    """Every refund, oldest first."""
+
+    refunds: list[Refund]
+
+
 class ChargeList(BaseModel):
     """The whole ledger, oldest first."""
 

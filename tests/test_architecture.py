@@ -56,7 +56,7 @@ def _violations(
 def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
     assert "worker.reconciler" in MODULES
-    assert "app.operations.repository" in _imports(MODULES["app.payments.charging"])
+    assert "app.operations.driving" in _imports(MODULES["app.payments.charging"])
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

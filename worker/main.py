@@ -36,7 +36,7 @@ async def _run(settings: Settings, *, once: bool) -> int:
         worker = ReconcileWorker(
             settings=settings,
             db=parts.db,
-            reconciler=parts.reconciler,
+            reconcilers=parts.reconcilers,
             name=worker_name(),
             metrics=metrics,
         )

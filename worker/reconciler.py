@@ -2,7 +2,8 @@
 
 Claiming happens in one short transaction (`claim_due`, FOR UPDATE SKIP LOCKED plus a fence
 bump), so any number of worker processes can run side by side without two owning one row.
-Reconciling happens outside any transaction, the whole batch concurrently.
+Reconciling happens outside any transaction, the whole batch concurrently. A batch holds
+operations of every name (payments, refunds); each goes to the reconciler its name picks.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Mapping
+from typing import Any
 
 from app.db.database import Database
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases
 from app.operations.outcomes import Outcome
-from app.operations.refs import OwnedRef
-from app.payments.models import PaymentRow
+from app.operations.refs import DueRef, OwnedRef
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 
@@ -38,13 +40,13 @@ class ReconcileWorker:
         *,
         settings: Settings,
         db: Database,
-        reconciler: Reconciler[PaymentRow],
+        reconcilers: Mapping[str, Reconciler[Any, Any]],
         name: str,
         metrics: Metrics,
     ):
         self._settings = settings
         self._db = db
-        self._reconciler = reconciler
+        self._reconcilers = reconcilers
         self.name = name
         self._metrics = metrics
         self.stopping = asyncio.Event()
@@ -70,23 +72,27 @@ class ReconcileWorker:
         await asyncio.gather(*(self._reconcile_one(ref) for ref in owned))
         return len(owned)
 
-    async def _reconcile_one(self, ref: OwnedRef) -> None:
+    async def _reconcile_one(self, due: DueRef) -> None:
+        ref = due.ref
         new_context(operation_id=str(ref.id), worker=self.name)
         outcome: Outcome | None
+        reconciler = self._reconcilers[due.operation_name]
         try:
-            outcome = await self._reconciler.reconcile(ref, actor=self.name)
+            outcome = await reconciler.reconcile(ref, actor=self.name)
         except Exception as exc:
             logger.exception("reconciling operation %s failed", ref.id)
             # Counted as a check that settled nothing, on the backoff schedule: neither
             # re-claimed at once in a loop nor forever without reaching needs_attention.
-            outcome = await self._record_failure(ref, exc)
+            outcome = await self._record_failure(reconciler, ref, exc)
         if outcome is not None:
             self._metrics.reconciled(outcome, source="worker")
             self.reconciled += 1
 
-    async def _record_failure(self, ref: OwnedRef, error: Exception) -> Outcome | None:
+    async def _record_failure(
+        self, reconciler: Reconciler[Any, Any], ref: OwnedRef, error: Exception
+    ) -> Outcome | None:
         try:
-            return await self._reconciler.record_failure(ref, error, actor=self.name)
+            return await reconciler.record_failure(ref, error, actor=self.name)
         except Exception:
             # The database itself may be what failed: the lease then expires and the
             # operation is claimed again, as after a crash.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from app.db.base import Base
 from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment
+from app.refunds.models import Refund
 from app.tenants.models import ApiKey, Tenant
 
-__all__ = ["ApiKey", "Base", "Operation", "OperationTransition", "Payment", "Tenant"]
+__all__ = ["ApiKey", "Base", "Operation", "OperationTransition", "Payment", "Refund", "Tenant"]

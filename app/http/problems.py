@@ -19,6 +19,7 @@ class Problem(BaseModel):
     detail: str
     operation_id: str | None = None
     payment_id: str | None = None
+    refund_id: str | None = None
     request_id: str | None = Field(
         default=None,
         description="The `X-Request-Id` of the request that produced this problem",

@@ -11,7 +11,7 @@ move the fence from N to N+1; every later write by the other is refused by the f
 from __future__ import annotations
 
 from app.db.database import Connection
-from app.operations.refs import OwnedRef, Snapshot
+from app.operations.refs import DueRef, OwnedRef, Snapshot
 from app.operations.states import State
 
 # A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
@@ -55,7 +55,7 @@ _CLAIM_DUE = """
     SET fence = fence + 1, lease_owner = %(owner)s,
         lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
     WHERE id IN (SELECT id FROM picked)
-    RETURNING id, fence, state, attempts
+    RETURNING id, fence, state, attempts, operation_name
 """
 
 
@@ -76,11 +76,14 @@ async def take_over(
     return OwnedRef(id=op.id, fence=int(fence), state=State(state), attempts=int(attempts))
 
 
-async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int) -> list[OwnedRef]:
-    """Take recovery ownership of up to `limit` operations that need it."""
+async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int) -> list[DueRef]:
+    """Take recovery ownership of up to `limit` operations that need it, of any name."""
     params = {"owner": owner, "lease_s": lease_s, "limit": limit}
     rows = await (await conn.execute(_CLAIM_DUE, params)).fetchall()
     return [
-        OwnedRef(id=row_id, fence=int(fence), state=State(state), attempts=int(attempts))
-        for row_id, fence, state, attempts in rows
+        DueRef(
+            operation_name=name,
+            ref=OwnedRef(id=row_id, fence=int(fence), state=State(state), attempts=int(attempts)),
+        )
+        for row_id, fence, state, attempts, name in rows
     ]

@@ -1,7 +1,7 @@
 """What driving or reconciling an operation came to, as typed values.
 
 The charge driver and the reconciler return one of these, never an HTTP reply; the API
-renders them at its edge (`app/payments/replies.py`), the worker and the metrics count them.
+renders them at its edge (`app/flows/replies.py`), the worker and the metrics count them.
 
     Succeeded   COMPLETED: the provider approved; the stored answer is the 201
     Declined    COMPLETED: the provider declined (definite); the stored answer is the 402
@@ -44,6 +44,8 @@ class NotSent:
     operation_id: uuid.UUID
     payment_id: uuid.UUID
     retry_after_s: int
+    # Set for a refund operation (`payment_id` is then the refunded payment).
+    refund_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

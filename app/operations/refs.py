@@ -39,6 +39,8 @@ class OperationRow:
     completed_at: datetime | None
     response_expired_at: datetime | None
     key_released_at: datetime | None
+    # The refund a `create_refund` operation creates (`payment_id` is then the refunded one).
+    refund_id: uuid.UUID | None = None
 
 
 OPERATION_COLUMNS = ", ".join(f.name for f in fields(OperationRow))
@@ -69,6 +71,14 @@ class OwnedRef:
     fence: int
     state: State
     attempts: int
+
+
+@dataclass(frozen=True)
+class DueRef:
+    """An operation a worker took for recovery, with its name (which driver reconciles it)."""
+
+    operation_name: str
+    ref: OwnedRef
 
 
 @dataclass(frozen=True)
@@ -110,11 +120,14 @@ class SubjectWrite:
     `sql` is one data-modifying statement that runs only when the operation's own write
     lands: it reads the CTE `changed` (the operation's `id`, empty when fenced out), as in
     `INSERT ... SELECT ... FROM changed` or `UPDATE ... WHERE EXISTS (SELECT FROM changed)`.
-    Its parameters are prefixed `s_` so they never meet the verb's own.
+    Its parameters are prefixed `s_` so they never meet the verb's own. `also` holds more
+    such statements when the object spans tables (a refund and its payment), all written in
+    the same statement, under the same condition.
     """
 
     sql: str
     params: dict[str, Any]
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

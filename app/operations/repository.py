@@ -58,9 +58,10 @@ _AUDIT = """
 _CLAIM = """
     WITH changed AS (
         INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, payment_id, lease_owner, lease_expires_at, fence)
+                                state, payment_id, refund_id, lease_owner, lease_expires_at,
+                                fence)
         VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
-                %(fingerprint)s, %(sent)s, %(payment_id)s, %(actor)s,
+                %(fingerprint)s, %(sent)s, %(payment_id)s, %(refund_id)s, %(actor)s,
                 now() + make_interval(secs => %(lease_s)s), 1)
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
         RETURNING id
@@ -100,9 +101,20 @@ _SETS: dict[str, str] = {
 }
 
 
+def _subject_ctes(subject_sql: tuple[str, ...]) -> str:
+    """The subject's statements as CTEs after the verb's own (`subject`, `subject_1`, ...)."""
+    return "".join(
+        f", subject{'' if i == 0 else f'_{i}'} AS ({sql})" for i, sql in enumerate(subject_sql)
+    )
+
+
+def _subject_sql(subject: SubjectWrite | None) -> tuple[str, ...]:
+    return () if subject is None else (subject.sql, *subject.also)
+
+
 @cache
-def _transition_sql(verb: str, subject_sql: str | None) -> str:
-    subject = "" if subject_sql is None else f", subject AS ({subject_sql})"
+def _transition_sql(verb: str, subject_sql: tuple[str, ...]) -> str:
+    subject = _subject_ctes(subject_sql)
     return f"""
         WITH changed AS (
             UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
@@ -114,9 +126,8 @@ def _transition_sql(verb: str, subject_sql: str | None) -> str:
 
 
 @cache
-def _claim_sql(subject_sql: str | None) -> str:
-    subject = "" if subject_sql is None else f", subject AS ({subject_sql})"
-    return _CLAIM.format(subject=subject, snapshot=SNAPSHOT_COLUMNS)
+def _claim_sql(subject_sql: tuple[str, ...]) -> str:
+    return _CLAIM.format(subject=_subject_ctes(subject_sql), snapshot=SNAPSHOT_COLUMNS)
 
 
 async def claim(
@@ -132,6 +143,7 @@ async def claim(
     lease_s: float,
     key_ttl_s: int,
     subject: SubjectWrite | None = None,
+    refund_id: uuid.UUID | None = None,
 ) -> Claimed | Snapshot | None:
     """Insert the operation, claimed and sent, with the owner's lease; or read the winner's.
 
@@ -144,8 +156,9 @@ async def claim(
 
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
     transaction and then inserts nothing. Only the winner goes on to create the payment and
-    call the provider. Both edges (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are
-    the state machine's and are audited.
+    call the provider. `payment_id` is the payment the operation acts on, `refund_id` the
+    refund a `create_refund` operation creates. Both edges (claim -> RECEIVED, send ->
+    PROVIDER_REQUEST_SENT) are the state machine's and are audited.
     """
     sent = MACHINE.next_state(State.RECEIVED, Trigger.SEND)
     params = {
@@ -155,6 +168,7 @@ async def claim(
         "idempotency_key": idempotency_key,
         "fingerprint": fingerprint,
         "payment_id": payment_id,
+        "refund_id": refund_id,
         "lease_s": lease_s,
         "actor": owner,
         "received": State.RECEIVED.value,
@@ -164,7 +178,7 @@ async def claim(
         "key_ttl_s": key_ttl_s,
         **(subject.params if subject else {}),
     }
-    sql = _claim_sql(None if subject is None else subject.sql)
+    sql = _claim_sql(_subject_sql(subject))
     row = await (await conn.execute(sql, params)).fetchone()
     assert row is not None, "the claim's SELECT always returns its one row"
     won, at, *existing = row
@@ -248,7 +262,7 @@ async def _transition(
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),
         **(subject.params if subject else {}),
     }
-    sql = _transition_sql(verb, None if subject is None else subject.sql)
+    sql = _transition_sql(verb, _subject_sql(subject))
     row = await (await conn.execute(sql, params)).fetchone()
     fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
     if row is None:

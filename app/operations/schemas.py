@@ -29,13 +29,14 @@ class OperationOut(BaseModel):
     """An idempotent operation: where it is, and what came of it."""
 
     operation_id: str
-    operation: str = Field(description="The operation name, `create_payment`")
+    operation: str = Field(description="The operation name, `create_payment` or `create_refund`")
     idempotency_key: str | None = Field(description="null once the key is released")
     state: str = Field(
         description="RECEIVED, PROVIDER_REQUEST_SENT, COMPLETED, FAILED, FAILED_RETRYABLE "
         "or UNKNOWN_REQUIRES_RECOVERY"
     )
-    payment_id: str
+    payment_id: str = Field(description="The payment created, or (create_refund) refunded")
+    refund_id: str | None = Field(description="The refund a create_refund operation creates")
     attempts: int = Field(description="Recovery checks that could not settle the outcome")
     needs_attention: bool = Field(description="Past the attempts limit; a person should look")
     next_check_at: str | None

@@ -26,6 +26,7 @@ def operation_json(snapshot: Snapshot) -> dict[str, Any]:
         "idempotency_key": operation.idempotency_key,
         "state": operation.state,
         "payment_id": str(operation.payment_id),
+        "refund_id": None if operation.refund_id is None else str(operation.refund_id),
         "attempts": operation.attempts,
         "needs_attention": operation.needs_attention,
         "next_check_at": None if operation.next_check_at is None else iso(operation.next_check_at),

@@ -1,38 +1,29 @@
 """Driving one payment through the provider call and recording what came of it.
 
 The mechanism both the create flow and recovery use; what an indefinite answer means is
-theirs to decide (`Indefinite`), so no policy lives here. The transaction boundaries are the
-spec's:
-1. commit PROVIDER_REQUEST_SENT (fenced) before the call;
-2. call the provider with no transaction open;
-3. record the outcome, the payment's new status and the answer a replay will return, in one
-   fenced transaction.
-Every write is made as the operation's owner; a write that finds a newer owner returns
-`FencedOut` and leaves the operation to it.
+theirs to decide (`Indefinite`), so no policy lives here. The steps every operation shares
+(PROVIDER_REQUEST_SENT before the call, fenced outcomes after it) are `OperationDriver`'s
+(`app/operations/driving.py`); this module adds what is a payment's own: the charge request,
+the charge lookup, and the payment's status written with the outcome.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import uuid
 
 from app.clock import utcnow
-from app.db.database import Database
+from app.db.database import Connection, Database
 from app.failpoints import Failpoints
-from app.operations import reads
-from app.operations import repository as operations
+from app.operations.driving import OperationDriver
 from app.operations.outcomes import (
     Declined,
     FencedOut,
     Final,
     Indefinite,
-    NotSent,
     Rejected,
     Succeeded,
-    Unknown,
 )
-from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.refs import OwnedRef
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
@@ -41,10 +32,8 @@ from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
 
-logger = logging.getLogger("payments.charging")
 
-
-class ChargeDriver:
+class ChargeDriver(OperationDriver[PaymentRow]):
     """Sends a payment's charge, looks it up, and records outcomes as the operation's owner."""
 
     def __init__(
@@ -55,43 +44,23 @@ class ChargeDriver:
         lease_s: float,
         failpoints: Failpoints,
     ):
-        self._db = db
+        super().__init__(db=db, lease_s=lease_s, failpoints=failpoints)
         self._provider = provider
-        self._lease_s = lease_s
-        self._failpoints = failpoints
 
-    async def send(
-        self, ref: OwnedRef, trigger: Trigger, *, actor: str
-    ) -> Final | Indefinite | FencedOut:
-        """Commit PROVIDER_REQUEST_SENT (retry or resend), then call the provider."""
-        await self._failpoints.reach("after_claim")
-        async with self._db.connection() as conn:
-            sent = await operations.mark_sent(
-                conn, ref, trigger, actor=actor, lease_s=self._lease_s
-            )
-            payment = await payments.get_for_operation(conn, ref.id)
-        if sent is None:
-            return FencedOut(ref.id, ref.fence)
-        return await self._call(sent, payment, actor=actor)
-
-    async def call(
-        self, sent: OwnedRef, payment: PaymentRow, *, actor: str
-    ) -> Final | Indefinite | FencedOut:
-        """Call the provider for an operation whose claim committed PROVIDER_REQUEST_SENT."""
-        await self._failpoints.reach("after_claim")
-        return await self._call(sent, payment, actor=actor)
+    async def _load(self, conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
+        return await payments.get_for_operation(conn, operation_id)
 
     async def _call(
-        self, sent: OwnedRef, payment: PaymentRow, *, actor: str
+        self, sent: OwnedRef, subject: PaymentRow, *, actor: str
     ) -> Final | Indefinite | FencedOut:
         """Call the provider and record a definite answer; an indefinite one comes back.
 
         No transaction is open across this call: it may take up to the provider timeout.
         """
         try:
-            charge = await self._provider.create_charge(_charge_request(payment))
+            charge = await self._provider.create_charge(_charge_request(subject))
         except ChargeRejected as exc:
-            return await self._record_rejected(sent, payment, str(exc), actor=actor)
+            return await self._record_rejected(sent, subject, str(exc), actor=actor)
         except ChargeNotSent as exc:
             return Indefinite(
                 sent,
@@ -102,12 +71,7 @@ class ChargeDriver:
             )
         except OutcomeUnknown as exc:
             return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
-        return await self.record_charge(sent, payment, charge, actor=actor, how="provider answered")
-
-    async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
-        """The operation as this owner holds it now; None if a newer owner took it."""
-        async with self._db.connection() as conn:
-            return await reads.owned(conn, ref)
+        return await self.record_found(sent, subject, charge, actor=actor, how="provider answered")
 
     async def lookup(self, ref: OwnedRef) -> tuple[PaymentRow, Charge | None]:
         """The payment and the charge the provider holds under its key, if any.
@@ -118,7 +82,7 @@ class ChargeDriver:
             payment = await payments.get_for_operation(conn, ref.id)
         return payment, await self._provider.find_charge(payment.provider_key)
 
-    async def record_charge(
+    async def record_found(
         self, ref: OwnedRef, payment: PaymentRow, charge: Charge, *, actor: str, how: str
     ) -> Succeeded | Declined | FencedOut:
         """The provider has a charge (approved or declined): COMPLETED, answer stored."""
@@ -146,34 +110,6 @@ class ChargeDriver:
             return Succeeded(ref.id, stored)
         return Declined(ref.id, charge.decline_code or "declined", stored)
 
-    async def defer(
-        self, unsent: Indefinite, *, payment_id: uuid.UUID, actor: str
-    ) -> NotSent | FencedOut:
-        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
-        ref = unsent.ref
-        async with self._db.connection() as conn:
-            moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
-        if moved is None:
-            return FencedOut(ref.id, ref.fence)
-        return NotSent(ref.id, payment_id, max(1, math.ceil(unsent.retry_after_s or 1)))
-
-    async def record_unknown(
-        self, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
-    ) -> Unknown | FencedOut:
-        """No definite answer: UNKNOWN_REQUIRES_RECOVERY, next check as scheduled."""
-        if schedule.needs_attention:
-            logger.warning(
-                "operation needs attention",
-                extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
-            )
-        async with self._db.connection() as conn:
-            moved = await operations.mark_unknown(
-                conn, ref, actor=actor, reason=reason, schedule=schedule
-            )
-        if moved is None:
-            return FencedOut(ref.id, ref.fence)
-        return Unknown(ref.id, schedule.attempts, schedule.delay_s, schedule.needs_attention)
-
     async def _record_rejected(
         self, ref: OwnedRef, payment: PaymentRow, detail: str, *, actor: str
     ) -> Rejected | FencedOut:
@@ -196,24 +132,6 @@ class ChargeDriver:
         if not written:
             return FencedOut(ref.id, ref.fence)
         return Rejected(ref.id, detail, stored)
-
-    async def _record_final(
-        self,
-        ref: OwnedRef,
-        trigger: Trigger,
-        *,
-        actor: str,
-        reason: str,
-        stored: StoredResponse,
-        result: SubjectWrite,
-    ) -> bool:
-        """One statement: the outcome, its audit row, the stored answer and the payment's
-        status, all or (fenced out) nothing. True when this owner's write landed."""
-        async with self._db.connection() as conn:
-            done = await operations.record_final(
-                conn, ref, trigger, actor=actor, reason=reason, stored=stored, subject=result
-            )
-        return done is not None
 
 
 def _charge_request(payment: PaymentRow) -> ChargeRequest:

@@ -24,6 +24,10 @@ class Payment(Base):
     __table_args__ = (
         CheckConstraint(f"status IN ({_STATUSES})", name="status_valid"),
         CheckConstraint("amount_minor > 0", name="amount_positive"),
+        CheckConstraint(
+            "amount_refunded_minor >= 0 AND amount_refunded_minor <= amount_minor",
+            name="refunded_within_amount",
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
@@ -47,6 +51,9 @@ class Payment(Base):
     )
     provider_charge_id: Mapped[str | None] = mapped_column(String(128))
     decline_code: Mapped[str | None] = mapped_column(String(128))
+    # The sum of the payment's succeeded refunds, kept by each refund's outcome statement so
+    # a payment read needs no join.
+    amount_refunded_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
@@ -70,3 +77,4 @@ class PaymentRow:
     decline_code: str | None
     created_at: datetime
     updated_at: datetime
+    amount_refunded_minor: int = 0

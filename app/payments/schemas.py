@@ -85,14 +85,19 @@ class CreatePaymentRequest(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is None:
-            return None
-        if len(value) > MAX_METADATA_PAIRS:
-            raise ValueError(f"may hold at most {MAX_METADATA_PAIRS} pairs")
-        for key, item in value.items():
-            _reject_controls(key)
-            _reject_controls(item, allow_whitespace=True)
-        return value
+        return check_metadata(value)
+
+
+def check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
+    """The metadata rules every object shares: pair count, no control characters."""
+    if value is None:
+        return None
+    if len(value) > MAX_METADATA_PAIRS:
+        raise ValueError(f"may hold at most {MAX_METADATA_PAIRS} pairs")
+    for key, item in value.items():
+        _reject_controls(key)
+        _reject_controls(item, allow_whitespace=True)
+    return value
 
 
 @dataclass(frozen=True)
@@ -142,13 +147,16 @@ class PaymentOut(BaseModel):
 
     payment_id: uuid.UUID
     operation_id: uuid.UUID
-    status: str = Field(description="PENDING, SUCCEEDED, DECLINED or FAILED")
+    status: str = Field(
+        description="PENDING, SUCCEEDED, DECLINED, FAILED, PARTIALLY_REFUNDED or REFUNDED"
+    )
     amount: str
     currency: str
     account_id: str
     merchant_reference: str | None
     description: str | None
     metadata: dict[str, str]
+    amount_refunded: str = Field(description="The sum of the payment's succeeded refunds")
     provider_charge_id: str | None = Field(description="The provider's charge id, once known")
     decline_code: str | None = Field(description="The provider's decline code, if declined")
     created_at: datetime
@@ -173,6 +181,7 @@ def payment_json(
         "status": status or payment.status,
         "amount": format_minor_units(payment.amount_minor, payment.currency),
         "currency": payment.currency,
+        "amount_refunded": format_minor_units(payment.amount_refunded_minor, payment.currency),
         "account_id": payment.account_id,
         "merchant_reference": payment.merchant_reference,
         "description": payment.description,

@@ -1,6 +1,13 @@
 """The payment provider adapter: HTTP client, derived keys and the error tree."""
 
-from app.provider.client import Charge, ChargeRequest, Observer, ProviderClient
+from app.provider.client import (
+    Charge,
+    ChargeRequest,
+    Observer,
+    ProviderClient,
+    ProviderRefund,
+    RefundRequest,
+)
 from app.provider.errors import (
     ChargeNotSent,
     ChargeRejected,
@@ -21,6 +28,8 @@ __all__ = [
     "OutcomeUnknown",
     "ProviderClient",
     "ProviderError",
+    "ProviderRefund",
+    "RefundRequest",
     "build_http_client",
     "derive_provider_key",
     "phase_timeouts",

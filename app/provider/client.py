@@ -1,12 +1,13 @@
-"""The HTTP client for the payment provider.
+"""The HTTP client for the payment provider: charges and refunds.
 
 Every `httpx` exception and every answer is classified here, at the adapter boundary, into a
-`Charge`, `None` (lookup: not found) or one error of the tree in `app.provider.errors`. The
-rule is conservative: an answer is definite only when the provider's contract makes it so;
-everything else is "unknown", which the caller resolves by a lookup, never by guessing.
+`Charge` or `ProviderRefund`, `None` (lookup: not found) or one error of the tree in
+`app.provider.errors`. The rule is conservative: an answer is definite only when the
+provider's contract makes it so; everything else is "unknown", which the caller resolves by a
+lookup, never by guessing. Charges and refunds are classified by the same code:
 
-    create_charge (POST /charges)
-        201 + valid body                      -> Charge (succeeded or declined)
+    create_charge (POST /charges), create_refund (POST /refunds)
+        201 + valid body                      -> Charge (succeeded or declined) / ProviderRefund
         400                                   -> ChargeRejected
         429, 503                              -> ChargeNotSent (with Retry-After)
         ConnectError, ConnectTimeout,
@@ -17,10 +18,12 @@ everything else is "unknown", which the caller resolves by a lookup, never by gu
         protocol errors, deadline exceeded
         once the request may have been sent)  -> OutcomeUnknown
 
-    find_charge (GET /charges?idempotency_key=K)
-        200 + valid body for K                -> Charge
+    find_charge (GET /charges?idempotency_key=K), find_refund (GET /refunds?idempotency_key=K)
+        200 + valid body for K                -> Charge / ProviderRefund
         404                                   -> None
         anything else, any transport error    -> LookupFailed
+
+Both sends go through the circuit breaker; lookups never do.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -43,22 +46,33 @@ from app.provider.errors import (
     OutcomeUnknown,
     ProviderError,
 )
+from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
 from app.provider.transport import SendProgress, build_http_client
 
-__all__ = ["Charge", "ChargeRequest", "Observer", "ProviderClient", "build_http_client"]
+__all__ = [
+    "Charge",
+    "ChargeRequest",
+    "Observer",
+    "ProviderClient",
+    "ProviderRefund",
+    "RefundRequest",
+    "build_http_client",
+]
 
 Observer = Callable[[str, str, float], None]
 """Called once per provider call with (operation, outcome, seconds).
 
-Operations are "charge" and "lookup". Charge outcomes: "succeeded", "declined", "not_sent",
-"rejected", "unknown". Lookup outcomes: "found", "not_found", "failed". "interrupted" marks a
-call that ended by cancellation or an untranslated exception. An observer must not raise.
+Operations are "charge", "lookup" (of a charge), "refund" and "refund_lookup". Send outcomes:
+"succeeded", "declined", "not_sent", "circuit_open", "rejected", "unknown". Lookup outcomes:
+"found", "not_found", "failed". "interrupted" marks a call that ended by cancellation or an
+untranslated exception. An observer must not raise.
 """
 
 _T = TypeVar("_T")
+_Found = TypeVar("_Found", Charge, ProviderRefund)
 
 # httpx raises these only while acquiring or opening a connection, before any byte of the
-# request was written, so the provider cannot have seen the charge.
+# request was written, so the provider cannot have seen the request.
 _NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 # Statuses the provider documents as "not processed": safe to send again with the same key.
@@ -77,16 +91,16 @@ class ChargeRequest:
 
 
 @dataclass(frozen=True)
-class Charge:
-    """A charge the provider has definitely processed; `decline_code` only when declined."""
+class RefundRequest:
+    """One refund as we send it; every call for a refund sends the same values."""
 
+    provider_key: str
     charge_id: str
-    status: Literal["succeeded", "declined"]
-    decline_code: str | None
+    amount_minor: int
 
 
 class ProviderClient:
-    """Creates and looks up charges at the provider, translating every failure.
+    """Creates and looks up charges and refunds at the provider, translating every failure.
 
     The caller builds and owns `http` (see `build_http_client`), including its base URL,
     timeouts and lifetime. httpx timeouts apply per phase (connect, write, each read), so a
@@ -113,11 +127,48 @@ class ProviderClient:
         Returns the charge when the provider definitely processed it (approved or declined).
         Raises `ChargeNotSent`, `ChargeRejected` or `OutcomeUnknown`; nothing else from httpx.
         """
+        body = {
+            "amount_minor": request.amount_minor,
+            "currency": request.currency,
+            "account_id": request.account_id,
+            "reference": request.reference,
+        }
+        charge = await self._send("charge", "/charges", body, request.provider_key, parse_charge)
+        return charge
+
+    async def create_refund(self, request: RefundRequest) -> ProviderRefund:
+        """Send the refund under its provider key and classify the answer, as for a charge.
+
+        A refund the provider refuses (more than the charge has left, an unknown charge) is
+        `ChargeRejected`: definite, nothing refunded.
+        """
+        body = {"charge_id": request.charge_id, "amount_minor": request.amount_minor}
+        return await self._send("refund", "/refunds", body, request.provider_key, parse_refund)
+
+    async def find_charge(self, provider_key: str) -> Charge | None:
+        """The charge the provider holds under `provider_key`, or None when it has none.
+
+        Raises `LookupFailed` when the provider's answer does not settle the question.
+        """
+        return await self._find("lookup", "/charges", provider_key, parse_charge)
+
+    async def find_refund(self, provider_key: str) -> ProviderRefund | None:
+        """The refund the provider holds under `provider_key`, or None when it has none."""
+        return await self._find("refund_lookup", "/refunds", provider_key, parse_refund)
+
+    async def _send(
+        self,
+        operation: str,
+        path: str,
+        body: dict[str, Any],
+        key: str,
+        parse: Callable[[httpx.Response], _Found | None],
+    ) -> _Found:
         started = time.perf_counter()
         outcome = "interrupted"
         admitted = self._breaker.before_send() if self._breaker is not None else None
         if isinstance(admitted, float):
-            self._observe("charge", CircuitOpen.outcome, 0.0)
+            self._observe(operation, CircuitOpen.outcome, 0.0)
             raise CircuitOpen(
                 "the provider keeps failing; not sent while the circuit breaker is open",
                 retry_after=admitted,
@@ -125,48 +176,51 @@ class ProviderClient:
             )
         healthy: bool | None = None
         try:
-            charge = await self._send_charge(request)
-            outcome, healthy = charge.status, True
-            return charge
+            found = await self._post(path, body, key, parse)
+            outcome = found.status if isinstance(found, Charge) else "succeeded"
+            healthy = True
+            return found
         except ProviderError as exc:
             outcome, healthy = exc.outcome, not exc.unhealthy
             raise
         finally:
             if self._breaker is not None and admitted is not None:
                 self._breaker.after_send(admitted, healthy=healthy)
-            self._observe("charge", outcome, time.perf_counter() - started)
+            self._observe(operation, outcome, time.perf_counter() - started)
 
-    async def find_charge(self, provider_key: str) -> Charge | None:
-        """The charge the provider holds under `provider_key`, or None when it has none.
-
-        Raises `LookupFailed` when the provider's answer does not settle the question.
-        """
+    async def _find(
+        self,
+        operation: str,
+        path: str,
+        provider_key: str,
+        parse: Callable[..., _Found | None],
+    ) -> _Found | None:
         started = time.perf_counter()
         outcome = "interrupted"
         try:
-            charge = await self._lookup(provider_key)
-            outcome = "not_found" if charge is None else "found"
-            return charge
+            found = await self._get(path, provider_key, parse)
+            outcome = "not_found" if found is None else "found"
+            return found
         except ProviderError as exc:
             outcome = exc.outcome
             raise
         finally:
-            self._observe("lookup", outcome, time.perf_counter() - started)
+            self._observe(operation, outcome, time.perf_counter() - started)
 
-    async def _send_charge(self, request: ChargeRequest) -> Charge:
-        body = {
-            "amount_minor": request.amount_minor,
-            "currency": request.currency,
-            "account_id": request.account_id,
-            "reference": request.reference,
-        }
+    async def _post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        key: str,
+        parse: Callable[[httpx.Response], _Found | None],
+    ) -> _Found:
         progress = SendProgress()
         try:
             response = await self._within_deadline(
                 self._http.post(
-                    "/charges",
+                    path,
                     json=body,
-                    headers={"Idempotency-Key": request.provider_key},
+                    headers={"Idempotency-Key": key},
                     extensions=progress.extensions(),
                 )
             )
@@ -187,12 +241,12 @@ class ProviderClient:
         # An answer below 500 is the provider working, whatever it says.
         answered = status < 500
         if status == 201:
-            charge = _parse_charge(response)
-            if charge is None:
+            found = parse(response)
+            if found is None:
                 raise OutcomeUnknown(
-                    "the provider answered 201 with an unreadable charge", unhealthy=False
+                    "the provider answered 201 with an unreadable body", unhealthy=False
                 )
-            return charge
+            return found
         if status == 400:
             raise ChargeRejected(error_detail(response), unhealthy=False)
         if status in _NOT_PROCESSED_STATUSES:
@@ -202,17 +256,19 @@ class ProviderClient:
                 unhealthy=not answered,
             )
         if status == 409:
-            # The key was already used with a different body: something charged under this
+            # The key was already used with a different body: something exists under this
             # key, but not necessarily this request. Only a lookup can say what exists.
             raise OutcomeUnknown(
                 "the provider reports the key was used with a different body", unhealthy=False
             )
         raise OutcomeUnknown(f"the provider answered {status}", unhealthy=not answered)
 
-    async def _lookup(self, provider_key: str) -> Charge | None:
+    async def _get(
+        self, path: str, provider_key: str, parse: Callable[..., _Found | None]
+    ) -> _Found | None:
         try:
             response = await self._within_deadline(
-                self._http.get("/charges", params={"idempotency_key": provider_key})
+                self._http.get(path, params={"idempotency_key": provider_key})
             )
         except TimeoutError as exc:
             raise LookupFailed("the lookup exceeded its deadline") from exc
@@ -224,10 +280,10 @@ class ProviderClient:
             return None
         if status != 200:
             raise LookupFailed(f"the provider answered the lookup with {status}")
-        charge = _parse_charge(response, expected_key=provider_key)
-        if charge is None:
-            raise LookupFailed("the provider answered the lookup with an unreadable charge")
-        return charge
+        found = parse(response, expected_key=provider_key)
+        if found is None:
+            raise LookupFailed("the provider answered the lookup with an unreadable body")
+        return found
 
     async def _within_deadline(self, call: Awaitable[_T]) -> _T:
         if self._deadline_s is None:
@@ -238,27 +294,3 @@ class ProviderClient:
     def _observe(self, operation: str, outcome: str, seconds: float) -> None:
         if self._observer is not None:
             self._observer(operation, outcome, seconds)
-
-
-def _parse_charge(response: httpx.Response, *, expected_key: str | None = None) -> Charge | None:
-    """The charge in `response`'s body, or None when the body is not a well-formed charge."""
-    try:
-        data: Any = response.json()
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    charge_id = data.get("charge_id")
-    if not isinstance(charge_id, str) or not charge_id:
-        return None
-    if expected_key is not None and data.get("idempotency_key", expected_key) != expected_key:
-        return None
-    status = data.get("status")
-    if status == "succeeded":
-        return Charge(charge_id=charge_id, status="succeeded", decline_code=None)
-    if status == "declined":
-        decline_code = data.get("decline_code")
-        if decline_code is not None and not isinstance(decline_code, str):
-            return None
-        return Charge(charge_id=charge_id, status="declined", decline_code=decline_code or None)
-    return None

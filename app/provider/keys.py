@@ -15,3 +15,8 @@ def derive_provider_key(payment_id: uuid.UUID) -> str:
     still stored with the payment at claim time so every caller reads the same value.
     """
     return f"payment-{payment_id}"
+
+
+def derive_refund_key(refund_id: uuid.UUID) -> str:
+    """The provider idempotency key for a refund: `refund-<uuid>`, as for a payment."""
+    return f"refund-{refund_id}"

@@ -1,13 +1,14 @@
 """Reconciling one owned operation against the provider: shared by the worker and API retries.
 
-Asking before acting is what makes recovery safe: look the charge up by the payment's derived
-key; if the provider has it, record that definite outcome; if it certainly does not, send it
-again with the same key (the provider deduplicates, so a first request that lands late cannot
-make a second charge); if the provider cannot say, stay unknown and check again later, on the
-schedule the recovery policy sets.
+Asking before acting is what makes recovery safe: look the charge (or refund) up by its
+derived key; if the provider has it, record that definite outcome; if it certainly does not,
+send it again with the same key (the provider deduplicates, so a first request that lands
+late cannot make a second charge); if the provider cannot say, stay unknown and check again
+later, on the schedule the recovery policy sets.
 
 The reconciler knows the driver only by the `Driver` protocol below, so recovery depends on
-no payment code: the composition root hands it the charge driver.
+no payment or refund code: the composition root hands each reconciler its driver (the charge
+driver, the refund driver).
 """
 
 from __future__ import annotations
@@ -17,23 +18,24 @@ from typing import Generic, Protocol, TypeVar
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State, Trigger
-from app.provider.client import Charge
 from app.provider.errors import LookupFailed
 from app.recovery.policy import RecoveryPolicy
 
 SubjectT = TypeVar("SubjectT")
+FoundT = TypeVar("FoundT")
 
 
-class Driver(Protocol[SubjectT]):
+class Driver(Protocol[SubjectT, FoundT]):
     """What reconciling needs from the code that owns the provider calls of an operation.
 
-    `SubjectT` is the business object the operation acts on (a payment).
+    `SubjectT` is the business object the operation acts on (a payment, a refund), `FoundT`
+    what the provider's lookup by its key finds (a charge, a provider refund).
     """
 
-    async def lookup(self, ref: OwnedRef, /) -> tuple[SubjectT, Charge | None]: ...
+    async def lookup(self, ref: OwnedRef, /) -> tuple[SubjectT, FoundT | None]: ...
 
-    async def record_charge(
-        self, ref: OwnedRef, subject: SubjectT, charge: Charge, /, *, actor: str, how: str
+    async def record_found(
+        self, ref: OwnedRef, subject: SubjectT, found: FoundT, /, *, actor: str, how: str
     ) -> Final | FencedOut: ...
 
     async def send(
@@ -47,24 +49,24 @@ class Driver(Protocol[SubjectT]):
     async def refresh(self, ref: OwnedRef, /) -> OwnedRef | None: ...
 
 
-class Reconciler(Generic[SubjectT]):
+class Reconciler(Generic[SubjectT, FoundT]):
     """Finds out what happened to an owned operation and records it."""
 
-    def __init__(self, *, driver: Driver[SubjectT], policy: RecoveryPolicy):
+    def __init__(self, *, driver: Driver[SubjectT, FoundT], policy: RecoveryPolicy):
         self._driver = driver
         self._policy = policy
 
     async def reconcile(self, ref: OwnedRef, *, actor: str) -> Outcome:
         """Drive `ref` to a definite outcome if the provider allows; what it came to."""
         try:
-            payment, charge = await self._driver.lookup(ref)
+            subject, found = await self._driver.lookup(ref)
         except LookupFailed as exc:
             return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor)
-        if charge is not None:
-            return await self._driver.record_charge(
-                ref, payment, charge, actor=actor, how="found by provider lookup"
+        if found is not None:
+            return await self._driver.record_found(
+                ref, subject, found, actor=actor, how="found by provider lookup"
             )
-        # The provider has no charge under this key: sending it again is safe, since the
+        # The provider has nothing under this key: sending it again is safe, since the
         # provider deduplicates on the same derived key should the first request land late.
         trigger = Trigger.SEND if ref.state is State.RECEIVED else Trigger.RESEND
         sent = await self._driver.send(ref, trigger, actor=actor)

@@ -137,9 +137,10 @@ class Calls:
     def claim_due(self, owner: str, operation_id: uuid.UUID) -> list[OwnedRef]:
         """The worker's batch, with every other test's operation out of its reach."""
         with others_locked(self.locker, operation_id):
-            return self._db(
+            due = self._db(
                 lambda conn: leases.claim_due(conn, owner=owner, lease_s=LEASE_S, limit=10)
             )
+        return [d.ref for d in due]
 
     def payment(self, operation_id: uuid.UUID) -> PaymentRow:
         return self._db(lambda conn: payments.get_for_operation(conn, operation_id))
@@ -270,7 +271,7 @@ async def _record_final(
 
 
 async def _finish(
-    db: Database, driver: ChargeDriver, reconciler: Reconciler[PaymentRow], op_id: uuid.UUID
+    db: Database, driver: ChargeDriver, reconciler: Reconciler[PaymentRow, Charge], op_id: uuid.UUID
 ) -> State:
     """Drive the operation to a final state as the service would once faults stop: a client's
     retry for FAILED_RETRYABLE, a recovery (lookup, then resend) for anything else."""

@@ -1,0 +1,262 @@
+"""The keyed flow: claim the idempotency key, or answer from what the key already holds.
+
+Every operation a client creates with an `Idempotency-Key` (a payment, a refund) goes
+through this one flow; only the claim (what the winner writes) and the driver (what it sends
+to the provider) are the operation's own.
+
+first request with a key     claim (one transaction) -> drive the provider call
+same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
+expired key                  422 IDEMPOTENCY_KEY_EXPIRED
+COMPLETED / FAILED           the stored answer, byte for byte (`Replay`)
+in flight, lease live        409 IDEMPOTENCY_REQUEST_IN_PROGRESS (after Prefer: wait)
+in flight, lease expired,    take recovery ownership and reconcile inline
+  or UNKNOWN
+FAILED_RETRYABLE             take ownership and drive the same operation again
+
+The flow returns a typed answer (`app/flows/replies.py` renders it); refusals are raised
+as problem errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from app.clock import utcnow
+from app.db.database import Database
+from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
+from app.flows.replies import Answer, Pending, Replay, operation_location, retry_after_s
+from app.observability.logging import bind, key_hash
+from app.observability.metrics import Metrics
+from app.operations import leases, reads
+from app.operations.driving import OperationDriver
+from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
+from app.operations.refs import OwnedRef, Snapshot, stored_response
+from app.operations.states import TERMINAL, State, Trigger
+from app.operations.views import operation_json
+from app.recovery.policy import RecoveryPolicy
+from app.recovery.reconcile import Reconciler
+
+MAX_WAIT_S = 10.0
+# Prefer: wait reads the operation again after 50 ms, then twice as long each time up to
+# half a second: a waiting request learns of a quick outcome quickly without reading the row
+# twenty times a second for as long as it waits.
+_WAIT_FIRST_S = 0.05
+_WAIT_MAX_S = 0.5
+
+SubjectT = TypeVar("SubjectT")
+
+
+def new_owner(role: str) -> str:
+    """A unique name for one owner (one request, one worker pass) in leases and history."""
+    return f"{role}:{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True)
+class Won(Generic[SubjectT]):
+    """The claim won: the owner's reference, the business object it created, its links."""
+
+    ref: OwnedRef
+    subject: SubjectT
+    payment_id: uuid.UUID
+    refund_id: uuid.UUID | None = None
+
+
+# A claim, given the owner's name: `Won`; or the row holding the key (a `Snapshot`); or
+# None when that row is not visible yet (read it again). It may raise a refusal (a problem
+# error) when the operation may not be created at all; it then stores nothing.
+Claim = Callable[[str], Awaitable["Won[SubjectT] | Snapshot | None"]]
+
+
+class KeyedFlow(Generic[SubjectT]):
+    """Runs one kind of operation exactly once per scoped idempotency key."""
+
+    def __init__(
+        self,
+        *,
+        operation_name: str,
+        noun: str,
+        db: Database,
+        driver: OperationDriver[SubjectT],
+        reconciler: Reconciler[SubjectT, Any],
+        policy: RecoveryPolicy,
+        lease_s: float,
+        key_ttl_s: int,
+        metrics: Metrics,
+    ):
+        self._operation_name = operation_name
+        self._noun = noun
+        self._db = db
+        self._driver = driver
+        self._reconciler = reconciler
+        self._policy = policy
+        self._lease_s = lease_s
+        self._key_ttl_s = key_ttl_s
+        self._metrics = metrics
+
+    async def run(
+        self,
+        *,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        digest: str,
+        claim: Claim[SubjectT],
+        wait_s: float = 0.0,
+    ) -> Answer:
+        """Answer one request; `wait_s` is the (already capped) `Prefer: wait`."""
+        owner = new_owner("api")
+        bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
+        while True:
+            claimed = await claim(owner)
+            if isinstance(claimed, Won):
+                bind(operation_id=str(claimed.ref.id))
+                sent = await self._driver.call(claimed.ref, claimed.subject, actor=owner)
+                return await self._settle_own_attempt(
+                    sent, claimed.payment_id, claimed.refund_id, owner
+                )
+            answer = await self._answer_existing(
+                tenant_id, idempotency_key, digest, owner, wait_s, seen=claimed
+            )
+            if answer is not None:
+                return answer
+            # The key was released between our claim and our read: claim it again.
+
+    async def find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
+        """The tenant's operation of this kind holding `idempotency_key`, if any."""
+        async with self._db.connection() as conn:
+            return await reads.find_by_key(
+                conn,
+                tenant_id=tenant_id,
+                operation_name=self._operation_name,
+                idempotency_key=idempotency_key,
+                key_ttl_s=self._key_ttl_s,
+            )
+
+    async def _answer_existing(
+        self,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        digest: str,
+        owner: str,
+        wait_s: float,
+        *,
+        seen: Snapshot | None,
+    ) -> Answer | None:
+        """Answer from the operation holding the key; None if there is none any more.
+
+        `seen` is the row as the lost claim read it, if it could; every later look reads
+        it again.
+        """
+        deadline = time.monotonic() + wait_s
+        pause = _WAIT_FIRST_S
+        contended_fence: int | None = None
+        while True:
+            snapshot = seen or await self.find(tenant_id, idempotency_key)
+            seen = None
+            if snapshot is None:
+                # The key's tombstone was released after our claim lost: the key is free.
+                return None
+            op = snapshot.operation
+            bind(operation_id=str(op.id))
+            if snapshot.key_expired:
+                self._metrics.expired_key_retries.inc()
+                raise self._expired(op.id)
+            if op.fingerprint != digest:
+                self._metrics.conflicts.labels("different_request").inc()
+                raise IdempotencyKeyReused(
+                    "this Idempotency-Key was used for a different request",
+                    operation_id=op.id,
+                )
+            if snapshot.state in TERMINAL:
+                self._metrics.replays.inc()
+                return Replay(stored_response(op))
+            # A takeover that failed while nothing changed means another transaction holds
+            # the row right now (a recovery taking it over): that is work in progress too.
+            if snapshot.lease_live or contended_fence == op.fence:
+                left = deadline - time.monotonic()
+                if left > 0:
+                    # Prefer: wait — look again for the owner's outcome, backing off.
+                    await asyncio.sleep(min(pause, left))
+                    pause = min(pause * 2, _WAIT_MAX_S)
+                    self._metrics.wait_polls.inc()
+                    continue
+                self._metrics.conflicts.labels("in_progress").inc()
+                raise RequestInProgress(
+                    "a request with this Idempotency-Key is still being processed",
+                    operation_id=op.id,
+                    headers={
+                        "retry-after": "1",
+                        "link": f'<{operation_location(op.id)}>; rel="monitor"',
+                    },
+                )
+            answer = await self._take_over(snapshot, owner)
+            if answer is not None:
+                return answer
+            # Another request or worker took ownership first, or holds the row: look again.
+            contended_fence = op.fence
+
+    async def _take_over(self, snapshot: Snapshot, owner: str) -> Answer | None:
+        """Own a stalled, unknown or retryable operation and drive it; None if we lost."""
+        async with self._db.connection() as conn:
+            ref = await leases.take_over(conn, snapshot, owner=owner, lease_s=self._lease_s)
+        if ref is None:
+            return None
+        if ref.state is State.FAILED_RETRYABLE:
+            # Definitely not processed before: drive the same operation, same provider key.
+            op = snapshot.operation
+            sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
+            return await self._settle_own_attempt(sent, op.payment_id, op.refund_id, owner)
+        outcome = await self._reconciler.reconcile(ref, actor=owner)
+        self._metrics.reconciled(outcome, source="inline")
+        return await self._present(outcome)
+
+    async def _settle_own_attempt(
+        self,
+        sent: Final | Indefinite | FencedOut,
+        payment_id: uuid.UUID,
+        refund_id: uuid.UUID | None,
+        owner: str,
+    ) -> Answer:
+        """Decide what a client's own send came to, and record an indefinite answer."""
+        outcome: Outcome
+        if not isinstance(sent, Indefinite):
+            outcome = sent
+        elif sent.not_sent:
+            # Certainly not processed, and nothing of ours is still on its way: the client
+            # may retry with the same key (503), which drives this again.
+            outcome = await self._driver.defer(
+                sent, payment_id=payment_id, refund_id=refund_id, actor=owner
+            )
+        else:
+            schedule = self._policy.after_send(sent.ref.attempts)
+            outcome = await self._driver.record_unknown(
+                sent.ref, actor=owner, reason=sent.reason, schedule=schedule
+            )
+        return await self._present(outcome)
+
+    async def _present(self, outcome: Outcome) -> Answer:
+        """Final and not-sent outcomes as they are; for the rest, the operation as it stands."""
+        if not isinstance(outcome, Unknown | FencedOut):
+            return outcome
+        async with self._db.connection() as conn:
+            snapshot = await reads.get_snapshot(
+                conn, outcome.operation_id, key_ttl_s=self._key_ttl_s, with_history=True
+            )
+        assert snapshot is not None, "operations are never deleted"
+        op = snapshot.operation
+        if snapshot.state in TERMINAL:
+            # Fenced out by an owner that finished: its answer is the answer.
+            if snapshot.key_expired:
+                raise self._expired(op.id)
+            return Replay(stored_response(op))
+        return Pending(operation_json(snapshot), retry_after_s(op.next_check_at, utcnow()))
+
+    def _expired(self, operation_id: uuid.UUID) -> IdempotencyKeyExpired:
+        return IdempotencyKeyExpired(
+            f"this Idempotency-Key has expired; use a new key for a new {self._noun}",
+            operation_id=operation_id,
+        )

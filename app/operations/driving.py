@@ -1,0 +1,128 @@
+"""What every driver does as an operation's owner, whatever the operation acts on.
+
+A driver (`payments/charging.py`, `refunds/driver.py`) owns the provider calls of one kind
+of operation. The steps that are the same for every kind live here, once:
+1. commit PROVIDER_REQUEST_SENT (fenced) before the call (`send`), or, right after a claim
+   that committed it, go straight to the call (`call`);
+2. the call itself, with no transaction open (`_call`, the subclass's);
+3. record what came of it, fenced: a final outcome with its stored answer and the business
+   object's write in one statement (`_record_final`), FAILED_RETRYABLE (`defer`) or
+   UNKNOWN_REQUIRES_RECOVERY on the recovery schedule (`record_unknown`).
+A write that finds a newer owner returns `FencedOut` and leaves the operation to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
+
+from app.db.database import Connection, Database
+from app.failpoints import Failpoints
+from app.operations import reads
+from app.operations import repository as operations
+from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
+from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.states import Trigger
+
+SubjectT = TypeVar("SubjectT")
+logger = logging.getLogger("payments.driving")
+
+
+class OperationDriver(ABC, Generic[SubjectT]):
+    """The owner's writes around a provider call for one kind of operation."""
+
+    def __init__(self, *, db: Database, lease_s: float, failpoints: Failpoints):
+        self._db = db
+        self._lease_s = lease_s
+        self._failpoints = failpoints
+
+    @abstractmethod
+    async def _load(self, conn: Connection, operation_id: uuid.UUID) -> SubjectT:
+        """The business object the operation acts on."""
+
+    @abstractmethod
+    async def _call(
+        self, sent: OwnedRef, subject: SubjectT, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider and record a definite answer; an indefinite one comes back."""
+
+    async def send(
+        self, ref: OwnedRef, trigger: Trigger, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Commit PROVIDER_REQUEST_SENT (send, retry or resend), then call the provider."""
+        await self._failpoints.reach("after_claim")
+        async with self._db.connection() as conn:
+            sent = await operations.mark_sent(
+                conn, ref, trigger, actor=actor, lease_s=self._lease_s
+            )
+            subject = await self._load(conn, ref.id)
+        if sent is None:
+            return FencedOut(ref.id, ref.fence)
+        return await self._call(sent, subject, actor=actor)
+
+    async def call(
+        self, sent: OwnedRef, subject: SubjectT, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider for an operation whose claim committed PROVIDER_REQUEST_SENT."""
+        await self._failpoints.reach("after_claim")
+        return await self._call(sent, subject, actor=actor)
+
+    async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
+        """The operation as this owner holds it now; None if a newer owner took it."""
+        async with self._db.connection() as conn:
+            return await reads.owned(conn, ref)
+
+    async def defer(
+        self,
+        unsent: Indefinite,
+        *,
+        payment_id: uuid.UUID,
+        actor: str,
+        refund_id: uuid.UUID | None = None,
+    ) -> NotSent | FencedOut:
+        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
+        ref = unsent.ref
+        async with self._db.connection() as conn:
+            moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
+        if moved is None:
+            return FencedOut(ref.id, ref.fence)
+        retry_after_s = max(1, math.ceil(unsent.retry_after_s or 1))
+        return NotSent(ref.id, payment_id, retry_after_s, refund_id)
+
+    async def record_unknown(
+        self, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
+    ) -> Unknown | FencedOut:
+        """No definite answer: UNKNOWN_REQUIRES_RECOVERY, next check as scheduled."""
+        if schedule.needs_attention:
+            logger.warning(
+                "operation needs attention",
+                extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
+            )
+        async with self._db.connection() as conn:
+            moved = await operations.mark_unknown(
+                conn, ref, actor=actor, reason=reason, schedule=schedule
+            )
+        if moved is None:
+            return FencedOut(ref.id, ref.fence)
+        return Unknown(ref.id, schedule.attempts, schedule.delay_s, schedule.needs_attention)
+
+    async def _record_final(
+        self,
+        ref: OwnedRef,
+        trigger: Trigger,
+        *,
+        actor: str,
+        reason: str,
+        stored: StoredResponse,
+        result: SubjectWrite,
+    ) -> bool:
+        """One statement: the outcome, its audit row, the stored answer and the business
+        object's result, all or (fenced out) nothing. True when this owner's write landed."""
+        async with self._db.connection() as conn:
+            done = await operations.record_final(
+                conn, ref, trigger, actor=actor, reason=reason, stored=stored, subject=result
+            )
+        return done is not None

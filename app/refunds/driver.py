@@ -1,0 +1,111 @@
+"""Driving one refund through the provider call and recording what came of it.
+
+The steps every operation shares are `OperationDriver`'s (`app/operations/driving.py`); this
+module adds what is a refund's own: the refund request, the refund lookup, and the refund's
+status (and, once it succeeded, its payment's refunded amount) written with the outcome.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from app.clock import utcnow
+from app.db.database import Connection, Database
+from app.failpoints import Failpoints
+from app.operations.driving import OperationDriver
+from app.operations.outcomes import FencedOut, Final, Indefinite, Rejected, Succeeded
+from app.operations.refs import OwnedRef
+from app.operations.states import Trigger
+from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
+from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
+from app.refunds import replies
+from app.refunds import repository as refunds
+from app.refunds.models import RefundRow, RefundStatus
+
+
+class RefundDriver(OperationDriver[RefundRow]):
+    """Sends a refund, looks it up, and records outcomes as the operation's owner."""
+
+    def __init__(
+        self, *, db: Database, provider: ProviderClient, lease_s: float, failpoints: Failpoints
+    ):
+        super().__init__(db=db, lease_s=lease_s, failpoints=failpoints)
+        self._provider = provider
+
+    async def _load(self, conn: Connection, operation_id: uuid.UUID) -> RefundRow:
+        return await refunds.get_for_operation(conn, operation_id)
+
+    async def _call(
+        self, sent: OwnedRef, subject: RefundRow, *, actor: str
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider (no transaction open) and record a definite answer."""
+        request = RefundRequest(
+            provider_key=subject.provider_key,
+            charge_id=subject.charge_id,
+            amount_minor=subject.amount_minor,
+        )
+        try:
+            found = await self._provider.create_refund(request)
+        except ChargeRejected as exc:
+            return await self._record_rejected(sent, subject, str(exc), actor=actor)
+        except ChargeNotSent as exc:
+            return Indefinite(
+                sent,
+                str(exc),
+                not_sent=True,
+                retry_after_s=exc.retry_after,
+                circuit_open=isinstance(exc, CircuitOpen),
+            )
+        except OutcomeUnknown as exc:
+            return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
+        return await self.record_found(sent, subject, found, actor=actor, how="provider answered")
+
+    async def lookup(self, ref: OwnedRef) -> tuple[RefundRow, ProviderRefund | None]:
+        """The refund and what the provider holds under its key, if anything.
+
+        Raises `LookupFailed` when the provider cannot say.
+        """
+        async with self._db.connection() as conn:
+            refund = await refunds.get_for_operation(conn, ref.id)
+        return refund, await self._provider.find_refund(refund.provider_key)
+
+    async def record_found(
+        self, ref: OwnedRef, refund: RefundRow, found: ProviderRefund, *, actor: str, how: str
+    ) -> Succeeded | FencedOut:
+        """The provider made the refund: COMPLETED, the refund SUCCEEDED, the payment's
+        refunded amount and status moved, and the answer stored, in one statement."""
+        await self._failpoints.reach("before_record")
+        at = utcnow()
+        stored = replies.refunded(refund, found, at=at)
+        written = await self._record_final(
+            ref,
+            Trigger.COMPLETE,
+            actor=actor,
+            reason=f"{how}: refunded",
+            stored=stored,
+            result=refunds.result_with_outcome(
+                refund, status=RefundStatus.SUCCEEDED, provider_refund_id=found.refund_id, at=at
+            ),
+        )
+        if not written:
+            return FencedOut(ref.id, ref.fence)
+        return Succeeded(ref.id, stored)
+
+    async def _record_rejected(
+        self, ref: OwnedRef, refund: RefundRow, detail: str, *, actor: str
+    ) -> Rejected | FencedOut:
+        """The provider refused the refund, nothing refunded: FAILED, its amount released."""
+        stored = replies.rejected(refund, detail, operation_id=ref.id)
+        written = await self._record_final(
+            ref,
+            Trigger.FAIL,
+            actor=actor,
+            reason=f"provider rejected the request: {detail}",
+            stored=stored,
+            result=refunds.result_with_outcome(
+                refund, status=RefundStatus.FAILED, provider_refund_id=None, at=utcnow()
+            ),
+        )
+        if not written:
+            return FencedOut(ref.id, ref.fence)
+        return Rejected(ref.id, detail, stored)

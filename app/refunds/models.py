@@ -1,0 +1,89 @@
+"""The refunds table: money given back on a payment, one row per refund operation."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, Index, String, func, text
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+
+
+class RefundStatus(StrEnum):
+    """PENDING until the provider's answer is known; then SUCCEEDED or FAILED."""
+
+    PENDING = "PENDING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class RefundReason(StrEnum):
+    """Why the merchant gives the money back."""
+
+    REQUESTED_BY_CUSTOMER = "requested_by_customer"
+    DUPLICATE = "duplicate"
+    FRAUDULENT = "fraudulent"
+
+
+_STATUSES = ", ".join(f"'{s.value}'" for s in RefundStatus)
+
+
+class Refund(Base):
+    """A refund we asked the provider for, with its own stable provider key."""
+
+    __tablename__ = "refunds"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({_STATUSES})", name="status_valid"),
+        CheckConstraint("amount_minor > 0", name="amount_positive"),
+        # A payment's refunds, newest last: the list read and the claim's sum.
+        Index(
+            "ix_refunds_tenant_id_payment_id_created_at", "tenant_id", "payment_id", "created_at"
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
+    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("payments.id"))
+    operation_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("operations.id"), unique=True
+    )
+    # Derived from our own refund id and stored at claim time, like a payment's.
+    provider_key: Mapped[str] = mapped_column(String(128), unique=True)
+    # The provider's charge being refunded, copied from the payment at claim time.
+    charge_id: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    amount_minor: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    reason: Mapped[str | None] = mapped_column(String(32))
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, server_default=text("'{}'::jsonb")
+    )
+    provider_refund_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+@dataclass(frozen=True)
+class RefundRow:
+    """One row of `refunds`, as read."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    payment_id: uuid.UUID
+    operation_id: uuid.UUID
+    provider_key: str
+    charge_id: str
+    status: str
+    amount_minor: int
+    currency: str
+    reason: str | None
+    metadata: dict[str, Any]
+    provider_refund_id: str | None
+    created_at: datetime
+    updated_at: datetime

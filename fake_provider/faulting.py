@@ -1,0 +1,73 @@
+"""Serving one send (a charge, a refund) under the fault rule it drew.
+
+Faults that act before processing (`unavailable`, `latency`, `timeout_before_commit`) run
+before `process`; faults that act after the commit (`timeout_after_commit`,
+`drop_after_commit`, `error_after_commit`, `crash_after_commit`) run after it, so the ledger
+holds the result while the caller sees none. A replay goes through the same steps, so a fault
+hides a replayed answer just as it hides a first one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from fake_provider.connection import drop_connection
+from fake_provider.errors import error_response, unavailable
+from fake_provider.faults import CRASH_EXIT_STATUS, FaultRule
+
+
+def _discarded() -> Response:
+    # ASGI wants a response even after the connection is gone; the server drops this one.
+    return Response(status_code=204)
+
+
+async def _wait_out(rule: FaultRule, request: Request) -> bool:
+    """Sleep the rule's delay; False if a server stop cut it short and dropped the connection."""
+    try:
+        await asyncio.sleep(rule.delay_s or 0.0)
+    except asyncio.CancelledError:
+        # uvicorn cancels requests still running when its graceful stop runs out, and would
+        # then answer 500 and log a traceback. End the wait as the fault ends instead (closed,
+        # no answer); not re-raising keeps the stop quiet, and the caller returns at once.
+        await drop_connection(request)
+        return False
+    return True
+
+
+async def serve_with_faults(
+    request: Request, rule: FaultRule | None, process: Callable[[], Response]
+) -> Response:
+    """`process()` (decide and commit) wrapped in what `rule`'s fault does around it."""
+    fault = None if rule is None else rule.fault
+
+    if fault == "unavailable":
+        return unavailable()
+    if rule is not None and fault in ("latency", "timeout_before_commit"):
+        if not await _wait_out(rule, request):
+            return _discarded()
+        if fault == "timeout_before_commit":
+            await drop_connection(request)
+            return _discarded()
+
+    # Inline on the event loop: without an fsync per commit, SQLite's work is a few dozen
+    # microseconds, less than handing it to a worker thread and back.
+    response = process()
+
+    if fault == "crash_after_commit":
+        # The commit is in the WAL by now; exit without cleanup, as a killed process would.
+        os._exit(CRASH_EXIT_STATUS)
+    if rule is not None and fault == "timeout_after_commit":
+        if await _wait_out(rule, request):
+            await drop_connection(request)
+        return _discarded()
+    if fault == "drop_after_commit":
+        await drop_connection(request)
+        return _discarded()
+    if fault == "error_after_commit":
+        return error_response(500, "internal_error")
+    return response

@@ -1,0 +1,92 @@
+"""`POST /refunds` and `GET /refunds`: giving back part of a charge, with faults applied.
+
+A refund request flows as a charge does: validate -> take a fault rule (matched on the
+refunded charge's account) -> faults before processing -> the ledger (create, replay,
+conflict, or refuse) -> faults after the commit. The ledger refuses a refund of an unknown
+or unsucceeded charge, or of more than the charge has left, with `400 invalid_request`:
+nothing refunded.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from fake_provider.dependencies import FaultsDep, LedgerDep
+from fake_provider.errors import error_response, invalid_request, unavailable
+from fake_provider.faulting import serve_with_faults
+from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS
+from fake_provider.ledger import Ledger
+from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Refund, RefundList, RefundRequest
+
+router = APIRouter(tags=["refunds"])
+
+IdempotencyKeyHeader = Annotated[
+    str, Header(alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY_PATTERN)
+]
+IdempotencyKeyQuery = Annotated[str | None, Query(pattern=IDEMPOTENCY_KEY_PATTERN)]
+
+
+def _process(ledger: Ledger, key: str, body: RefundRequest) -> Response:
+    """Make the refund and record it; the answer a healthy provider would give."""
+    recorded = ledger.record_refund(key, body)
+    if recorded.refund is None:
+        return invalid_request(f"{recorded.refused}; nothing was refunded")
+    if not recorded.refund.same_request(body):
+        return error_response(
+            409,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request; nothing was refunded",
+        )
+    headers = None if recorded.created else {"Idempotent-Replayed": "true"}
+    return JSONResponse(recorded.refund.model_dump(mode="json"), status_code=201, headers=headers)
+
+
+def _account_of(ledger: Ledger, charge_id: str) -> str | None:
+    charge = ledger.charge_by_id(charge_id)
+    return None if charge is None else charge.account_id
+
+
+@router.post("/refunds", status_code=201, response_model=Refund)
+async def create_refund(
+    request: Request,
+    body: RefundRequest,
+    idempotency_key: IdempotencyKeyHeader,
+    ledger: LedgerDep,
+    faults: FaultsDep,
+) -> Response:
+    """Refund once per idempotency key; replay it for the same request."""
+    rule = faults.take(
+        CHARGE_FAULTS,
+        account_id=_account_of(ledger, body.charge_id),
+        idempotency_key=idempotency_key,
+    )
+    return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
+
+
+@router.get("/refunds", response_model=Refund | RefundList)
+async def read_refunds(
+    request: Request,
+    ledger: LedgerDep,
+    faults: FaultsDep,
+    idempotency_key: IdempotencyKeyQuery = None,
+) -> Response:
+    """The refund under `idempotency_key`, or without it every refund (admin API only)."""
+    if idempotency_key is None:
+        if not request.app.state.admin:
+            return error_response(404, "not_found")
+        return JSONResponse(RefundList(refunds=ledger.refunds()).model_dump(mode="json"))
+    refund = ledger.find_refund(idempotency_key)
+    rule = faults.take(
+        LOOKUP_FAULTS,
+        account_id=None if refund is None else _account_of(ledger, refund.charge_id),
+        idempotency_key=idempotency_key,
+    )
+    if rule is not None:
+        return unavailable()
+    if refund is None:
+        return error_response(404, "not_found")
+    return JSONResponse(refund.model_dump(mode="json"))
