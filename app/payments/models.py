@@ -40,7 +40,7 @@ class Payment(Base):
     # Derived from our own payment id and stored at claim time; every provider call for this
     # payment, first or recovery, sends it, so the provider can deduplicate.
     provider_key: Mapped[str] = mapped_column(String(128), unique=True)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(32))
     amount_minor: Mapped[int] = mapped_column(BigInteger)
     currency: Mapped[str] = mapped_column(String(3))
     account_id: Mapped[str] = mapped_column(String(64))

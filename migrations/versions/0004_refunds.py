@@ -32,6 +32,13 @@ def upgrade() -> None:
             "amount_refunded_minor", sa.BigInteger(), server_default=sa.text("0"), nullable=False
         ),
     )
+    op.alter_column(
+        "payments",
+        "status",
+        existing_type=sa.String(length=16),
+        type_=sa.String(length=32),
+        existing_nullable=False,
+    )
     op.drop_constraint(op.f("ck_payments_status_valid"), "payments", type_="check")
     op.create_check_constraint(op.f("ck_payments_status_valid"), "payments", _NEW_PAYMENT_STATUSES)
     op.create_check_constraint(
@@ -118,4 +125,11 @@ def downgrade() -> None:
         "WHERE status IN ('PARTIALLY_REFUNDED', 'REFUNDED')"
     )
     op.create_check_constraint(op.f("ck_payments_status_valid"), "payments", _OLD_PAYMENT_STATUSES)
+    op.alter_column(
+        "payments",
+        "status",
+        existing_type=sa.String(length=32),
+        type_=sa.String(length=16),
+        existing_nullable=False,
+    )
     op.drop_column("payments", "amount_refunded_minor")

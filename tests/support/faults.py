@@ -36,3 +36,10 @@ class FaultInjector:
         response.raise_for_status()
         entries: list[dict[str, Any]] = response.json()["charges"]
         return [e for e in entries if all(e.get(k) == v for k, v in match.items())]
+
+    def refunds(self, **match: Any) -> list[dict[str, Any]]:
+        """Refunds in the ledger whose fields equal every `match` value."""
+        response = httpx.get(f"{self.url}/refunds", timeout=10)
+        response.raise_for_status()
+        entries: list[dict[str, Any]] = response.json()["refunds"]
+        return [e for e in entries if all(e.get(k) == v for k, v in match.items())]

@@ -1,0 +1,103 @@
+"""Many refunds of one payment at once, under different keys: never beyond its amount.
+
+Each refund claim takes the payment's row lock, sums what is held, and claims in one
+transaction; these tests send more refunds than fit, all at once, through one API and
+through two API processes, and count what the provider refunded.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.conftest import TenantHandle, api_client
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key
+from tests.support.processes import Process
+from tests.support.refunds import paid, post_refund, refund_body
+from tests.support.spawning import Spawner
+
+REFUNDS = 24  # of 1.00 each, against a 10.00 payment
+
+
+def _refund_all(
+    clients: list[httpx.Client], payment_id: str, *, amount: str = "1.00"
+) -> list[httpx.Response]:
+    with ThreadPoolExecutor(max_workers=REFUNDS) as pool:
+        futures = [
+            pool.submit(
+                post_refund,
+                clients[i % len(clients)],
+                payment_id,
+                refund_body(amount=amount),
+                key=new_key(),
+            )
+            for i in range(REFUNDS)
+        ]
+        return [f.result(timeout=120) for f in futures]
+
+
+def _assert_never_beyond(
+    answers: list[httpx.Response],
+    payment: dict[str, object],
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [201] * 10 + [422] * (REFUNDS - 10), [a.text for a in answers]
+    assert {a.json()["code"] for a in answers if a.status_code == 422} == {"REFUND_EXCEEDS_PAYMENT"}
+    ledger = faults.refunds(charge_id=payment["provider_charge_id"])
+    assert len(ledger) == 10
+    assert sum(r["amount_minor"] for r in ledger) == 1000
+    after = client.get(f"/payments/{payment['payment_id']}").json()
+    assert (after["status"], after["amount_refunded"]) == ("REFUNDED", "10.00")
+    # The refused requests left nothing behind: one operation per refund made.
+    count = db.execute(
+        "SELECT count(*) AS n FROM operations WHERE operation_name = 'create_refund'"
+        " AND payment_id = %s",
+        (payment["payment_id"],),
+    ).fetchone()
+    assert count == {"n": 10}
+
+
+def test_concurrent_refunds_through_one_api_never_exceed_the_payment(
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow]
+) -> None:
+    payment = paid(client)
+    answers = _refund_all([client], payment["payment_id"])
+    _assert_never_beyond(answers, payment, client, faults, db)
+
+
+def test_concurrent_refunds_through_two_api_processes_never_exceed_the_payment(
+    spawn: Spawner,
+    api: Process,
+    tenant: TenantHandle,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    payment = paid(client)
+    second = spawn.api()
+    with api_client(second, tenant) as other:
+        answers = _refund_all([client, other], payment["payment_id"])
+    _assert_never_beyond(answers, payment, client, faults, db)
+
+
+def test_in_flight_refunds_hold_their_amount(
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow]
+) -> None:
+    """A refund whose outcome is unknown still counts: nothing may be refunded past it."""
+    payment = paid(client)
+    # The provider refunds, then never answers: the session API gives up after 2 s (202).
+    faults.add("timeout_after_commit", account_id=payment["account_id"], delay_s=5)
+    pending = post_refund(client, payment["payment_id"], refund_body(amount="9.00"), key=new_key())
+    assert pending.status_code == 202, pending.text
+    assert pending.json()["state"] == "UNKNOWN_REQUIRES_RECOVERY"
+    refused = post_refund(client, payment["payment_id"], refund_body(amount="1.01"), key=new_key())
+    assert refused.status_code == 422, refused.text
+    fits = post_refund(client, payment["payment_id"], refund_body(amount="1.00"), key=new_key())
+    assert fits.status_code == 201, fits.text
