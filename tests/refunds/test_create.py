@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import psycopg
 from psycopg.rows import DictRow
@@ -166,14 +168,15 @@ def test_invalid_refund_requests_are_refused_with_the_failing_field(
     client: httpx.Client, tenant: TenantHandle, db: psycopg.Connection[DictRow]
 ) -> None:
     pid = paid(client)["payment_id"]
-    for body, field in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"amount": 4.0}, "amount"),
         ({"amount": "4.001"}, "amount"),
         ({"amount": "0"}, "amount"),
         ({"amount": "1.00", "reason": "because"}, "reason"),
         ({"amount": "1.00", "extra": 1}, "extra"),
         ({"amount": "1.00", "metadata": {"k": 1}}, "metadata.k"),
-    ]:
+    ]
+    for body, field in cases:
         key = new_key()
         answer = post_refund(client, pid, body, key=key)
         assert answer.status_code == 422, (body, answer.text)

@@ -7,6 +7,7 @@ provider by its own derived key and, if found, recorded; never sent a second tim
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import psycopg
@@ -30,8 +31,8 @@ from tests.support.spawning import FAST_WORKER, Spawner
 
 
 def _completed_once(
-    db: psycopg.Connection[DictRow], faults: FaultInjector, operation_id: object
-) -> dict[str, object]:
+    db: psycopg.Connection[DictRow], faults: FaultInjector, operation_id: Any
+) -> dict[str, Any]:
     row = operation(db, operation_id)
     assert row["state"] == "COMPLETED", row
     refund = refund_for(db, operation_id)
@@ -103,7 +104,7 @@ def test_api_killed_around_the_refund_call_then_recovered_and_replayed(
     )
     key, body = new_key(), refund_body(amount="2.00")
     answer = refund_in_background(background, api, tenant, payment["payment_id"], key, body)
-    found: list[dict[str, object]] = []
+    found: list[dict[str, Any]] = []
 
     def claimed() -> bool:
         row = refund_operation(db, tenant, key)
