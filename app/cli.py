@@ -127,6 +127,20 @@ def _cmd_pay(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_refund(args: argparse.Namespace) -> int:
+    from client.cli import run_refund
+
+    return run_refund(
+        payment_id=args.payment_id,
+        amount=args.amount,
+        reason=args.reason,
+        key=args.key,
+        api_url=args.api_url,
+        api_key=args.api_key,
+        wait_s=args.wait,
+    )
+
+
 def _cmd_operations_show(args: argparse.Namespace) -> int:
     from client.cli import run_operations_show
 
@@ -193,6 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     pay.add_argument("--key", help="idempotency key to resume a payment (default: a new one)")
     pay.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a final outcome")
     pay.set_defaults(func=_cmd_pay)
+
+    refund = sub.add_parser(
+        "refund", parents=[api_options], help="refund a payment through the Python client"
+    )
+    refund.add_argument("payment_id", help="the payment to refund")
+    refund.add_argument("--amount", required=True, help='decimal string, e.g. "5.00"')
+    refund.add_argument(
+        "--reason", choices=["requested_by_customer", "duplicate", "fraudulent"], default=None
+    )
+    refund.add_argument("--key", help="idempotency key to resume a refund (default: a new one)")
+    refund.add_argument("--wait", type=float, default=60.0, help="seconds to wait for an outcome")
+    refund.set_defaults(func=_cmd_refund)
 
     ops = sub.add_parser("operations", help="read operations")
     ops_sub = ops.add_subparsers(dest="operations_command", required=True)

@@ -1,6 +1,6 @@
 """Python client of the payments API: correct retries are the default.
 
-- One idempotency key per logical payment (a UUIDv7 unless you pass one), handed to your
+- One idempotency key per logical payment or refund (a UUIDv7 unless you pass one), handed to your
   `on_key` callback before the first attempt so you can store it, and sent on every retry.
 - Retries only what is safe: connection errors and timeouts, `409` in progress, `503` and
   other transient `5xx`, and `202` (outcome unknown: asked again with the same key until the
@@ -25,13 +25,14 @@ from client.errors import (
     PaymentFailed,
     PaymentRejected,
     PaymentsError,
+    RefundRefused,
     RequestError,
     RetryBudgetExhausted,
     UnexpectedResponse,
     ValidationError,
 )
 from client.keys import new_idempotency_key, uuid7
-from client.models import Operation, OperationResult, Payment, Transition
+from client.models import Operation, OperationResult, Payment, Refund, Transition
 from client.retrying import RetryEvent
 from client.sync import PaymentsClient
 
@@ -53,6 +54,8 @@ __all__ = [
     "PaymentRejected",
     "PaymentsClient",
     "PaymentsError",
+    "Refund",
+    "RefundRefused",
     "RequestError",
     "RetryBudget",
     "RetryBudgetExhausted",

@@ -13,7 +13,9 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -42,7 +44,8 @@ from client.decisions import (
     transport_decision,
 )
 from client.errors import PaymentsError
-from client.models import Operation, Payment, parse_operation, parse_payment
+from client.models import Operation, Payment, Refund, parse_operation, parse_payment
+from client.refunds import Refunded, prepare_refund, refund_decision, refunds_path
 from client.retrying import OnRetry, RetryState
 from client.wire import Amount, Answer, answer_from, create_headers
 
@@ -139,21 +142,64 @@ class AsyncPaymentsClient(ClientBase):
         if on_key is not None:
             on_key(key)
         state = self._retry_state("create_payment", deadline, idempotency_key=key)
+        decide = partial(create_decision, key=key)
+        done = await self._post_until_final(state, "/payments", body, key, decide)
+        assert isinstance(done, Done)
+        return done.payment
+
+    async def create_refund(
+        self,
+        payment_id: str,
+        amount: Amount,
+        *,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        on_key: OnKey | None = None,
+        deadline: float | None = None,
+    ) -> Refund:
+        """Refund once and return the SUCCEEDED refund, retrying what is safe to retry.
+
+        As `create_payment`: one call is one logical refund under one key (`on_key` sees it
+        first). Raises `RefundRefused` (not refundable, or more than is left: nothing was
+        stored), `PaymentRejected` (the provider refused the refund), a `RequestError`, or
+        `OutcomeUnknown` when `deadline` passes first.
+        """
+        key, body = prepare_refund(
+            amount, reason=reason, metadata=metadata, idempotency_key=idempotency_key
+        )
+        if on_key is not None:
+            on_key(key)
+        state = self._retry_state("create_refund", deadline, idempotency_key=key)
+        decide = partial(refund_decision, key=key)
+        done = await self._post_until_final(state, refunds_path(payment_id), body, key, decide)
+        assert isinstance(done, Refunded)
+        return done.refund
+
+    async def _post_until_final(
+        self,
+        state: RetryState,
+        path: str,
+        body: dict[str, Any],
+        key: str,
+        decide: Callable[[Answer], Done | Refunded | Fail | Retry],
+    ) -> Done | Refunded:
+        """POST `body` with `key` until the answer is final; raise a final failure."""
         while True:
             timeout = state.request_timeout(self._timeout)
             try:
                 response = await self._http.post(
-                    "/payments",
+                    path,
                     json=body,
                     headers=create_headers(key, request_timeout_s=timeout),
                     timeout=timeout,
                 )
             except httpx.TransportError as exc:
-                decision: Done | Fail | Retry = transport_decision(exc)
+                decision: Done | Refunded | Fail | Retry = transport_decision(exc)
             else:
-                decision = create_decision(answer_from(response), key=key)
-            if isinstance(decision, Done):
-                return decision.payment
+                decision = decide(answer_from(response))
+            if isinstance(decision, Done | Refunded):
+                return decision
             if isinstance(decision, Fail):
                 raise decision.error
             await self._wait(state, decision)

@@ -1,16 +1,18 @@
-"""The client side of the `payments` command: `payments pay` and `payments operations show`.
+"""The client side of the `payments` command: `payments pay`, `payments refund` and
+`payments operations show`.
 
 `app/cli.py` defines the arguments and calls these lazily, so the server's settings are
 neither needed nor read. The payment or operation goes to stdout as JSON; progress, the key
 to resume with, and errors go to stderr. Exit codes:
 
-    0  succeeded (or the operation was found)
+    0  succeeded (the payment or refund, or the operation was found)
     1  no usable answer from the API (unexpected answer, API unreachable for a read)
     2  usage: bad arguments, no API key
     3  declined by the provider (the DECLINED payment is printed)
-    4  rejected by the provider as invalid (the FAILED payment is printed)
+    4  rejected by the provider as invalid (the FAILED payment or refund is printed)
     5  outcome still unknown at the deadline: run again with the printed --key to resume
-    6  refused: invalid request, idempotency key reused or expired, not found
+    6  refused: invalid request, idempotency key reused or expired, not found, payment not
+       refundable or refund beyond what is left
     7  authentication failed
 """
 
@@ -157,6 +159,73 @@ def run_pay(
             return EXIT_ERROR
     _say(err, f"payment {payment.payment_id} {payment.status}")
     _dump(payment.raw, out)
+    return EXIT_OK
+
+
+def run_refund(
+    *,
+    payment_id: str,
+    amount: str,
+    reason: str | None = None,
+    key: str | None = None,
+    api_url: str | None = None,
+    api_key: str | None = None,
+    wait_s: float = DEFAULT_WAIT_S,
+    environ: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`payments refund PAYMENT_ID --amount A`: one refund through the client, its JSON."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    connection = _connection(api_url, api_key, os.environ if environ is None else environ, err)
+    if connection is None:
+        return EXIT_USAGE
+    if wait_s <= 0:
+        _say(err, "--wait must be a positive number of seconds")
+        return EXIT_USAGE
+
+    def announce_key(idempotency_key: str) -> None:
+        _say(err, f"idempotency key: {idempotency_key}")
+        _say(err, f"to resume this refund if interrupted, run again with --key {idempotency_key}")
+
+    def progress(event: RetryEvent) -> None:
+        _say(err, f"attempt {event.attempt}: {event.reason}; trying again in {event.delay_s:.1f}s")
+
+    url, api_key_value = connection
+    try:
+        payments = PaymentsClient(url, api_key_value, deadline=wait_s, on_retry=progress)
+    except ValueError as exc:
+        _say(err, str(exc))
+        return EXIT_USAGE
+    with payments:
+        try:
+            refund = payments.create_refund(
+                payment_id, amount, reason=reason, idempotency_key=key, on_key=announce_key
+            )
+        except ValueError as exc:
+            _say(err, str(exc))
+            return EXIT_USAGE
+        except PaymentRejected as exc:
+            _say(err, f"rejected by the provider; nothing was refunded: {exc.detail}")
+            if exc.body is not None:
+                _dump(exc.body, out)
+            return EXIT_REJECTED
+        except OutcomeUnknown as exc:
+            _say(err, exc.detail)
+            if exc.idempotency_key is not None:
+                _say(
+                    err,
+                    f"resume with: payments refund {payment_id} ... --key {exc.idempotency_key}",
+                )
+            return EXIT_UNKNOWN
+        except RequestError as exc:
+            return _refused(exc, err)
+        except PaymentsError as exc:
+            _say(err, exc.detail)
+            return EXIT_ERROR
+    _say(err, f"refund {refund.refund_id} {refund.status}")
+    _dump(refund.raw, out)
     return EXIT_OK
 
 

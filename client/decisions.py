@@ -41,6 +41,7 @@ from client.errors import (
     PaymentDeclined,
     PaymentRejected,
     PaymentsError,
+    RefundRefused,
     UnexpectedResponse,
     ValidationError,
 )
@@ -51,6 +52,7 @@ IN_PROGRESS = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
 KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
 KEY_EXPIRED = "IDEMPOTENCY_KEY_EXPIRED"
 PROVIDER_REJECTED = "PROVIDER_REJECTED"
+REFUND_REFUSALS = frozenset({"PAYMENT_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAYMENT"})
 #: Statuses that say "not now" rather than "no": retried with backoff.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -129,6 +131,8 @@ def error_for(answer: Answer, *, key: str | None) -> PaymentsError | None:
         return PaymentDeclined(detail, decline_code=code or "declined", **common)
     if status == 502 and code == PROVIDER_REJECTED:
         return PaymentRejected(detail, **common)
+    if status in (409, 422) and code in REFUND_REFUSALS:
+        return RefundRefused(detail, **common)
     if status == 422 and code == KEY_REUSED:
         return IdempotencyKeyReused(detail, **common)
     if status == 422 and code == KEY_EXPIRED:
@@ -144,7 +148,7 @@ def error_for(answer: Answer, *, key: str | None) -> PaymentsError | None:
     return UnexpectedResponse(f"unexpected answer HTTP {status}: {detail}", **common)
 
 
-def _retry_for(answer: Answer) -> Retry:
+def retry_for(answer: Answer) -> Retry:
     code = _str_member(answer.body, "code")
     label = f"HTTP {answer.status}" + (f" {code}" if code else "")
     operation_id = _str_member(answer.body, "operation_id")
@@ -200,9 +204,9 @@ def create_decision(answer: Answer, *, key: str | None) -> Decision:
             return Fail(exc)
         return payment_decision(payment, key=key)
     if answer.status == 202:
-        return _retry_for(answer)
+        return retry_for(answer)
     error = error_for(answer, key=key)
-    return Fail(error) if error is not None else _retry_for(answer)
+    return Fail(error) if error is not None else retry_for(answer)
 
 
 def transport_decision(exc: httpx.TransportError) -> Retry:

@@ -13,7 +13,10 @@ PaymentsError                  base of everything below; never an `httpx` except
 │   ├── IdempotencyKeyReused   422: the key belongs to a different request (a caller bug)
 │   ├── IdempotencyKeyExpired  422: the key is past its TTL; `operation_id` is the old one
 │   ├── AuthenticationError    401/403: missing or unknown API key
-│   └── NotFound               404: no such operation or payment for this API key
+│   ├── NotFound               404: no such operation, payment or refund for this API key
+│   └── RefundRefused          409 PAYMENT_NOT_REFUNDABLE / 422 REFUND_EXCEEDS_PAYMENT: the
+│                              payment cannot be refunded by that much now; nothing was
+│                              stored under the key, so it may be sent again later
 ├── OutcomeUnknown             the client stopped before a final answer: the payment may
 │   │                          or may not have been charged. Resume with the same
 │   │                          `idempotency_key` (create_payment) or `operation_id`
@@ -108,6 +111,10 @@ class AuthenticationError(RequestError):
 
 class NotFound(RequestError):
     """No such resource for this API key."""
+
+
+class RefundRefused(RequestError):
+    """The payment cannot be refunded (by this much) now; nothing stored, nothing sent."""
 
 
 class OutcomeUnknown(PaymentsError):

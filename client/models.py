@@ -35,11 +35,31 @@ class Payment:
     created_at: datetime
     updated_at: datetime
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    #: The sum of the payment's succeeded refunds ("0.00" before any).
+    amount_refunded: str | None = None
 
     @property
     def amount_decimal(self) -> Decimal:
         """The amount as a `Decimal`."""
         return Decimal(self.amount)
+
+
+@dataclass(frozen=True)
+class Refund:
+    """A refund as the API represents it."""
+
+    refund_id: str
+    payment_id: str
+    operation_id: str
+    status: str
+    amount: str
+    currency: str
+    reason: str | None
+    metadata: Mapping[str, str]
+    provider_refund_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -128,6 +148,28 @@ def parse_payment(data: Mapping[str, Any]) -> Payment:
         metadata={str(k): str(v) for k, v in metadata.items()},
         provider_charge_id=_opt_str(data, "provider_charge_id"),
         decline_code=_opt_str(data, "decline_code"),
+        created_at=_time(data, "created_at"),
+        updated_at=_time(data, "updated_at"),
+        raw=data,
+        amount_refunded=_opt_str(data, "amount_refunded"),
+    )
+
+
+def parse_refund(data: Mapping[str, Any]) -> Refund:
+    """A `Refund` from the API's JSON; `UnexpectedResponse` if it is not one."""
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise UnexpectedResponse("the API's answer has a malformed 'metadata'")
+    return Refund(
+        refund_id=_str(data, "refund_id"),
+        payment_id=_str(data, "payment_id"),
+        operation_id=_str(data, "operation_id"),
+        status=_str(data, "status"),
+        amount=_str(data, "amount"),
+        currency=_str(data, "currency"),
+        reason=_opt_str(data, "reason"),
+        metadata={str(k): str(v) for k, v in metadata.items()},
+        provider_refund_id=_opt_str(data, "provider_refund_id"),
         created_at=_time(data, "created_at"),
         updated_at=_time(data, "updated_at"),
         raw=data,
