@@ -6,7 +6,8 @@ success_matches_ledger    every 201 a client saw has its charge in the ledger, w
                           same charge id and amount, and the payment row agrees
 ledger_matches_database   every charge is recorded on its payment (status and charge id),
                           and no payment is SUCCEEDED without its charge
-operations_settled        every operation is COMPLETED or FAILED, or flagged needs_attention
+operations_settled        every operation (payments' and refunds') is COMPLETED or FAILED, or
+                          flagged needs_attention
 replays_identical         every final answer for one key has the same status and the same
                           body bytes
 nothing_charged_on_failure  no approved charge for a key answered 502 PROVIDER_REJECTED
@@ -16,6 +17,8 @@ mismatch_rejected         the same key with another amount is answered 422
 expected_statuses         no other answer than the contract's (no 500, no 422 for the
                           original request, no 4xx of a malformed request)
 intents_finished          every key reached a final answer before the deadline
+
+The refunds' checks are in `chaos/refund_checks.py`.
 
 Besides the violations, `breaker_findings`: when the run had an outage phase, each API's
 circuit breaker was seen open during it and closed again after it. Not a promise of the
@@ -34,6 +37,8 @@ from typing import Any
 from chaos.breakers import state_at
 
 ORIGINAL_ALLOWED = frozenset({201, 202, 402, 409, 502, 503})
+# A succeeded payment stays succeeded when refunds give money back on it.
+CHARGED = frozenset({"SUCCEEDED", "PARTIALLY_REFUNDED", "REFUNDED"})
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,8 @@ def _ledger_matches_database(index: _Index) -> Iterator[Violation]:
         op = index.op_by_id.get(str(payment["operation_id"]))
         if op is None or op["state"] not in ("COMPLETED", "FAILED"):
             continue  # unsettled: operations_settled reports it unless flagged
-        expected = "SUCCEEDED" if charge["status"] == "succeeded" else "DECLINED"
-        if op["state"] != "COMPLETED" or payment["status"] != expected:
+        expected = CHARGED if charge["status"] == "succeeded" else {"DECLINED"}
+        if op["state"] != "COMPLETED" or payment["status"] not in expected:
             yield Violation(
                 "ledger_matches_database",
                 key,
@@ -134,7 +139,7 @@ def _ledger_matches_database(index: _Index) -> Iterator[Violation]:
             )
     charged_ids = {c["charge_id"] for c in index.snapshot.ledger}
     for payment in index.snapshot.payments:
-        if payment["status"] == "SUCCEEDED" and payment["provider_charge_id"] not in charged_ids:
+        if payment["status"] in CHARGED and payment["provider_charge_id"] not in charged_ids:
             yield Violation(
                 "ledger_matches_database",
                 index.key_of(payment),
@@ -165,7 +170,7 @@ def _success_problem(index: _Index, record: Mapping[str, Any]) -> str | None:
         return f"answered {body['amount']}, charged {charge['amount_minor']}"
     if charge["amount_minor"] != _minor(record["amount"]):
         return f"requested {record['amount']}, charged {charge['amount_minor']}"
-    if payment["status"] != "SUCCEEDED" or payment["provider_charge_id"] != charge["charge_id"]:
+    if payment["status"] not in CHARGED or payment["provider_charge_id"] != charge["charge_id"]:
         return f"payment row is {payment['status']} with {payment['provider_charge_id']}"
     return None
 

@@ -12,6 +12,9 @@ convergence deadline). Intents:
     decline        an account the provider declines (a final 402)
     reject         an account the provider rejects as invalid (a final 502, nothing charged)
 
+A `single` payment that succeeded is sometimes followed by a burst of concurrent refunds that
+together ask for more than it (`chaos/refunds.py`).
+
 Retries: transport errors, 202, 409, 503 and other 5xx are retried with the same key and body,
 on either API (a dead API's clients move to the other). After a 202 a client sometimes waits
 on `GET /operations/{id}` or simply goes away for a while, leaving the outcome to the workers.
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
+
+from chaos.refunds import REFUND_SHARE, Refunder
 
 RETRY_STATUSES = frozenset({202, 409, 500, 502, 503, 504})
 INTENT_WEIGHTS = {
@@ -72,7 +77,7 @@ class InFlight:
 class Client:
     """One client process's tasks, sharing its HTTP connections and its history file."""
 
-    def __init__(self, spec: ClientSpec, in_flight: InFlight, history: TextIO):
+    def __init__(self, spec: ClientSpec, in_flight: InFlight, history: TextIO, refunds: TextIO):
         self.spec = spec
         self.in_flight = in_flight
         self.history = history
@@ -88,6 +93,7 @@ class Client:
             )
             for url in spec.api_urls
         ]
+        self.refunder = Refunder(self, refunds)
 
     async def close(self) -> None:
         for client in self.http:
@@ -257,6 +263,8 @@ class Client:
                     await self.drive(intent, kind, "replay", key, body)
                 elif roll < 0.5:
                     await self.mismatch(intent, kind, key, body)
+                if final.status_code == 201 and self.rng.random() < REFUND_SHARE:
+                    await self.refunder.burst(intent, final.json())
 
     async def task(self) -> None:
         kinds = list(INTENT_WEIGHTS)
@@ -305,5 +313,9 @@ def _retry_after_s(response: httpx.Response) -> float:
 
 def client_main(spec: ClientSpec, counters: Any) -> None:
     """Entry point of one client process."""
-    with Path(spec.history_path).open("a", encoding="utf-8") as history:
-        asyncio.run(Client(spec, InFlight(counters), history).run())
+    refunds_path = Path(spec.history_path).with_name(f"refunds-{spec.client_id}.jsonl")
+    with (
+        Path(spec.history_path).open("a", encoding="utf-8") as history,
+        refunds_path.open("a", encoding="utf-8") as refunds,
+    ):
+        asyncio.run(Client(spec, InFlight(counters), history, refunds).run())

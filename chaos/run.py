@@ -32,6 +32,7 @@ from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
 from chaos.config import ChaosConfig
 from chaos.faults import FaultLog, Schedule
+from chaos.refund_checks import RefundSnapshot, check_refunds
 
 
 def say(message: str) -> None:
@@ -49,6 +50,7 @@ class ChaosReport:
     operations: dict[str, int] = field(default_factory=dict)
     needs_attention: int = 0
     charges: int = 0
+    refunds: dict[str, int] = field(default_factory=dict)
     faults: dict[str, Any] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -86,6 +88,7 @@ class ChaosReport:
             f"  operations           {sum(self.operations.values())}  {self.operations}"
             f"  (needs_attention {self.needs_attention})",
             f"  provider charges     {self.charges}",
+            f"  refunds              {self.refunds}",
             f"  recovery             {self.recovery}",
             f"  restarts             {self.restarts}",
             "  faults injected:",
@@ -147,8 +150,8 @@ def _make_tenant(database_url: str) -> tuple[uuid.UUID, str]:
     return tenant_id, api_key
 
 
-def _read_history(work_dir: Path) -> Iterator[dict[str, Any]]:
-    for path in sorted(work_dir.glob("history-*.jsonl")):
+def _read_history(work_dir: Path, pattern: str = "history-*.jsonl") -> Iterator[dict[str, Any]]:
+    for path in sorted(work_dir.glob(pattern)):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 record: dict[str, Any] = json.loads(line)
@@ -213,6 +216,36 @@ def _snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) -> Sna
         operations=[dict(op) for op in operations],
         payments=[dict(p) for p in payments],
         ledger=list(response.json()["charges"]),
+    )
+
+
+def _refund_snapshot(
+    database_url: str, tenant_id: uuid.UUID, provider_url: str, charges: list[dict[str, Any]]
+) -> RefundSnapshot:
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        refunds = conn.execute(
+            "SELECT id, operation_id, provider_key, status, amount_minor, provider_refund_id "
+            "FROM refunds WHERE tenant_id = %s",
+            (tenant_id,),
+        ).fetchall()
+        operations = conn.execute(
+            "SELECT id, idempotency_key, state FROM operations "
+            "WHERE tenant_id = %s AND operation_name = 'create_refund'",
+            (tenant_id,),
+        ).fetchall()
+        payments = conn.execute(
+            "SELECT id, status, amount_minor, amount_refunded_minor, provider_charge_id "
+            "FROM payments WHERE tenant_id = %s",
+            (tenant_id,),
+        ).fetchall()
+    response = httpx.get(f"{provider_url}/refunds", timeout=30)
+    response.raise_for_status()
+    return RefundSnapshot(
+        refunds=[dict(r) for r in refunds],
+        operations=[dict(op) for op in operations],
+        payments=[dict(p) for p in payments],
+        charges=charges,
+        provider_refunds=list(response.json()["refunds"]),
     )
 
 
@@ -344,7 +377,18 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         history = list(_read_history(work_dir))
         snapshot = _snapshot(database_url, tenant_id, cluster.provider_url)
         violations = check_all(history, snapshot)
+        refund_history = list(_read_history(work_dir, "refunds-*.jsonl"))
+        refund_snapshot = _refund_snapshot(
+            database_url, tenant_id, cluster.provider_url, snapshot.ledger
+        )
+        violations += check_refunds(refund_history, refund_snapshot)
         _fill(report, history, snapshot, schedule.log, violations)
+        report.refunds = {
+            "requests": len(refund_history),
+            "keys": len({r["key"] for r in refund_history}),
+            "made_at_provider": len(refund_snapshot.provider_refunds),
+            **Counter(f"answered_{r['status']}" for r in refund_history),
+        }
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
         sampler.stop()
