@@ -83,7 +83,7 @@ class Metrics:
         )
         self.provider_calls = Counter(
             "payments_provider_calls",
-            "Provider calls by operation (charge, lookup) and outcome",
+            "Provider calls by operation (charge, lookup, refund, refund_lookup) and outcome",
             ["operation", "outcome"],
             registry=r,
         )
