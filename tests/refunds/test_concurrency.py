@@ -11,13 +11,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
+import pytest
 from psycopg.rows import DictRow
 
 from tests.conftest import TenantHandle, api_client
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key
-from tests.support.processes import Process
-from tests.support.refunds import paid, post_refund, refund_body
+from tests.support.processes import Process, wait_until
+from tests.support.refunds import (
+    paid,
+    post_refund,
+    refund_body,
+    refund_in_background,
+    refund_operation,
+)
 from tests.support.spawning import Spawner
 
 REFUNDS = 24  # of 1.00 each, against a 10.00 payment
@@ -101,3 +108,33 @@ def test_in_flight_refunds_hold_their_amount(
     assert refused.status_code == 422, refused.text
     fits = post_refund(client, payment["payment_id"], refund_body(amount="1.00"), key=new_key())
     assert fits.status_code == 201, fits.text
+
+
+def test_a_refund_in_flight_answers_409_to_its_key_and_holds_its_amount(
+    background: ThreadPoolExecutor,
+    spawn: Spawner,
+    tenant: TenantHandle,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    payment = paid(client)
+    held = spawn.api(PAYMENTS_FAILPOINTS="after_claim=30")
+    key, body = new_key(), refund_body(amount="6.00")
+    answer = refund_in_background(background, held, tenant, payment["payment_id"], key, body)
+    wait_until(
+        lambda: refund_operation(db, tenant, key) is not None,
+        timeout=30,
+        message="the refund's claim",
+    )
+    in_progress = post_refund(client, payment["payment_id"], body, key=key)
+    assert in_progress.status_code == 409, in_progress.text
+    assert in_progress.json()["code"] == "IDEMPOTENCY_REQUEST_IN_PROGRESS"
+    assert in_progress.headers["link"].endswith('rel="monitor"')
+    beyond = post_refund(client, payment["payment_id"], refund_body(amount="4.01"), key=new_key())
+    assert beyond.status_code == 422, beyond.text
+    assert beyond.json()["amount_refundable"] == "4.00"
+    held.kill()
+    with pytest.raises(httpx.TransportError):
+        answer.result(timeout=30)
+    assert faults.refunds(charge_id=payment["provider_charge_id"]) == []
