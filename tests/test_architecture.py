@@ -1,8 +1,9 @@
 """The layering `docs/architecture.md` describes, checked on the source.
 
-Imports only go down: the edge (routers, `main.py`, the worker) uses the create flow, the
-flow uses recovery and the charge driver, recovery uses the operations record and the
-provider. These tests read the import statements of every module in `app/` and `worker/`.
+Imports only go down: the edge (routers, `main.py`, the worker) uses the services (payments,
+refunds), which run the keyed flow; the flow uses recovery and the drivers, recovery uses the
+operations record and the provider. These tests read the import statements of every module
+in `app/` and `worker/`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def _violations(
 def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
     assert "worker.reconciler" in MODULES
+    assert "app.flows.keyed" in _imports(MODULES["app.refunds.service"])
     assert "app.operations.driving" in _imports(MODULES["app.payments.charging"])
 
 
@@ -69,18 +71,45 @@ def test_the_operations_record_depends_on_no_one_above_it() -> None:
     # The read API's router is the edge: it takes the tenant from the dependencies.
     assert not _violations(
         "app.operations",
-        ("app.payments", "app.recovery", "app.dependencies", "app.main", "worker"),
+        (
+            "app.payments",
+            "app.refunds",
+            "app.flows",
+            "app.recovery",
+            "app.dependencies",
+            "app.main",
+            "worker",
+        ),
         except_=("app.operations.router",),
     )
 
 
-def test_recovery_knows_no_payment_code() -> None:
-    # The reconciler gets the charge driver through its Driver protocol, from composition.
-    assert not _violations("app.recovery", ("app.payments", "app.dependencies", "worker"))
+def test_recovery_knows_no_payment_or_refund_code() -> None:
+    # The reconciler gets each driver through its Driver protocol, from composition.
+    assert not _violations(
+        "app.recovery", ("app.payments", "app.refunds", "app.flows", "app.dependencies", "worker")
+    )
 
 
-def test_the_charge_driver_is_mechanism_without_policy() -> None:
-    assert not _violations("app.payments.charging", ("app.recovery", "app.payments.service"))
+def test_the_keyed_flow_knows_no_kind_of_operation() -> None:
+    # Payments and refunds hand the flow their claim and their driver; it knows neither.
+    assert not _violations(
+        "app.flows", ("app.payments", "app.refunds", "app.dependencies", "app.main", "worker")
+    )
+
+
+def test_the_drivers_are_mechanism_without_policy() -> None:
+    assert not _violations(
+        "app.payments.charging", ("app.recovery", "app.payments.service", "app.flows.keyed")
+    )
+    assert not _violations(
+        "app.refunds.driver", ("app.recovery", "app.refunds.service", "app.flows.keyed")
+    )
+
+
+def test_payments_know_nothing_of_refunds() -> None:
+    # A refund builds on its payment (status, money, the payment row), never the reverse.
+    assert not _violations("app.payments", ("app.refunds",))
 
 
 def test_nothing_in_app_imports_the_worker_process() -> None:
