@@ -233,3 +233,24 @@ def test_a_refund_the_provider_did_not_process_is_driven_again_by_the_retry(
     assert retried.status_code == 201, retried.text
     assert retried.json()["refund_id"] == refund_id
     assert len(faults.refunds(charge_id=payment["provider_charge_id"])) == 1
+
+
+def test_a_refund_key_past_its_ttl_is_expired_and_never_refunds_again(
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow]
+) -> None:
+    payment = paid(client)
+    key, body = new_key(), refund_body(amount="1.00")
+    first = post_refund(client, payment["payment_id"], body, key=key)
+    assert first.status_code == 201, first.text
+    # The outcome became known two days ago: past the session API's one-day key TTL.
+    db.execute(
+        "UPDATE operations SET completed_at = now() - interval '2 days' WHERE id = %s",
+        (first.json()["operation_id"],),
+    )
+    for again in (body, refund_body(amount="2.00")):
+        expired = post_refund(client, payment["payment_id"], again, key=key)
+        assert expired.status_code == 422, expired.text
+        assert expired.json()["code"] == "IDEMPOTENCY_KEY_EXPIRED"
+        assert expired.json()["operation_id"] == first.json()["operation_id"]
+        assert "new refund" in expired.json()["detail"]
+    assert len(faults.refunds(charge_id=payment["provider_charge_id"])) == 1
