@@ -61,13 +61,20 @@ async def find_operation(
             description="The key as stored: unquoted, 1-255 visible ASCII characters",
         ),
     ],
+    operation: Annotated[
+        OperationName,
+        Query(description="The key's scope: `create_payment` (default) or `create_refund`"),
+    ] = OperationName.CREATE_PAYMENT,
 ) -> Any:
-    """The caller's operation with this key: for a client that lost every response."""
+    """The caller's operation with this key: for a client that lost every response.
+
+    Keys are scoped by operation, so a refund's key is found with `operation=create_refund`.
+    """
     async with services.db.connection() as conn:
         snapshot = await reads.find_by_key(
             conn,
             tenant_id=tenant.id,
-            operation_name=OperationName.CREATE_PAYMENT,
+            operation_name=operation,
             idempotency_key=idempotency_key,
             key_ttl_s=services.settings.key_ttl_s,
             with_history=True,

@@ -70,6 +70,13 @@ def test_refunds_succeed_and_the_payment_shows_what_was_refunded(
 
     operation = client.get(f"/operations/{refund['operation_id']}").json()
     assert operation["operation"] == "create_refund"
+    by_key = client.get("/operations", params={"idempotency_key": operation["idempotency_key"]})
+    assert by_key.status_code == 404  # a payment's key scope by default
+    by_key = client.get(
+        "/operations",
+        params={"idempotency_key": operation["idempotency_key"], "operation": "create_refund"},
+    )
+    assert by_key.json()["operation_id"] == refund["operation_id"]
     assert (operation["payment_id"], operation["refund_id"]) == (pid, refund["refund_id"])
     assert [h["trigger"] for h in operation["history"]] == ["claim", "send", "complete"]
 
