@@ -25,7 +25,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg
@@ -57,7 +57,8 @@ class ReplicatedPostgres:
     @property
     def url(self) -> str:
         """The libpq multi-host URL of the pair, as a deployment would configure it."""
-        assert self.primary.port is not None and self.standby.port is not None
+        assert self.primary.port is not None
+        assert self.standby.port is not None
         hosts = f"127.0.0.1:{self.primary.port},127.0.0.1:{self.standby.port}"
         return f"postgresql://postgres@{hosts}/{self.database}?target_session_attrs=read-write"
 
@@ -112,10 +113,8 @@ class ReplicatedPostgres:
         pid = _pid(self.primary)
         victims = [pid, *_children(pid)]
         for victim in victims:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
         def gone() -> bool:
             return not any(_alive(victim) for victim in victims)
@@ -129,7 +128,7 @@ class ReplicatedPostgres:
             conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
             conn.execute("SELECT pg_reload_conf()")
             row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
-        assert row is not None and row[0] is False, "the standby did not leave recovery"
+        assert row == (False,), "the standby did not leave recovery"
 
     def fail_over(self) -> None:
         """Kill the primary, promote the standby."""
@@ -138,10 +137,8 @@ class ReplicatedPostgres:
 
     def stop(self) -> None:
         for server in (self.standby, self.primary):
-            try:
+            with suppress(RuntimeError):
                 server.stop(mode="immediate")
-            except RuntimeError:
-                pass
 
 
 def _alive(pid: int) -> bool:
