@@ -105,6 +105,7 @@ def test_primary_killed_under_load_and_standby_promoted(
     logs = work_dir / "logs"
     api: Process = start_api(logs, env)
     worker: Process = start_worker(logs, env)
+    wait_until(lambda: "worker started" in worker.log(), message="the worker to start")
     traffic = Traffic()
     try:
         with api_client(api, tenant) as client:
@@ -166,6 +167,9 @@ def test_primary_killed_under_load_and_standby_promoted(
                 return state == "COMPLETED"
 
             wait_until(settled, timeout=30, message="the worker to settle the lost answer")
+            # The outage was logged as such, never as a crash of a request or a job.
+            assert "Traceback" not in api.log()
+            assert "Traceback" not in worker.log()
     finally:
         api.stop()
         worker.stop()
