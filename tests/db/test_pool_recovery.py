@@ -32,26 +32,18 @@ def own_server() -> Iterator[EmbeddedPostgres]:
     shutil.rmtree(data_dir, ignore_errors=True)
 
 
-async def _until(predicate: object, timeout: float = 20.0) -> None:
-    assert callable(predicate)
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-
 async def _select_one(db: Database) -> None:
     async with db.connection() as conn:
         await conn.execute("SELECT 1")
 
 
 async def _server_restarted_under_an_idle_pool(server: EmbeddedPostgres) -> list[str]:
-    settings = Settings.model_validate(
-        {"DATABASE_URL": server.url(), "db_pool_size": POOL_SIZE}
-    )
+    settings = Settings.model_validate({"DATABASE_URL": server.url(), "db_pool_size": POOL_SIZE})
     failures: list[str] = []
     async with open_database(settings, application_name="pool-recovery-test") as db:
         pool = db._pool
-        await _until(lambda: pool.get_stats()["pool_available"] == POOL_SIZE)
+        await pool.wait(timeout=20)
+        assert pool.get_stats()["pool_available"] == POOL_SIZE
         # Every pooled connection now points at a server process that is about to die.
         server.stop(mode="immediate")
         server.start()
