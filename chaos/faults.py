@@ -345,7 +345,8 @@ class Schedule:
                             self._process_fault(conn, action, target, index)
             except psycopg.OperationalError as exc:
                 # The database failed over (`--failover`): connect again to the new primary.
-                self.log.errors.append(f"process faults: database connection lost: {exc}")
+                first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.log.errors.append(f"process faults: database connection lost: {first_line}")
                 if self.stop.wait(0.5):
                     return
 
