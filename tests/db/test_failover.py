@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,3 +215,64 @@ def _assert_charged_exactly_once(
         assert row["status"] == "SUCCEEDED"
         assert ledger[row["provider_key"]]["charge_id"] == row["provider_charge_id"]
         assert per_account[row["account_id"]] == 1
+
+
+def test_an_outcome_cut_off_by_the_failover_is_recovered_like_a_crash(
+    pair: ReplicatedPostgres,
+    base_env: dict[str, str],
+    work_dir: Path,
+    faults: FaultInjector,
+) -> None:
+    # The provider has charged, the API is about to record the outcome, and the primary
+    # dies: the record fails, and nobody can tell the client what happened yet.
+    with psycopg.connect(pair.url, autocommit=True, row_factory=dict_row) as conn:
+        tenant: TenantHandle = make_tenant(conn)
+    env = {
+        **base_env,
+        "DATABASE_URL": pair.url,
+        "PAYMENTS_DB_CONNECT_TIMEOUT_S": str(CONNECT_TIMEOUT_S),
+        "PAYMENTS_FAILPOINTS": "before_record=3",
+    }
+    api: Process = start_api(work_dir / "logs", env)
+    key, body = new_key(), payment_body()
+    try:
+        with api_client(api, tenant) as client, ThreadPoolExecutor(max_workers=1) as pool:
+            first = pool.submit(
+                client.post, "/payments", json=body, headers={"Idempotency-Key": key}
+            )
+            wait_until(
+                lambda: len(faults.charges(account_id=body["account_id"])) == 1,
+                message="the provider to charge",
+            )
+            pair.fail_over()
+            answer = first.result(timeout=60)
+            # Retryable, never a 500 and never a guess at the outcome.
+            assert answer.status_code == 503, answer.text
+            assert answer.json()["code"] == "SERVICE_UNAVAILABLE"
+            assert answer.headers["retry-after"]
+
+            # The claim survived on the standby; the retry takes the operation over once
+            # the cut-off owner's lease runs out, finds the charge, and records it.
+            retry_headers = {"Idempotency-Key": key, "Prefer": "wait=5"}
+            retried = client.post("/payments", json=body, headers=retry_headers)
+            for _ in range(12):  # a minute at most: the lease is a few seconds
+                if retried.status_code not in (202, 409):
+                    break
+                retried = client.post("/payments", json=body, headers=retry_headers)
+            assert retried.status_code == 201, retried.text
+            operation = client.get(f"/operations/{retried.json()['operation_id']}").json()
+    finally:
+        api.stop()
+
+    charges = faults.charges(account_id=body["account_id"])
+    assert len(charges) == 1, charges
+    assert retried.json()["provider_charge_id"] == charges[0]["charge_id"]
+    # Settled by a new owner (fence 2) that looked the charge up, not by a second charge.
+    with psycopg.connect(pair.url, autocommit=True, row_factory=dict_row) as conn:
+        completed = conn.execute(
+            "SELECT fence, actor FROM operation_transitions"
+            " WHERE operation_id = %s AND to_state = 'COMPLETED'",
+            (operation["operation_id"],),
+        ).fetchall()
+    assert len(completed) == 1, completed
+    assert completed[0]["fence"] > 1, completed
