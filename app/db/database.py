@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from psycopg import AsyncConnection, OperationalError
+from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -96,6 +97,9 @@ class Database:
         except OperationalError:
             self._check_pool_soon()
             raise
+        except ReadOnlySqlTransaction:
+            self._drain_pool_soon()
+            raise
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
@@ -111,6 +115,9 @@ class Database:
         except OperationalError:
             self._check_pool_soon()
             raise
+        except ReadOnlySqlTransaction:
+            self._drain_pool_soon()
+            raise
 
     def _check_pool_soon(self) -> None:
         """After a connection failed, test the idle ones and replace the dead (one at a time)."""
@@ -119,9 +126,20 @@ class Database:
         logger.warning("database connection failed; checking the pool's connections")
         self._checking = asyncio.get_running_loop().create_task(self._check_pool())
 
-    async def _check_pool(self) -> None:
+    def _drain_pool_soon(self) -> None:
+        """A write found a read-only server: the primary was demoted under live connections.
+
+        They work, so a check would keep them: replace them all instead, and the new ones
+        find the server that accepts writes (`target_session_attrs=read-write`).
+        """
+        if self._checking is not None and not self._checking.done():
+            return
+        logger.warning("the database is read-only (demoted?); replacing the pool's connections")
+        self._checking = asyncio.get_running_loop().create_task(self._check_pool(drain=True))
+
+    async def _check_pool(self, *, drain: bool = False) -> None:
         try:
-            await self._pool.check()
+            await (self._pool.drain() if drain else self._pool.check())
         except Exception:
             logger.warning("checking the pool's connections failed", exc_info=True)
 

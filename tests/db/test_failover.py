@@ -276,3 +276,44 @@ def test_an_outcome_cut_off_by_the_failover_is_recovered_like_a_crash(
         ).fetchall()
     assert len(completed) == 1, completed
     assert completed[0]["fence"] > 1, completed
+
+
+def test_a_switchover_to_the_standby_with_clients_still_on_the_old_primary(
+    pair: ReplicatedPostgres, base_env: dict[str, str], work_dir: Path, faults: FaultInjector
+) -> None:
+    # The old primary stays up, fenced read-only: pooled connections to it still work but
+    # every write fails. They must be replaced, not answered with 500s.
+    with psycopg.connect(pair.url, autocommit=True, row_factory=dict_row) as conn:
+        tenant: TenantHandle = make_tenant(conn)
+    api: Process = start_api(work_dir / "logs", {**base_env, "DATABASE_URL": pair.url})
+    try:
+        with api_client(api, tenant) as client:
+            for _ in range(5):
+                created = client.post(
+                    "/payments", json=payment_body(), headers={"Idempotency-Key": new_key()}
+                )
+                assert created.status_code == 201, created.text
+            pair.fence_primary()
+            pair.promote_standby()
+            answers: list[int] = []
+
+            def served_again() -> bool:
+                response = client.post(
+                    "/payments", json=payment_body(), headers={"Idempotency-Key": new_key()}
+                )
+                answers.append(response.status_code)
+                assert response.status_code in (201, 503), response.text
+                return response.status_code == 201
+
+            wait_until(served_again, timeout=30, message="payments on the promoted standby")
+            assert "Traceback" not in api.log()
+    finally:
+        api.stop()
+    with psycopg.connect(pair.standby.url(), autocommit=True, row_factory=dict_row) as db:
+        # The five from before and every payment tried since (a 503 may have claimed one
+        # that the client would retry), all on the new primary.
+        row = db.execute(
+            "SELECT count(*) AS n FROM payments WHERE tenant_id = %s", (tenant.id,)
+        ).fetchone()
+    assert row is not None
+    assert 6 <= row["n"] <= 5 + len(answers), (row, answers)

@@ -6,6 +6,9 @@ a `pg_basebackup -R` copy of the primary that streams from it; the primary names
 `synchronous_standby_names`, so a commit is acknowledged only once the standby has flushed
 it: a primary that dies after acknowledging a commit cannot take it along.
 
+`fence_primary()` and `promote_standby()` are a switchover instead: the old primary stays up
+but refuses writes, with clients still connected to it.
+
 `fail_over()` does what a failover manager (Patroni, pg_auto_failover, a cloud's managed
 failover) does when the primary's machine dies: the primary's postmaster and every backend
 are SIGKILLed (nothing is flushed or closed politely), the standby is promoted with
@@ -129,6 +132,17 @@ class ReplicatedPostgres:
             conn.execute("SELECT pg_reload_conf()")
             row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
         assert row == (False,), "the standby did not leave recovery"
+
+    def fence_primary(self) -> None:
+        """Make the live primary refuse writes, as a switchover fences the old primary.
+
+        Its open sessions stay connected and answer reads; every write fails with
+        `ReadOnlySqlTransaction`, and new sessions with `target_session_attrs=read-write`
+        skip it.
+        """
+        with psycopg.connect(self.primary.url("postgres"), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            conn.execute("SELECT pg_reload_conf()")
 
     def fail_over(self) -> None:
         """Kill the primary, promote the standby."""
