@@ -162,8 +162,10 @@ class ServiceUnavailable(ProblemError):
 
 
 # SQLSTATE classes that mean "try again": connection trouble (08), serialization failure and
-# deadlock (40), resources (53), lock/statement timeouts and shutdowns (55P03, 57014, 57P*).
-_RETRYABLE_SQLSTATE_PREFIXES = ("08", "40", "53", "55P03", "57014", "57P")
+# deadlock (40), resources (53), lock/statement timeouts and shutdowns (55P03, 57014, 57P*),
+# and a write on a server that is no longer the primary (25006, read-only transaction: a
+# switchover demoted it; the pool then reconnects to the one that accepts writes).
+_RETRYABLE_SQLSTATE_PREFIXES = ("08", "25006", "40", "53", "55P03", "57014", "57P")
 
 
 def is_transient_database_error(exc: BaseException) -> bool:

@@ -6,6 +6,10 @@ measured, they take a large share off the API's CPU per request.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -13,6 +17,7 @@ from fastapi import FastAPI
 
 from app.main import create_app
 from app.observability.logging import configure_logging
+from app.observability.metrics import MULTIPROC_DIR_VARIABLE
 from app.settings import Settings
 
 # How every API process is served (the profiler in bench/ serves the same way).
@@ -37,13 +42,39 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
         raise SystemExit("payments: DATABASE_URL is not set (use `payments dev` to embed one)")
     configure_logging()
     if workers > 1:
-        uvicorn.run(
-            "app.server:build_app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            **SERVER_OPTIONS,
-        )
+        made = _metrics_folder()
+        try:
+            uvicorn.run(
+                "app.server:build_app",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                **SERVER_OPTIONS,
+            )
+        finally:
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
         return
     uvicorn.run(create_app(settings), host=host, port=port, **SERVER_OPTIONS)
+
+
+def _metrics_folder() -> Path | None:
+    """Give the worker processes a shared, empty metrics folder; the one made, if any.
+
+    Each worker process writes its metric values there and `/metrics` adds them up
+    (`app/observability/metrics.py`). An operator's `PROMETHEUS_MULTIPROC_DIR` is used and
+    emptied (values of an earlier run must not be counted again); without one, a fresh
+    folder is made and removed when the server stops. Set before uvicorn starts the
+    workers, which read it when they import prometheus_client.
+    """
+    configured = os.environ.get(MULTIPROC_DIR_VARIABLE)
+    if configured:
+        folder = Path(configured)
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.db"):
+            stale.unlink()
+        return None
+    made = Path(tempfile.mkdtemp(prefix="payments-metrics-"))
+    os.environ[MULTIPROC_DIR_VARIABLE] = str(made)
+    return made

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     data_dir: Path = Path(".data")
     db_pool_size: int = Field(default=20, ge=1, le=200)
+    # Connecting to one host, and waiting for a free pooled connection, give up after this.
+    db_connect_timeout_s: float = Field(default=5.0, ge=1, le=60)
     db_statement_timeout_ms: int = Field(default=10_000, ge=0)
     db_lock_timeout_ms: int = Field(default=5_000, ge=0)
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)

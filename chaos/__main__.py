@@ -9,9 +9,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
 from chaos.run import run_chaos
 from tests.support.database import test_database
+from tests.support.replication import replicated_postgres
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,12 +37,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", type=int, help="concurrent payments per client process")
     parser.add_argument("--max-requests", type=int, help="requests per client process")
     parser.add_argument("--seed", type=int, help="random seed of clients and schedule")
+    parser.add_argument("--apis", type=int, help="API processes (at least 2)")
+    parser.add_argument("--workers", type=int, help="worker processes (at least 2)")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="run on a primary with a synchronous standby; kill the primary during the "
+        "faults and promote the standby (always embedded servers)",
+    )
+    parser.add_argument(
+        "--failover-at", type=float, help="when the primary dies, in seconds (default: a third in)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep logs and history")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     overrides = {
         name: value
         for name, value in {
@@ -52,13 +66,26 @@ def main(argv: list[str] | None = None) -> int:
             "tasks_per_client": args.tasks,
             "max_requests_per_client": args.max_requests,
             "seed": args.seed,
+            "apis": args.apis,
+            "workers": args.workers,
+            "failover_at_s": args.failover_at,
         }.items()
         if value is not None
     }
+    if args.failover:
+        overrides["failover"] = True
+    if min(args.apis or 2, args.workers or 2) < 2:
+        parser.error("--apis and --workers must be at least 2")
     config = ChaosConfig.short(**overrides) if args.short else ChaosConfig.long(**overrides)
     work_dir = Path(tempfile.mkdtemp(prefix="payments-chaos-"))
-    with test_database(os.environ.get("DATABASE_URL") or None, work_dir) as database_url:
-        report = run_chaos(config, database_url, work_dir)
+    if config.failover:
+        # Its own primary and standby: a shared server cannot be killed and promoted.
+        with replicated_postgres("payments_chaos") as pair:
+            upgrade_head(pair.url)
+            report = run_chaos(config, pair.url, work_dir, replicated=pair)
+    else:
+        with test_database(os.environ.get("DATABASE_URL") or None, work_dir) as database_url:
+            report = run_chaos(config, database_url, work_dir)
     print(report.summary())
     if report.ok and not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The system under chaos: one fake provider, two APIs, two workers, all restartable.
+"""The system under chaos: one fake provider, `apis` APIs, `workers` workers, all restartable.
 
 Every process keeps its port (and the provider its ledger) across restarts, so clients'
 URLs stay valid. Readiness is awaited as a condition (the process answers `/healthz`).
@@ -43,7 +43,7 @@ class Cluster:
         self.ledger = work_dir / "provider-ledger.sqlite3"
         self.provider_port = free_port()
         self.provider_url = f"http://127.0.0.1:{self.provider_port}"
-        self.api_ports = [free_port(), free_port()]
+        self.api_ports = [free_port() for _ in range(config.apis)]
         self.api_urls = [f"http://127.0.0.1:{port}" for port in self.api_ports]
         env = system_env(
             database_url,
@@ -56,12 +56,14 @@ class Cluster:
             PAYMENTS_BREAKER_FAILURES=str(config.breaker_failures),
             PAYMENTS_BREAKER_COOLDOWN_S=str(config.breaker_cooldown_s),
         )
+        if config.db_pool_size is not None:
+            env["PAYMENTS_DB_POOL_SIZE"] = str(config.db_pool_size)
         self.api_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.api_failpoints})
         self.worker_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints})
         self.lock = threading.Lock()
         self.provider: Process | None = None
-        self.apis: list[Process | None] = [None, None]
-        self.workers: list[Process | None] = [None, None]
+        self.apis: list[Process | None] = [None] * config.apis
+        self.workers: list[Process | None] = [None] * config.workers
         self.provider_generation = 0
         self.restarts = {"provider": 0, "api": 0, "worker": 0}
         # Every process ever started, so that none is left running or unwaited.
@@ -123,8 +125,10 @@ class Cluster:
         """Start everything; the HTTP processes in parallel, then wait for them."""
         threads = [
             threading.Thread(target=self.restart_provider, kwargs={"first": True}),
-            threading.Thread(target=self.restart_api, args=(0,), kwargs={"first": True}),
-            threading.Thread(target=self.restart_api, args=(1,), kwargs={"first": True}),
+            *(
+                threading.Thread(target=self.restart_api, args=(index,), kwargs={"first": True})
+                for index in range(len(self.apis))
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -132,7 +136,7 @@ class Cluster:
             thread.join()
         if self.provider is None or None in self.apis:
             raise RuntimeError(f"the system did not start; logs in {self.log_dir}")
-        for index in range(2):
+        for index in range(len(self.workers)):
             self.restart_worker(index, first=True)
 
     def restart_provider(self, *, first: bool = False) -> None:

@@ -45,6 +45,19 @@ class ChaosConfig:
     breaker_cooldown_s: float = 5.0
     # How often each API's `/metrics` is read for its breaker state.
     breaker_sample_s: float = 0.25
+    # How many API and worker processes share the database (at least 2 each: a fault takes
+    # one down while the others serve).
+    apis: int = 2
+    workers: int = 2
+    # Each process's PostgreSQL pool (None: the service's default): more processes on a
+    # shared server need smaller pools to stay under its max_connections.
+    db_pool_size: int | None = None
+    # Database failover (`--failover`): the run's database is a primary with a synchronous
+    # standby; `failover_at_s` into the fault phase the primary's machine dies (every
+    # PostgreSQL process SIGKILLed) and `failover_gap_s` later the standby is promoted.
+    failover: bool = False
+    failover_at_s: float | None = None
+    failover_gap_s: float = 2.0
 
     @classmethod
     def short(cls, **overrides: Any) -> ChaosConfig:
@@ -72,6 +85,13 @@ class ChaosConfig:
     @property
     def worker_pause_s(self) -> float:
         return self.lease_s + self.worker_pause_extra_s
+
+    @property
+    def failover_start_s(self) -> float:
+        """When the primary dies, in seconds into the fault phase (default: a third in)."""
+        if self.failover_at_s is not None:
+            return self.failover_at_s
+        return self.duration_s / 3
 
     @property
     def outage_window(self) -> tuple[float, float] | None:

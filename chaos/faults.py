@@ -333,12 +333,22 @@ class Schedule:
     # -- process faults --------------------------------------------------------------------
 
     def _process_faults(self) -> None:
-        with psycopg.connect(self.cluster.database_url, autocommit=True) as conn:
-            while not self.stop.is_set():
-                for action, target, index in PROCESS_FAULTS:
-                    if self.stop.wait(self.config.process_fault_gap_s):
-                        return
-                    self._process_fault(conn, action, target, index)
+        while not self.stop.is_set():
+            try:
+                with psycopg.connect(
+                    self.cluster.database_url, autocommit=True, connect_timeout=2
+                ) as conn:
+                    while not self.stop.is_set():
+                        for action, target, index in PROCESS_FAULTS:
+                            if self.stop.wait(self.config.process_fault_gap_s):
+                                return
+                            self._process_fault(conn, action, target, index)
+            except psycopg.OperationalError as exc:
+                # The database failed over (`--failover`): connect again to the new primary.
+                first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.log.errors.append(f"process faults: database connection lost: {first_line}")
+                if self.stop.wait(0.5):
+                    return
 
     def _live(self, target: str, index: int) -> Process | None:
         process = (self.cluster.apis if target == "api" else self.cluster.workers)[index]
@@ -358,10 +368,12 @@ class Schedule:
         if target == "api":
             # Never take the last API down: wait until a restarted one answers again.
             deadline = time.monotonic() + 60
-            while not all(self._live("api", i) for i in (0, 1)) and time.monotonic() < deadline:
+            apis = range(len(self.cluster.apis))
+            while not all(self._live("api", i) for i in apis) and time.monotonic() < deadline:
                 if self.stop.wait(0.05):
                     return
-        order = [preferred, 1 - preferred]
+        count = len(self.cluster.apis if target == "api" else self.cluster.workers)
+        order = [preferred, *(i for i in range(count) if i != preferred)]
         deadline = time.monotonic() + self.config.window_wait_s
         chosen, window = preferred, 0
         while not self.stop.is_set():

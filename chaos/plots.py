@@ -13,7 +13,8 @@ Three panels share the time axis, in seconds from the start of the fault phase:
   at the time each answer came.
 
 A dashed line marks the end of the fault phase, a dotted one the start of the final replay;
-the outage is shaded in every panel.
+the outage is shaded in every panel, and so, in blue, is the time without a primary of a
+`--failover` run (from the primary's death to the standby's promotion).
 
 `python -m chaos.plots FOLDER [...]` draws it again from a kept folder (`--keep`, or any
 run that did not pass): its `report.json` and `history-*.jsonl`.
@@ -54,6 +55,8 @@ OUTCOMES: dict[str, str] = {
 PROVIDER_COLOUR = "#4c72b0"
 PROCESS_COLOUR = "#c44e52"
 OUTAGE_SHADE = "#f2c4c4"
+# The database failover: no primary between the old one's death and the promotion.
+NO_PRIMARY_SHADE = "#c4d4f2"
 # Breaker state -> colour; closed is left blank.
 BREAKER_COLOURS: dict[str, str] = {
     "open": "#c44e52",
@@ -244,6 +247,7 @@ def draw(
     phase_start: float | None = None,
     phase_end: float | None = None,
     breakers: Mapping[str, Any] | None = None,
+    failover: Mapping[str, Any] | None = None,
     title: str = "Chaos run",
 ) -> Path:
     """Draw the faults of `faults` (`FaultLog.as_dict()`), the breaker states of `breakers`
@@ -257,6 +261,7 @@ def draw(
         for t in (
             *(_time(r.get("armed_at")) for r in faults.get("provider") or []),
             *(_time(r.get("at")) for r in faults.get("processes") or []),
+            *(_time((failover or {}).get(k)) for k in ("killed_at", "promoted_at")),
         )
         if t is not None
     ]
@@ -273,13 +278,28 @@ def draw(
     finals = [
         t for r in history if r.get("role") == "final" and (t := _time(r.get("t0"))) is not None
     ]
+    # `--failover`: from the primary's death to the standby's promotion, no primary at all.
+    killed = _time((failover or {}).get("killed_at"))
+    promoted = _time((failover or {}).get("promoted_at"))
     for ax in (top, middle, bottom):
         if outage_start is not None and outage_end is not None:
             ax.axvspan(outage_start - origin, outage_end - origin, color=OUTAGE_SHADE, zorder=0)
+        if killed is not None:
+            end = promoted if promoted is not None else killed + span_s / 300
+            ax.axvspan(killed - origin, end - origin, color=NO_PRIMARY_SHADE, zorder=0)
         if phase_end is not None:
             ax.axvline(phase_end - origin, color="#404040", linestyle="--", linewidth=1)
         if finals:
             ax.axvline(min(finals) - origin, color="#404040", linestyle=":", linewidth=1)
+    if killed is not None:
+        top.annotate(
+            "no primary",
+            (killed - origin, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -10),
+            textcoords="offset points",
+            fontsize=8,
+        )
     if phase_end is not None:
         top.annotate(
             "faults stop",
@@ -342,6 +362,7 @@ def redraw(work_dir: Path) -> Path:
         phase_start=phase_start,
         phase_end=phase_end,
         breakers=report.get("breakers") or {},
+        failover=report.get("failover") or {},
         title=title_of(report),
     )
 

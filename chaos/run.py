@@ -31,8 +31,10 @@ from chaos.checks import Snapshot, Violation, breaker_findings, check_all
 from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
 from chaos.config import ChaosConfig
+from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
 from chaos.refund_checks import RefundSnapshot, check_refunds
+from tests.support.replication import ReplicatedPostgres
 
 
 def say(message: str) -> None:
@@ -62,6 +64,8 @@ class ChaosReport:
     # did not show of the outage: findings, not violations.
     breakers: dict[str, Any] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
+    # `--failover`: when the primary died and the standby was promoted (wall clock).
+    failover: dict[str, Any] = field(default_factory=dict)
     phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
     last_fault_end_s: float | None = None
     converge_s: float | None = None
@@ -95,6 +99,7 @@ class ChaosReport:
             *fault_lines,
             f"  fault windows never hit: {self.gaps or 'none'}",
             *self._breaker_lines(),
+            *self._failover_lines(),
             f"  converged            {self.converged}, "
             + (
                 f"{self.converge_s:.1f} s after the fault phase ended (its last fault ended "
@@ -111,6 +116,19 @@ class ChaosReport:
         if self.harness_failures:
             lines.append(f"  HARNESS FAILED      {self.harness_failures}")
         return "\n".join(lines)
+
+    def _failover_lines(self) -> list[str]:
+        duration = self.config.get("duration_s")
+        if not self.failover or self.phase_end_at is None or duration is None:
+            return []
+        origin = self.phase_end_at - float(duration)
+        killed, promoted = self.failover.get("killed_at"), self.failover.get("promoted_at")
+        if killed is None or promoted is None:
+            return [f"  database failover    did not happen: {self.failover.get('error')}"]
+        return [
+            f"  database failover    primary killed at {killed - origin:.1f} s, "
+            f"standby promoted at {promoted - origin:.1f} s"
+        ]
 
     def _breaker_lines(self) -> list[str]:
         """The outage and each process's breaker changes, in seconds into the fault phase."""
@@ -309,8 +327,19 @@ def _request_body(record: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosReport:
-    """Run the whole thing against the (migrated, empty) database at `database_url`."""
+def run_chaos(
+    config: ChaosConfig,
+    database_url: str,
+    work_dir: Path,
+    *,
+    replicated: ReplicatedPostgres | None = None,
+) -> ChaosReport:
+    """Run the whole thing against the (migrated, empty) database at `database_url`.
+
+    With `config.failover`, `replicated` is the primary/standby pair `database_url` names.
+    """
+    if config.failover and replicated is None:
+        raise ValueError("a failover run needs a replicated database")
     started = time.monotonic()
     report = ChaosReport(config=config.as_dict(), work_dir=str(work_dir))
     tenant_id, api_key = _make_tenant(database_url)
@@ -319,9 +348,10 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
     in_flight = context.Array("i", len(cluster.api_urls))
     schedule: Schedule | None = None
     sampler: BreakerSampler | None = None
+    failover: Failover | None = None
     clients: list[Any] = []
     try:
-        say("starting provider, 2 APIs, 2 workers")
+        say(f"starting provider, {config.apis} APIs, {config.workers} workers")
         cluster.start()
         sampler = BreakerSampler(cluster.api_urls, config.breaker_sample_s)
         sampler.start()
@@ -351,12 +381,21 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
             + (f"; provider outage {outage[0]:.0f}-{outage[1]:.0f} s" if outage else "")
         )
         schedule.start()
+        if config.failover and replicated is not None:
+            start = phase_end - config.duration_s + config.failover_start_s
+            failover = Failover(replicated, at=start, gap_s=config.failover_gap_s)
+            failover.start()
         time.sleep(max(0.0, phase_end - time.time()))
         say("faults stop; converging")
         phase_ended = time.monotonic()
         schedule.join()
         report.last_fault_end_s = round(time.monotonic() - phase_ended, 1)
         httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        if failover is not None:
+            failover.join()
+            report.failover = failover.as_dict()
+            if failover.error is not None or failover.promoted_at is None:
+                report.harness_failures.append(f"the failover failed: {failover.error}")
         cluster.heal()
         for process in clients:
             process.join(timeout=max(1.0, deadline - time.time() + 10))

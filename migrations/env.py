@@ -6,9 +6,8 @@ import os
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import create_engine, pool
 
-from app.db.migrate import sqlalchemy_url
+from app.db.migrate import sync_engine
 from app.db.models import Base
 
 config = context.config
@@ -22,17 +21,20 @@ def _url() -> str:
     url = config.attributes.get("database_url") or os.environ.get("DATABASE_URL")
     if not url:
         raise RuntimeError("DATABASE_URL is not set")
-    return sqlalchemy_url(str(url))
+    return str(url)
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    # Offline mode renders SQL for a single server; only the dialect matters here.
+    context.configure(
+        url="postgresql+psycopg://", target_metadata=target_metadata, literal_binds=True
+    )
     with context.begin_transaction():
         context.run_migrations()
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    engine = sync_engine(_url())
     with engine.connect() as connection:
         # Serialize concurrent `migrate` runs (several processes starting at once).
         connection.exec_driver_sql("SELECT pg_advisory_lock(7420031)")

@@ -12,16 +12,15 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from psycopg.rows import DictRow
-from sqlalchemy import create_engine, pool
 
-from app.db.migrate import sqlalchemy_url
+from app.db.migrate import sync_engine
 from app.db.models import Base
 from app.settings import Settings, SettingsError
 from tests.support.processes import REPO_ROOT, Process
 
 
 def test_migrations_and_models_agree(database_url: str) -> None:
-    engine = create_engine(sqlalchemy_url(database_url), poolclass=pool.NullPool)
+    engine = sync_engine(database_url)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         differences = compare_metadata(context, Base.metadata)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import uvloop
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
 from app.composition import runtime
+from app.errors import is_transient_database_error
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.settings import Settings
@@ -26,6 +29,27 @@ from worker.expiry import ExpireJob
 from worker.reconciler import ReconcileWorker, worker_name
 
 logger = logging.getLogger("payments.worker")
+
+
+def _through_outages(job: Callable[[], Awaitable[Any]], name: str) -> Callable[[], Awaitable[None]]:
+    """`job`, with a database outage (no primary reachable) logged as a skipped pass.
+
+    The next pass runs on schedule and finds the new primary through the pool: the worker
+    resumes on its own, without a restart and without a traceback every interval.
+    """
+
+    async def run() -> None:
+        try:
+            await job()
+        except Exception as exc:
+            if not is_transient_database_error(exc):
+                raise
+            logger.warning(
+                "database unavailable; pass skipped",
+                extra={"fields": {"job": name, "error": type(exc).__name__}},
+            )
+
+    return run
 
 
 async def _run(settings: Settings, *, once: bool) -> int:
@@ -58,7 +82,7 @@ async def _run(settings: Settings, *, once: bool) -> int:
             (expire.run, settings.expire_interval_s, "expire"),
         ):
             scheduler.add_job(
-                job,
+                _through_outages(job, name),
                 "interval",
                 seconds=interval,
                 id=name,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.db.database import Database
+from app.errors import is_transient_database_error
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases
@@ -80,6 +81,12 @@ class ReconcileWorker:
         try:
             outcome = await reconciler.reconcile(ref, actor=self.name)
         except Exception as exc:
+            if is_transient_database_error(exc):
+                # The database went away (a failover, say), perhaps during a COMMIT whose
+                # fate is unknown: as after a crash, the lease expires and whoever claims
+                # the operation next reconciles it. Not a failed check: no attempt counted.
+                logger.warning("database unavailable while reconciling operation %s", ref.id)
+                return
             logger.exception("reconciling operation %s failed", ref.id)
             # Counted as a check that settled nothing, on the backoff schedule: neither
             # re-claimed at once in a loop nor forever without reaching needs_attention.

@@ -11,20 +11,39 @@ when the block ends normally and rolling back on any exception. Repositories exe
 never commit. Every transaction is short: none is open across a provider call. psycopg
 prepares a statement on the server once it has run a few times, so the hot statements are
 parsed and planned once per connection.
+
+Failover (see docs/operations.md): `DATABASE_URL` may name several hosts in libpq's form
+with `target_session_attrs=read-write`; libpq then connects to whichever accepts writes.
+When the primary dies, a pooled connection to it fails on its next use with
+`OperationalError`, which the API answers `503` with `Retry-After`. That first failure also
+makes the pool check its idle connections at once (`AsyncConnectionPool.check`), so the
+other dead ones are dropped instead of each failing one more request, and replacements are
+opened against the hosts in order until the promoted standby answers. Reconnection attempts
+back off for at most `reconnect_timeout`; a slot given up is opened again on demand by the
+next request, so a long outage does not leave the pool waiting out an ever longer backoff.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, OperationalError
+from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from app.settings import Settings
 
 Connection = AsyncConnection[TupleRow]
+
+logger = logging.getLogger("payments.db")
+
+# How long a failed pool slot keeps retrying its connection (with psycopg_pool's doubling
+# backoff from 1 s) before it is given up and left to be reopened on demand.
+RECONNECT_TIMEOUT_S = 4.0
 
 
 def conninfo(database_url: str) -> str:
@@ -47,25 +66,86 @@ def session_options(settings: Settings) -> str:
     )
 
 
+def connection_limits(settings: Settings) -> dict[str, int]:
+    """libpq parameters that bound how long a dead or unreachable server can hold us."""
+    connect_s = max(1, round(settings.db_connect_timeout_s))
+    return {
+        # Per host: with several hosts each gets this long before the next is tried.
+        "connect_timeout": connect_s,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        # Data sent but not acknowledged by the server's kernel for this long: gone.
+        "tcp_user_timeout": 1000 * connect_s * 2,
+    }
+
+
 class Database:
     """A pool of autocommit connections, and the transaction scope."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection]):
         self._pool = pool
+        self._checking: asyncio.Task[None] | None = None
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
         """A pooled connection; each statement on it commits on its own."""
-        async with self._pool.connection() as conn:
-            yield conn
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except OperationalError:
+            self._check_pool_soon()
+            raise
+        except ReadOnlySqlTransaction:
+            self._drain_pool_soon()
+            raise
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
-        """One short transaction: commit on success, roll back on any exception."""
-        async with self._pool.connection() as conn, conn.transaction():
-            yield conn
+        """One short transaction: commit on success, roll back on any exception.
+
+        A connection lost during COMMIT leaves it unknown whether the transaction landed:
+        the `OperationalError` goes up like any other (the API answers `503`), and what the
+        caller owned is recovered as after a crash, once its lease expires.
+        """
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except OperationalError:
+            self._check_pool_soon()
+            raise
+        except ReadOnlySqlTransaction:
+            self._drain_pool_soon()
+            raise
+
+    def _check_pool_soon(self) -> None:
+        """After a connection failed, test the idle ones and replace the dead (one at a time)."""
+        if self._checking is not None and not self._checking.done():
+            return
+        logger.warning("database connection failed; checking the pool's connections")
+        self._checking = asyncio.get_running_loop().create_task(self._check_pool())
+
+    def _drain_pool_soon(self) -> None:
+        """A write found a read-only server: the primary was demoted under live connections.
+
+        They work, so a check would keep them: replace them all instead, and the new ones
+        find the server that accepts writes (`target_session_attrs=read-write`).
+        """
+        if self._checking is not None and not self._checking.done():
+            return
+        logger.warning("the database is read-only (demoted?); replacing the pool's connections")
+        self._checking = asyncio.get_running_loop().create_task(self._check_pool(drain=True))
+
+    async def _check_pool(self, *, drain: bool = False) -> None:
+        try:
+            await (self._pool.drain() if drain else self._pool.check())
+        except Exception:
+            logger.warning("checking the pool's connections failed", exc_info=True)
 
     async def close(self) -> None:
+        if self._checking is not None:
+            await asyncio.gather(self._checking, return_exceptions=True)
         await self._pool.close()
 
 
@@ -75,7 +155,10 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
 
     The pool holds `PAYMENTS_DB_POOL_SIZE` connections, opened at start and kept: a pool
     smaller than the concurrency it serves makes requests open and close connections (and
-    PostgreSQL fork a backend) on the hot path.
+    PostgreSQL fork a backend) on the hot path. Connecting, and waiting for a free pooled
+    connection, each give up after `PAYMENTS_DB_CONNECT_TIMEOUT_S`; TCP keepalives and
+    `tcp_user_timeout` drop a connection whose server vanished without closing it (a dead
+    machine, a partition), so no request waits on it past that bound either.
     """
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
@@ -83,14 +166,15 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
         conninfo(settings.database_url),
         min_size=settings.db_pool_size,
         max_size=settings.db_pool_size,
-        timeout=10,
+        timeout=settings.db_connect_timeout_s,
         max_lifetime=1800,
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
         open=False,
         kwargs={
             "autocommit": True,
             "options": session_options(settings),
             "application_name": application_name,
-            "connect_timeout": 5,
+            **connection_limits(settings),
         },
     )
     await pool.open(wait=False)

@@ -3,11 +3,22 @@
 Counters and histograms are updated where things happen; the gauges that describe the
 backlog (oldest in-flight operation, unknown and needs-attention counts) are read from the
 database when `/metrics` is scraped, so every process reports the same truth.
+
+Several API processes (`payments serve --workers N`) answer one `/metrics` endpoint between
+them, so a scrape must not see only the process that happened to answer it. With
+`PROMETHEUS_MULTIPROC_DIR` set (`serve` sets it for its worker processes), prometheus_client
+keeps every process's values in files in that folder, and `render()` adds them up:
+counters and histograms are summed, the backlog gauges (read from the database) report the
+most recent reading, and the breaker gauge keeps one series per process (`pid` label), as
+each process has its own breaker.
 """
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.db.database import Connection
 from app.operations.outcomes import (
@@ -22,6 +33,7 @@ from app.operations.outcomes import (
 from app.operations.states import IN_FLIGHT, TERMINAL, State
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def _sql_list(states: frozenset[State]) -> str:
@@ -109,19 +121,25 @@ class Metrics:
             "payments_oldest_in_flight_operation_age_seconds",
             "Age of the oldest RECEIVED or PROVIDER_REQUEST_SENT operation",
             registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.unknown = Gauge(
-            "payments_operations_unknown", "Operations in UNKNOWN_REQUIRES_RECOVERY", registry=r
+            "payments_operations_unknown",
+            "Operations in UNKNOWN_REQUIRES_RECOVERY",
+            registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.breaker_state = Gauge(
             "payments_provider_breaker_state",
             "This process's provider circuit breaker: 0 closed, 1 half-open, 2 open",
             registry=r,
+            multiprocess_mode="all",
         )
         self.needs_attention = Gauge(
             "payments_operations_needs_attention",
             "Operations past the attempts limit, waiting for a person",
             registry=r,
+            multiprocess_mode="mostrecent",
         )
 
     def observe_provider_call(self, operation: str, outcome: str, seconds: float) -> None:
@@ -143,5 +161,10 @@ class Metrics:
         self.needs_attention.set(int(attention))
 
     def render(self) -> bytes:
-        """The text exposition format."""
-        return generate_latest(self.registry)
+        """The text exposition format: every process's values when they share a folder."""
+        folder = os.environ.get(MULTIPROC_DIR_VARIABLE)
+        if not folder:
+            return generate_latest(self.registry)
+        combined = CollectorRegistry()
+        MultiProcessCollector(combined, path=folder)  # type: ignore[no-untyped-call]
+        return generate_latest(combined)

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -23,14 +24,19 @@ def _with_database(url: str, database: str) -> str:
 
 
 def as_url(conninfo: str) -> str:
-    """A `postgresql://` URL for a libpq conninfo string."""
-    params = conninfo_to_dict(conninfo)
-    user = params.get("user", "postgres")
-    password = params.get("password")
-    auth = f"{user}:{password}" if password else str(user)
-    host = params.get("host", "127.0.0.1")
-    port = params.get("port", "5432")
-    return f"postgresql://{auth}@{host}:{port}/{params['dbname']}"
+    """A `postgresql://` URL for a libpq conninfo string (several hosts kept, in order)."""
+    params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items() if v is not None}
+    user = params.pop("user", "postgres")
+    password = params.pop("password", None)
+    auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
+    hosts = params.pop("host", "127.0.0.1").split(",")
+    ports = params.pop("port", "5432").split(",")
+    if len(ports) == 1:
+        ports = ports * len(hosts)
+    netloc = ",".join(f"{host}:{port}" for host, port in zip(hosts, ports, strict=True))
+    database = params.pop("dbname")
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql://{auth}@{netloc}/{quote(database, safe='')}{query}"
 
 
 @contextmanager

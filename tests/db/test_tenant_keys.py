@@ -1,0 +1,176 @@
+"""Every unique key and every index leads with `tenant_id`, read from the live catalog.
+
+The schema must stay distributable by tenant (docs/scaling.md): on Citus every table that
+holds tenant data is distributed by `tenant_id`, and a unique key or index that does not
+lead with it cannot be enforced per shard or sends a query to every shard. The check reads
+`pg_index` and `pg_constraint` for every table of the migrated schema, so a table added by a
+new migration is checked without anyone listing it here. What does not follow the rule is
+named below, each with the reason; anything else fails the test.
+
+Rules, as docs/scaling.md states them:
+- A table holds tenant data and has a `tenant_id` column, unless it is a reference table
+  (small, read across tenants, replicated to every node on Citus).
+- A primary key on a single surrogate `id` (a random UUID or an identity the service mints)
+  is accepted: the id is unique by construction, and every read by it is scoped by tenant.
+  On Citus it would become `(tenant_id, id)`.
+- Every other unique index, and every other index, leads with `tenant_id`, unless it is
+  allowed below.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.rows import DictRow
+
+# Small tables read across tenants (authentication finds the tenant from the key): Citus
+# reference tables, copied to every node.
+REFERENCE_TABLES: dict[str, str] = {
+    "alembic_version": "Alembic's bookkeeping",
+    "tenants": "the tenants themselves; each is its own distribution key",
+    "api_keys": "looked up by key hash before the tenant is known",
+}
+
+# Tables of tenant data without their own `tenant_id` column.
+NO_TENANT_COLUMN: dict[str, str] = {
+    # The audit trail is written in the same statement as its operation and read only
+    # through it. On Citus it needs `tenant_id` (filled from the operation) to be co-located.
+    "operation_transitions": "child of operations, reached by operation_id",
+}
+
+# Indexes on tenant data that do not lead with `tenant_id`, and why.
+NOT_TENANT_LEADING: dict[str, str] = {
+    # The worker's scans find what is due across all tenants; on Citus each shard answers
+    # from its own partial index (a fan-out by design), and SKIP LOCKED works per shard.
+    "ix_operations_recovery_due": "worker scan: unknown operations by next check",
+    "ix_operations_in_flight_lease": "worker scan: in-flight operations by lease expiry",
+    "ix_operations_response_expiry": "expire job scan: terminal operations by age",
+    "ix_operations_tombstone_release": "expire job scan: tombstones by age",
+    # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
+    # construction, never a business key. On Citus they become (tenant_id, ...) and the
+    # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
+    "uq_operations_payment_id": "the payment's random id, minted with the claim",
+    "uq_payments_operation_id": "the operation's random id, minted with the claim",
+    "uq_payments_provider_key": "derived from the payment's random id",
+    "ix_operation_transitions_operation_id": "the audit trail by operation (see above)",
+}
+
+_INDEXES = """
+    SELECT c.relname AS table_name, i.relname AS index_name, x.indisunique AS is_unique,
+           x.indisprimary AS is_primary, x.indnatts AS columns,
+           (SELECT a.attname FROM pg_attribute a
+             WHERE a.attrelid = c.oid AND a.attnum = x.indkey[0]) AS first_column,
+           (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+             WHERE a.attrelid = c.oid AND a.attnum = x.indkey[0]) AS first_type
+    FROM pg_index x
+    JOIN pg_class c ON c.oid = x.indrelid
+    JOIN pg_class i ON i.oid = x.indexrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+    ORDER BY 1, 2
+"""
+# Unique and exclusion constraints too: each is backed by an index, but say so explicitly.
+_CONSTRAINTS = """
+    SELECT c.relname AS table_name, k.conname AS name, k.contype AS kind,
+           (SELECT a.attname FROM pg_attribute a
+             WHERE a.attrelid = c.oid AND a.attnum = k.conkey[1]) AS first_column
+    FROM pg_constraint k
+    JOIN pg_class c ON c.oid = k.conrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema)s AND k.contype IN ('u', 'x')
+"""
+_TABLES = """
+    SELECT c.relname AS table_name,
+           EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid
+                   AND a.attname = 'tenant_id' AND NOT a.attisdropped) AS has_tenant
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+"""
+
+
+@dataclass(frozen=True)
+class Allowances:
+    reference_tables: frozenset[str]
+    no_tenant_column: frozenset[str]
+    not_tenant_leading: frozenset[str]
+
+
+SCHEMA_ALLOWANCES = Allowances(
+    frozenset(REFERENCE_TABLES), frozenset(NO_TENANT_COLUMN), frozenset(NOT_TENANT_LEADING)
+)
+
+
+def violations(conn: psycopg.Connection[DictRow], schema: str, allow: Allowances) -> list[str]:
+    """What in `schema` breaks the tenant rules, one line each."""
+    found: list[str] = []
+    params = {"schema": schema}
+    for table in conn.execute(_TABLES, params).fetchall():
+        name = table["table_name"]
+        if name in allow.reference_tables or name in allow.no_tenant_column:
+            continue
+        if not table["has_tenant"]:
+            found.append(f"table {name} has no tenant_id column")
+    for index in conn.execute(_INDEXES, params).fetchall():
+        if index["table_name"] in allow.reference_tables:
+            continue
+        if index["is_primary"] and index["columns"] == 1 and index["first_column"] == "id":
+            continue  # a surrogate id minted by the service
+        if index["first_column"] == "tenant_id":
+            continue
+        if index["index_name"] not in allow.not_tenant_leading:
+            kind = "unique index" if index["is_unique"] else "index"
+            found.append(
+                f"{kind} {index['index_name']} on {index['table_name']} leads with "
+                f"{index['first_column'] or 'an expression'}, not tenant_id"
+            )
+    for constraint in conn.execute(_CONSTRAINTS, params).fetchall():
+        if constraint["table_name"] in allow.reference_tables:
+            continue
+        if constraint["first_column"] == "tenant_id":
+            continue
+        if constraint["name"] not in allow.not_tenant_leading:
+            found.append(
+                f"constraint {constraint['name']} on {constraint['table_name']} "
+                "does not lead with tenant_id"
+            )
+    return sorted(set(found))
+
+
+def test_every_key_and_index_leads_with_tenant_id(db: psycopg.Connection[DictRow]) -> None:
+    assert violations(db, "public", SCHEMA_ALLOWANCES) == []
+
+
+def test_every_allowance_still_names_something(db: psycopg.Connection[DictRow]) -> None:
+    # A stale entry would silently allow a future index of the same name.
+    indexes = {r["index_name"] for r in db.execute(_INDEXES, {"schema": "public"}).fetchall()}
+    tables = {r["table_name"] for r in db.execute(_TABLES, {"schema": "public"}).fetchall()}
+    assert set(NOT_TENANT_LEADING) <= indexes, set(NOT_TENANT_LEADING) - indexes
+    assert set(REFERENCE_TABLES) | set(NO_TENANT_COLUMN) <= tables
+
+
+def test_the_check_finds_what_breaks_the_rules(db: psycopg.Connection[DictRow]) -> None:
+    schema = f"tenant_rules_{uuid.uuid4().hex[:8]}"
+    db.execute(f"CREATE SCHEMA {schema}")
+    try:
+        db.execute(
+            f"CREATE TABLE {schema}.refunds (id uuid PRIMARY KEY, tenant_id uuid,"
+            " provider_key text UNIQUE, created_at timestamptz)"
+        )
+        db.execute(f"CREATE INDEX ix_refunds_created ON {schema}.refunds (created_at)")
+        db.execute(f"CREATE INDEX ix_refunds_tenant ON {schema}.refunds (tenant_id, created_at)")
+        db.execute(f"CREATE TABLE {schema}.events (seq bigint PRIMARY KEY, body text)")
+        db.execute(f"CREATE UNIQUE INDEX ix_events_lower ON {schema}.events (lower(body))")
+        nothing_allowed = Allowances(frozenset(), frozenset(), frozenset())
+        assert violations(db, schema, nothing_allowed) == [
+            "constraint refunds_provider_key_key on refunds does not lead with tenant_id",
+            "index ix_refunds_created on refunds leads with created_at, not tenant_id",
+            "table events has no tenant_id column",
+            "unique index events_pkey on events leads with seq, not tenant_id",
+            "unique index ix_events_lower on events leads with an expression, not tenant_id",
+            "unique index refunds_provider_key_key on refunds leads with provider_key, "
+            "not tenant_id",
+        ]
+    finally:
+        db.execute(f"DROP SCHEMA {schema} CASCADE")

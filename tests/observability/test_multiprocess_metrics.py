@@ -1,0 +1,67 @@
+"""`payments serve --workers N`: one `/metrics` adds up what every worker process counted."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.processes import Process, free_port, start_process
+from tests.support.system import PYTHON_CLI
+
+REQUESTS = 60
+ROUTE_COUNT = re.compile(
+    r'^payments_http_request_duration_seconds_count\{method="GET",'
+    r'route="/payments/\{payment_id\}",status="401"\} (\S+)$',
+    re.MULTILINE,
+)
+BREAKER_PIDS = re.compile(r'^payments_provider_breaker_state\{pid="(\d+)"\}', re.MULTILINE)
+
+
+@pytest.fixture
+def two_process_api(work_dir: Path, base_env: dict[str, str]) -> Iterator[Process]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = start_process(
+        "api-workers",
+        [*PYTHON_CLI, "serve", "--port", str(port), "--workers", "2"],
+        env=base_env,
+        log_dir=work_dir / "logs",
+        ready_url=f"{url}/healthz",
+        url=url,
+    )
+    yield process
+    process.stop()
+
+
+def _scrape(url: str) -> str:
+    # A new connection each time, so that either process may answer.
+    return httpx.get(f"{url}/metrics", timeout=10).text
+
+
+def test_counters_of_two_worker_processes_add_up(two_process_api: Process) -> None:
+    url = two_process_api.url
+    assert url is not None
+
+    # Both processes have registered their metrics once each served a first request.
+    def unauthenticated_read(_: int) -> int:
+        return httpx.get(f"{url}/payments/{uuid.uuid4()}", timeout=10).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(unauthenticated_read, range(REQUESTS)))
+    assert statuses == [401] * REQUESTS
+
+    pids: set[str] = set()
+    for _ in range(20):
+        text = _scrape(url)
+        counts = ROUTE_COUNT.findall(text)
+        # Whichever process answers, it reports every request both of them served.
+        assert counts == [f"{float(REQUESTS)}"], counts
+        pids.update(BREAKER_PIDS.findall(text))
+    # The breaker is per process: one series for each of the two.
+    assert len(pids) == 2, pids
