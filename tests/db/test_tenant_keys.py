@@ -51,9 +51,11 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
-    "uq_operations_payment_id": "the payment's random id, minted with the claim",
+    "uq_operations_refund_id": "the refund's random id, minted with the claim",
     "uq_payments_operation_id": "the operation's random id, minted with the claim",
     "uq_payments_provider_key": "derived from the payment's random id",
+    "uq_refunds_operation_id": "the operation's random id, minted with the claim",
+    "uq_refunds_provider_key": "derived from the refund's random id",
     "ix_operation_transitions_operation_id": "the audit trail by operation (see above)",
 }
 
@@ -139,7 +141,8 @@ def violations(conn: psycopg.Connection[DictRow], schema: str, allow: Allowances
 
 
 def test_every_key_and_index_leads_with_tenant_id(db: psycopg.Connection[DictRow]) -> None:
-    assert violations(db, "public", SCHEMA_ALLOWANCES) == []
+    found = violations(db, "public", SCHEMA_ALLOWANCES)
+    assert found == [], "\n".join(found)
 
 
 def test_every_allowance_still_names_something(db: psycopg.Connection[DictRow]) -> None:
