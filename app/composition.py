@@ -9,15 +9,20 @@ engine when the block ends. Nothing here runs at import time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from app.admin.subjects import Described, Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
+from app.operations.models import OperationName
+from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
+from app.payments.schemas import payment_json
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
 from app.provider.transport import build_http_client
@@ -34,6 +39,8 @@ class Runtime:
     driver: ChargeDriver
     reconciler: Reconciler[PaymentRow]
     policy: RecoveryPolicy
+    # What operators may act on, by operation name (`app/admin/desk.py`).
+    subjects: Mapping[str, Subject]
 
 
 @asynccontextmanager
@@ -67,6 +74,25 @@ async def runtime(
                 backoff_max_s=settings.backoff_max_s,
             )
             reconciler = Reconciler(driver=driver, policy=policy)
-            yield Runtime(db=db, driver=driver, reconciler=reconciler, policy=policy)
+
+            async def describe_payment(operation_id: uuid.UUID) -> Described | None:
+                async with db.connection() as conn:
+                    try:
+                        payment = await payments.get_for_operation(conn, operation_id)
+                    except LookupError:
+                        return None
+                return Described("payment", payment_json(payment), payment.provider_key)
+
+            subjects = {
+                OperationName.CREATE_PAYMENT.value: Subject(
+                    describe=describe_payment,
+                    find_at_provider=provider.find_charge,
+                    driver=driver,
+                    reconciler=reconciler,
+                )
+            }
+            yield Runtime(
+                db=db, driver=driver, reconciler=reconciler, policy=policy, subjects=subjects
+            )
     finally:
         await http.aclose()

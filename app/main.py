@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import health
+from app.admin import router as admin_router
+from app.admin.desk import OperatorDesk
 from app.composition import runtime
 from app.db.migrate import head_revision
 from app.dependencies import Services
@@ -55,6 +57,12 @@ def create_app(settings: Settings) -> FastAPI:
                 schema_head=head_revision(),
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db),
+                operators=OperatorDesk(
+                    db=parts.db,
+                    subjects=parts.subjects,
+                    lease_s=settings.lease_s,
+                    key_ttl_s=settings.key_ttl_s,
+                ),
             )
             yield
 
@@ -64,4 +72,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(payments_router.router)
     app.include_router(operations_router.router)
     app.include_router(health.router)
+    app.include_router(admin_router.router)
     return app
