@@ -10,11 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from app import health
 from app.admin import router as admin_router
 from app.admin.desk import OperatorDesk
 from app.composition import runtime
+from app.console import router as console_router
+from app.console.pages import STATIC_DIR
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
@@ -73,4 +76,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(operations_router.router)
     app.include_router(health.router)
     app.include_router(admin_router.router)
+    app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
+    app.include_router(console_router.router)
     return app

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.admin.conftest import AdminHandle, flag, make_admin, wait_past_last_send
 from tests.conftest import TEST_LEASE_S, TenantHandle, make_tenant
 from tests.support.faults import FaultInjector
+from tests.support.operators import AdminHandle, flag, make_admin, wait_past_last_send
 from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import Process
 from tests.support.rows import operation, payment_for, transitions

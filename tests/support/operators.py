@@ -1,4 +1,4 @@
-"""Operators' fixtures: admin tokens, and operations brought to `needs_attention` for real.
+"""Operators' fixtures (loaded for every folder): admin tokens, and flagged operations.
 
 An operation is flagged the way production flags one: its first answer is lost (or never
 comes), every provider lookup fails, and the client keeps retrying with its key; each retry
