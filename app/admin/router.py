@@ -5,6 +5,7 @@ Only admin tokens are accepted here (`CurrentOperator`); tenants' API keys get `
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -93,7 +94,7 @@ async def recheck(operation_id: str, operator: CurrentOperator, services: Servic
     """Take ownership as the worker does, look the charge up, record or resend."""
     outcome, snapshot = await services.operators.recheck(_parse(operation_id), operator)
     body = admin_operation_json(snapshot, with_history=True)
-    body["recheck"] = type(outcome).__name__.lower()
+    body["recheck"] = re.sub(r"(?<!^)(?=[A-Z])", "_", type(outcome).__name__).lower()
     return _json(body)
 
 
