@@ -9,14 +9,15 @@ import re
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.admin.desk import Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.views import admin_operation_json, detail_json, overview_json
 from app.dependencies import CurrentOperator, ServicesDep
-from app.errors import NotFound, dump_json
+from app.errors import NotFound, ValidationFailed, dump_json
+from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
 from app.operations.states import State
 
@@ -101,12 +102,36 @@ async def recheck(operation_id: str, operator: CurrentOperator, services: Servic
 @router.post(
     "/operations/{operation_id}/resolve",
     summary="Resolve an operation that needs attention",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **CONFLICT, **VALIDATION},
+    responses={
+        **UNAUTHENTICATED,
+        **NOT_FOUND,
+        **CONFLICT,
+        **VALIDATION,
+        413: problem("PAYLOAD_TOO_LARGE: body over 64 KiB"),
+        415: problem("UNSUPPORTED_MEDIA_TYPE: body not sent as application/json"),
+    },
+    # Read strictly by the handler (as POST /payments is), so malformed bodies get the same
+    # problems everywhere; described here for the OpenAPI document.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ResolveIn.model_json_schema()}},
+        }
+    },
 )
 async def resolve(
-    operation_id: str, body: ResolveIn, operator: CurrentOperator, services: ServicesDep
+    operation_id: str, request: Request, operator: CurrentOperator, services: ServicesDep
 ) -> Any:
     """Recorded only when a provider lookup confirms it; the reason goes in the history."""
+    data = await read_json_object(request)
+    try:
+        body = ResolveIn.model_validate(data)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        raise ValidationFailed("the resolution is invalid", errors=errors) from None
     snapshot = await services.operators.resolve(
         _parse(operation_id), Resolution(body.outcome), body.reason, operator
     )

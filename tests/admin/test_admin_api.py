@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import psycopg
-import pytest
 from psycopg.rows import DictRow
 
 from tests.conftest import TEST_LEASE_S, TenantHandle, make_tenant
@@ -317,12 +318,44 @@ def test_resolve_refuses_what_does_not_need_attention_and_bad_input(
         answer = admin_client.post(path, json=bad)
         assert answer.status_code == 422, bad
         assert answer.json()["code"] == "VALIDATION_ERROR"
-    assert admin_client.post(path, content=b"{not json").status_code == 422
+    json_type = {"content-type": "application/json"}
+    assert admin_client.post(path, content=b"{not json", headers=json_type).status_code == 422
+    assert admin_client.post(path, content=b"\xff\xfe", headers=json_type).status_code == 422
+    assert admin_client.post(path, content=b"outcome=charged").status_code == 415
     assert operation(db, unknown["operation_id"])["state"] == "UNKNOWN_REQUIRES_RECOVERY"
 
 
-@pytest.mark.parametrize("name", ["bob"])
-def test_two_operators_never_both_act(name: str, db: psycopg.Connection[DictRow]) -> None:
-    # Distinct names, distinct tokens: the audit trail tells them apart.
-    one, two = make_admin(db, name), make_admin(db, name + "-2")
-    assert one.token != two.token
+def test_concurrent_resolutions_by_two_operators_record_exactly_one(
+    api: Process,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    flagged = flag(client, faults, db, charged=True)
+    faults.clear()
+    operators = [make_admin(db, "bob"), make_admin(db, "eve")]
+    path = f"{api.url}/admin/operations/{flagged.operation_id}/resolve"
+
+    def resolve(n: int) -> httpx.Response:
+        who = operators[n % 2]
+        return httpx.post(
+            path,
+            json={"outcome": "charged", "reason": f"attempt {n}"},
+            headers={"Authorization": f"Bearer {who.token}"},
+            timeout=30,
+        )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(resolve, range(8)))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses.count(200) == 1, [a.text for a in answers]
+    assert {a.json()["code"] for a in answers if a.status_code != 200} <= {
+        "OPERATION_BUSY",
+        "OPERATION_FINAL",
+    }
+    resolutions = [
+        t for t in transitions(db, flagged.operation_id) if t["actor"].startswith("operator:")
+    ]
+    assert len(resolutions) == 1
+    assert resolutions[0]["to_state"] == "COMPLETED"
+    assert len(faults.charges(account_id=flagged.body["account_id"])) == 1
