@@ -20,6 +20,7 @@ so it can never make a second one.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,13 +38,15 @@ from app.admin.errors import (
 from app.admin.models import Operator
 from app.admin.subjects import Described, Subject
 from app.db.database import Database
-from app.errors import NotFound
+from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
 from app.operations.outcomes import FencedOut, Outcome
 from app.operations.refs import OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State
 from app.provider.client import Charge
 from app.provider.errors import ProviderError
+
+logger = logging.getLogger("payments.operators")
 
 
 class Resolution(StrEnum):
@@ -143,6 +146,24 @@ class OperatorDesk:
         self, operation_id: uuid.UUID, resolution: Resolution, reason: str, operator: Operator
     ) -> Snapshot:
         """Record the outcome the operator states, if the provider confirms it; else 409."""
+        fields = {
+            "operation_id": str(operation_id),
+            "operator": operator.name,
+            "outcome": resolution.value,
+        }
+        try:
+            snapshot = await self._resolve(operation_id, resolution, reason, operator)
+        except ProblemError as exc:
+            logger.warning(
+                "operator resolution refused", extra={"fields": {**fields, "code": exc.code}}
+            )
+            raise
+        logger.warning("operation resolved by an operator", extra={"fields": fields})
+        return snapshot
+
+    async def _resolve(
+        self, operation_id: uuid.UUID, resolution: Resolution, reason: str, operator: Operator
+    ) -> Snapshot:
         snapshot = await self.read(operation_id)
         self._refuse_final(snapshot)
         if not snapshot.operation.needs_attention:

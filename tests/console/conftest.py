@@ -27,6 +27,8 @@ def _browser() -> tuple[str, str] | None:
     driver = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver")
     if binary is None or driver is None:
         return None
+    if not (Path(binary).is_file() and Path(driver).is_file()):
+        return None
     return binary, driver
 
 
@@ -51,7 +53,7 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
     if found is None:
         pytest.skip(
             "browser tests need chromium and chromedriver (apt-get install chromium "
-            "chromium-driver); neither was found on PATH"
+            "chromium-driver); not found on PATH (or at $CHROMIUM, $CHROMEDRIVER)"
         )
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
