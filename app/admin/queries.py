@@ -1,7 +1,8 @@
 """The operators' reads across tenants: filtered lists, counts by state, the oldest in flight.
 
 Lists are paged by keyset on (created_at, id), oldest first (the oldest problem is the most
-urgent), over the indexes `ix_operations_state_created` and `ix_operations_needs_attention`.
+urgent), over the indexes `ix_operations_state_created`, `ix_operations_needs_attention`
+and `ix_operations_tenant_created`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ async def list_operations(
     conn: Connection, flt: OperationFilter, *, limit: int, key_ttl_s: int
 ) -> Page:
     """Up to `limit` operations matching `flt`, oldest first, after the cursor if any."""
+    sql, params = list_sql(flt, limit=limit, key_ttl_s=key_ttl_s)
+    rows = await (await conn.execute(sql, params)).fetchall()
+    items = [snapshot_of(row) for row in rows[:limit]]
+    return Page(items=items, has_more=len(rows) > limit)
+
+
+def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, dict[str, Any]]:
+    """The list's statement (one row more than `limit`, to tell whether more follow).
+
+    A filter on state, needs_attention or tenant walks its index in (created_at, id) order;
+    a list with none of them sorts the whole table (operators should filter).
+    """
     where: list[str] = []
     params: dict[str, Any] = {"key_ttl_s": key_ttl_s, "limit": limit + 1}
     if flt.state is not None:
@@ -74,9 +87,7 @@ async def list_operations(
         f"SELECT {SNAPSHOT_COLUMNS} FROM operations {clause}"
         " ORDER BY created_at, id LIMIT %(limit)s"
     )
-    rows = await (await conn.execute(sql, params)).fetchall()
-    items = [snapshot_of(row) for row in rows[:limit]]
-    return Page(items=items, has_more=len(rows) > limit)
+    return sql, params
 
 
 async def overview(conn: Connection) -> Overview:

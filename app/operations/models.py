@@ -62,8 +62,9 @@ class Operation(Base):
             postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
         ),
         # The operators' lists (`app/admin/queries.py`), paged by (created_at, id): by state,
-        # and the needs-attention queue.
+        # by tenant, and the needs-attention queue (partial: only flagged rows).
         Index("ix_operations_state_created", "state", "created_at", "id"),
+        Index("ix_operations_tenant_created", "tenant_id", "created_at", "id"),
         Index(
             "ix_operations_needs_attention",
             "created_at",

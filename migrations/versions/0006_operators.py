@@ -58,8 +58,11 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_console_sessions_token_id"), "console_sessions", ["token_id"])
     op.create_index("ix_console_sessions_expires_at", "console_sessions", ["expires_at"])
-    # The admin lists page by (created_at, id): by state, and the needs-attention queue.
+    # The admin lists page by (created_at, id): by state, by tenant, and the needs-attention
+    # queue. CREATE INDEX (not CONCURRENTLY) locks writes to operations while it builds: on a
+    # large table, build these by hand with CONCURRENTLY first (docs/operators.md).
     op.create_index("ix_operations_state_created", "operations", ["state", "created_at", "id"])
+    op.create_index("ix_operations_tenant_created", "operations", ["tenant_id", "created_at", "id"])
     op.create_index(
         "ix_operations_needs_attention",
         "operations",
@@ -70,6 +73,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_operations_needs_attention", table_name="operations")
+    op.drop_index("ix_operations_tenant_created", table_name="operations")
     op.drop_index("ix_operations_state_created", table_name="operations")
     op.drop_index("ix_console_sessions_expires_at", table_name="console_sessions")
     op.drop_index(op.f("ix_console_sessions_token_id"), table_name="console_sessions")
