@@ -59,8 +59,9 @@ def upgrade() -> None:
     op.create_index(op.f("ix_console_sessions_token_id"), "console_sessions", ["token_id"])
     op.create_index("ix_console_sessions_expires_at", "console_sessions", ["expires_at"])
     # The admin lists page by (created_at, id): by state, by tenant, and the needs-attention
-    # queue. CREATE INDEX (not CONCURRENTLY) locks writes to operations while it builds: on a
-    # large table, build these by hand with CONCURRENTLY first (docs/operators.md).
+    # queue. CREATE INDEX (not CONCURRENTLY) blocks writes to operations while it builds: on
+    # a large table, build these by hand with CONCURRENTLY first, and they are kept
+    # (IF NOT EXISTS; docs/operators.md).
     op.create_index("ix_operations_state_created", "operations", ["state", "created_at", "id"])
     op.create_index("ix_operations_tenant_created", "operations", ["tenant_id", "created_at", "id"])
     op.create_index(
