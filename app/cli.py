@@ -235,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ops_list.add_argument("--needs-attention", action="store_true", help="only flagged ones")
     ops_list.add_argument("--state", help="only operations in this state")
+    ops_list.add_argument("--tenant", help="only this tenant's operations (its id)")
+    ops_list.add_argument(
+        "--page-size", type=int, default=100, choices=range(1, 101), metavar="N", help="1-100"
+    )
     ops_show = ops_cmd_sub.add_parser(
         "show", parents=[admin_options], help="an operation, its payment, a provider lookup"
     )

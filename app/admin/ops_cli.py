@@ -51,12 +51,12 @@ class AdminApi:
         body: dict[str, Any] = response.json()
         return body
 
-    def operations(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def operations(self, params: dict[str, Any], *, size: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every operation matching `params`, page by page, with progress on stderr."""
         after: str | None = None
         seen = 0
         while True:
-            query = {**params, "limit": PAGE, **({"after": after} if after else {})}
+            query = {**params, "limit": size, **({"after": after} if after else {})}
             page = self.call("GET", "/admin/operations", params=query)
             yield from page["data"]
             seen += len(page["data"])
@@ -64,7 +64,7 @@ class AdminApi:
                 break
             after = page["data"][-1]["operation_id"]
             print(f"\r{seen} operations so far...", end="", file=sys.stderr, flush=True)
-        if seen > PAGE:
+        if seen > size:
             print(f"\r{seen} operations.          ", file=sys.stderr, flush=True)
 
 
@@ -78,8 +78,10 @@ def run(args: Any) -> int:
                 params["needs_attention"] = "true"
             if args.state:
                 params["state"] = args.state
+            if args.tenant:
+                params["tenant"] = args.tenant
             print(f"{'operation_id':36}  {'state':25}  {'attn':4}  {'tries':5}  created")
-            for op in api.operations(params):
+            for op in api.operations(params, size=args.page_size):
                 attn = "yes" if op["needs_attention"] else "-"
                 print(
                     f"{op['operation_id']:36}  {op['state']:25}  {attn:4}  "

@@ -16,8 +16,10 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
+from tests.conftest import TenantHandle
 from tests.support.faults import FaultInjector
 from tests.support.operators import AdminHandle, flag
+from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import REPO_ROOT, Process
 from tests.support.rows import operation
 
@@ -107,3 +109,15 @@ def test_ops_needs_an_admin_token(api: Process, client: httpx.Client) -> None:
     wrong = _ops(api, "adm_not-a-token", "list")
     assert wrong.returncode == 1
     assert "401" in wrong.stderr
+
+
+def test_ops_list_pages_through_everything_with_progress_on_stderr(
+    api: Process, admin: AdminHandle, client: httpx.Client, tenant: TenantHandle
+) -> None:
+    made = [post_payment(client, payment_body(), key=new_key()).json() for _ in range(5)]
+    listed = _ops(api, admin.token, "list", "--tenant", str(tenant.id), "--page-size", "2")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.strip().splitlines()[1:]
+    assert [line.split()[0] for line in lines] == [m["operation_id"] for m in made]
+    assert "operations so far" in listed.stderr
+    assert "5 operations." in listed.stderr
