@@ -359,3 +359,31 @@ def test_concurrent_resolutions_by_two_operators_record_exactly_one(
     assert len(resolutions) == 1
     assert resolutions[0]["to_state"] == "COMPLETED"
     assert len(faults.charges(account_id=flagged.body["account_id"])) == 1
+
+
+def test_an_owner_with_a_live_lease_is_never_overtaken(
+    client: httpx.Client,
+    admin_client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    flagged = flag(client, faults, db, charged=True)
+    faults.clear()
+    # Someone (a worker, a client's retry) owns it right now, mid-check.
+    db.execute(
+        "UPDATE operations SET lease_owner = 'worker:elsewhere', fence = fence + 1,"
+        " lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+        (flagged.operation_id,),
+    )
+    before = operation(db, flagged.operation_id)
+    for action, body in (("resolve", {"outcome": "charged", "reason": "x"}), ("recheck", None)):
+        answer = admin_client.post(f"/admin/operations/{flagged.operation_id}/{action}", json=body)
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["code"] == "OPERATION_BUSY"
+        assert answer.headers["retry-after"] == "1"
+    after = operation(db, flagged.operation_id)
+    assert (after["fence"], after["lease_owner"], after["state"]) == (
+        before["fence"],
+        "worker:elsewhere",
+        "UNKNOWN_REQUIRES_RECOVERY",
+    )

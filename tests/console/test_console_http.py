@@ -124,3 +124,31 @@ def test_logout_and_revocation_end_the_session(
         db.execute("UPDATE admin_tokens SET revoked_at = now() WHERE name = %s", (admin.name,))
     with httpx.Client(base_url=str(api.url), cookies=stolen) as again:
         assert again.get("/console").status_code == 303
+
+
+def test_recheck_from_the_console_asks_first_then_reconciles(
+    api: Process,
+    admin: AdminHandle,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    flagged = flag(client, faults, db, charged=True)
+    faults.clear()
+    with httpx.Client(base_url=str(api.url)) as http:
+        _login(http, admin.token)
+        path = f"/console/operations/{flagged.operation_id}"
+        csrf = _csrf(http.get(path).text)
+        confirm = http.post(f"{path}/recheck", data={"csrf": csrf})
+        assert confirm.status_code == 200
+        assert "Yes, recheck" in confirm.text
+        assert operation(db, flagged.operation_id)["state"] == "UNKNOWN_REQUIRES_RECOVERY"
+        done = http.post(f"{path}/recheck", data={"csrf": csrf, "confirmed": "yes"})
+        assert done.headers["location"] == f"{path}?done=rechecked"
+        page = http.get(done.headers["location"])
+        assert "Rechecked." in page.text
+        assert f"operator:{admin.name}" in page.text
+        assert operation(db, flagged.operation_id)["state"] == "COMPLETED"
+        final = http.post(f"{path}/recheck", data={"csrf": csrf, "confirmed": "yes"})
+        assert final.status_code == 409
+        assert "OPERATION_FINAL" in final.text
