@@ -102,6 +102,18 @@ def _cmd_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_admin_token(args: argparse.Namespace) -> int:
+    from app.admin.commands import run_token_command
+
+    return run_token_command(args, _database_settings())
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from app.admin.ops_cli import run
+
+    return run(args)
+
+
 def _when(moment: datetime | None) -> str:
     return "-" if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -192,6 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (key_create, key_list, key_revoke):
         command.set_defaults(func=_cmd_key)
 
+    admin = sub.add_parser("admin", help="operators' credentials")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    token = admin_sub.add_parser("token", help="manage admin tokens (DATABASE_URL)")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    token_create = token_sub.add_parser("create", help="issue a token; prints it on its last line")
+    token_create.add_argument("name", help="the operator's name, recorded in the audit trail")
+    token_list = token_sub.add_parser("list", help="every admin token: id, name, prefix, use")
+    token_revoke = token_sub.add_parser("revoke", help="revoke a token (401 at once)")
+    token_revoke.add_argument("token", help="the token's id, or the token itself")
+    for command in (token_create, token_list, token_revoke):
+        command.set_defaults(func=_cmd_admin_token)
+
     # Client commands: they talk to a running API (PAYMENTS_API_URL, PAYMENTS_API_KEY) and
     # need none of the server's settings.
     api_options = argparse.ArgumentParser(add_help=False)
@@ -225,6 +249,39 @@ def build_parser() -> argparse.ArgumentParser:
     show = ops_sub.add_parser("show", parents=[api_options], help="print an operation")
     show.add_argument("operation_id")
     show.set_defaults(func=_cmd_operations_show)
+
+    # Operators' commands: clients of the admin API, with an admin token.
+    admin_options = argparse.ArgumentParser(add_help=False)
+    admin_options.add_argument("--api-url", help="default: $PAYMENTS_API_URL or 127.0.0.1:8000")
+    admin_options.add_argument("--admin-token", help="default: $PAYMENTS_ADMIN_TOKEN")
+    ops_cmd = sub.add_parser("ops", help="operators: list, show, recheck, resolve operations")
+    ops_cmd_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
+    ops_list = ops_cmd_sub.add_parser(
+        "list", parents=[admin_options], help="operations, oldest first"
+    )
+    ops_list.add_argument("--needs-attention", action="store_true", help="only flagged ones")
+    ops_list.add_argument("--state", help="only operations in this state")
+    ops_list.add_argument("--tenant", help="only this tenant's operations (its id)")
+    ops_list.add_argument(
+        "--page-size", type=int, default=100, choices=range(1, 101), metavar="N", help="1-100"
+    )
+    ops_show = ops_cmd_sub.add_parser(
+        "show", parents=[admin_options], help="an operation, its payment, a provider lookup"
+    )
+    ops_recheck = ops_cmd_sub.add_parser(
+        "recheck", parents=[admin_options], help="reconcile an operation now"
+    )
+    ops_resolve = ops_cmd_sub.add_parser(
+        "resolve", parents=[admin_options], help="resolve a flagged operation"
+    )
+    outcome = ops_resolve.add_mutually_exclusive_group(required=True)
+    outcome.add_argument("--charged", action="store_true", help="the provider charged it")
+    outcome.add_argument("--not-charged", action="store_true", help="nothing was charged")
+    ops_resolve.add_argument("--reason", required=True, help="why: recorded in the history")
+    for command in (ops_show, ops_recheck, ops_resolve):
+        command.add_argument("operation_id")
+    for command in (ops_list, ops_show, ops_recheck, ops_resolve):
+        command.set_defaults(func=_cmd_ops)
     return parser
 
 

@@ -12,11 +12,12 @@ engine when the block ends. Nothing here runs at import time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from app.admin.subjects import Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
@@ -31,6 +32,7 @@ from app.recovery.reconcile import Reconciler
 from app.refunds.driver import RefundDriver
 from app.refunds.models import RefundRow
 from app.settings import Settings
+from app.subjects import operator_subjects
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Runtime:
     refund_driver: RefundDriver
     refund_reconciler: Reconciler[RefundRow, Any]
     policy: RecoveryPolicy
+    # What operators may act on, by operation name (`app/admin/desk.py`).
+    subjects: Mapping[str, Subject]
 
     @property
     def reconcilers(self) -> dict[str, Reconciler[Any, Any]]:
@@ -84,13 +88,21 @@ async def runtime(
                 backoff_base_s=settings.backoff_base_s,
                 backoff_max_s=settings.backoff_max_s,
             )
+            reconciler = Reconciler(driver=driver, policy=policy)
+            refund_reconciler = Reconciler(driver=refund_driver, policy=policy)
             yield Runtime(
                 db=db,
                 driver=driver,
-                reconciler=Reconciler(driver=driver, policy=policy),
+                reconciler=reconciler,
                 refund_driver=refund_driver,
-                refund_reconciler=Reconciler(driver=refund_driver, policy=policy),
+                refund_reconciler=refund_reconciler,
                 policy=policy,
+                subjects=operator_subjects(
+                    db=db,
+                    provider=provider,
+                    charges=(driver, reconciler),
+                    refunds_=(refund_driver, refund_reconciler),
+                ),
             )
     finally:
         await http.aclose()

@@ -12,6 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.admin import repository as admin_tokens
+from app.admin.desk import OperatorDesk
+from app.admin.models import Operator
 from app.db.database import Database
 from app.errors import Unauthenticated
 from app.http.auth import bearer_token
@@ -33,6 +36,7 @@ class Services:
     schema_head: str | None
     metrics: Metrics
     api_keys: ApiKeyCache
+    operators: OperatorDesk
 
 
 async def get_services(request: Request) -> Services:
@@ -74,3 +78,24 @@ async def get_tenant(
 
 
 CurrentTenant = Annotated[Caller, Depends(get_tenant)]
+
+
+async def get_operator(request: Request, services: ServicesDep) -> Operator:
+    """The operator whose admin token is in `Authorization: Bearer <token>`; 401 otherwise.
+
+    Only admin tokens are looked up here, so a tenant's API key is unknown (401), as an
+    admin token is on the tenants' routes. No cache: admin calls are few, and a revoked
+    token stops working at once.
+    """
+    challenge = {"www-authenticate": 'Bearer realm="admin"'}
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        raise Unauthenticated("send Authorization: Bearer <admin token>", headers=challenge)
+    async with services.db.connection() as conn:
+        operator = await admin_tokens.authenticate(conn, token)
+    if operator is None:
+        raise Unauthenticated("the admin token is not valid", headers=challenge)
+    return operator
+
+
+CurrentOperator = Annotated[Operator, Depends(get_operator)]

@@ -17,6 +17,7 @@ import time
 import httpx
 from psycopg import AsyncConnection
 
+from app.admin import repository as admin_tokens
 from app.db.database import conninfo
 from app.db.embedded import EmbeddedPostgres
 from app.db.migrate import upgrade_head
@@ -24,6 +25,7 @@ from app.settings import Settings
 from app.tenants.repository import create_tenant, find_key_owner
 
 DEMO_KEY_FILE = "demo-api-key"
+DEMO_ADMIN_FILE = "demo-admin-token"
 
 
 def _demo_api_key(settings: Settings, database_url: str) -> str:
@@ -43,6 +45,26 @@ def _demo_api_key(settings: Settings, database_url: str) -> str:
                 _tenant, api_key = await create_tenant(conn, "demo")
         key_file.write_text(api_key + "\n")
         return api_key
+
+    return asyncio.run(run())
+
+
+def _demo_admin_token(settings: Settings, database_url: str) -> str:
+    """An admin token for the console, made on the first run and kept in the data folder."""
+    token_file = settings.data_dir / DEMO_ADMIN_FILE
+
+    async def run() -> str:
+        conn = await AsyncConnection.connect(
+            conninfo(database_url), autocommit=True, application_name="payments-dev"
+        )
+        async with conn:
+            if token_file.exists():
+                known = token_file.read_text().strip()
+                if await admin_tokens.authenticate(conn, known) is not None:
+                    return known
+            _row, token = await admin_tokens.create_token(conn, "dev")
+        token_file.write_text(token + "\n")
+        return token
 
     return asyncio.run(run())
 
@@ -73,6 +95,7 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
     try:
         upgrade_head(database_url)
         api_key = _demo_api_key(settings, database_url)
+        admin_token = _demo_admin_token(settings, database_url)
         provider_url = f"http://127.0.0.1:{provider_port}"
         api_url = f"http://127.0.0.1:{api_port}"
         env = {
@@ -95,7 +118,8 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             f"  API            {api_url}  (docs: {api_url}/docs)\n"
             f"  fake provider  {provider_url}\n"
             f"  database       {database_url}\n"
-            f"  demo API key   {api_key}\n\n"
+            f"  demo API key   {api_key}\n"
+            f"  console        {api_url}/console  (admin token: {admin_token})\n\n"
             "Try:\n"
             f"  curl -s -X POST {api_url}/payments -H 'Authorization: Bearer {api_key}' \\\n"
             "    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n"

@@ -10,9 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from app import health
+from app.admin import router as admin_router
+from app.admin.desk import OperatorDesk
 from app.composition import runtime
+from app.console import router as console_router
+from app.console.pages import STATIC_DIR
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
@@ -66,6 +71,12 @@ def create_app(settings: Settings) -> FastAPI:
                 schema_head=head_revision(),
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db),
+                operators=OperatorDesk(
+                    db=parts.db,
+                    subjects=parts.subjects,
+                    lease_s=settings.lease_s,
+                    key_ttl_s=settings.key_ttl_s,
+                ),
             )
             yield
 
@@ -76,4 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(refunds_router.router)
     app.include_router(operations_router.router)
     app.include_router(health.router)
+    app.include_router(admin_router.router)
+    app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
+    app.include_router(console_router.router)
     return app

@@ -27,6 +27,7 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_FAKE_PROVIDER_ADMIN": "the fake provider",
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
+    "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",
 }
 
 

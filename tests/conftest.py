@@ -25,7 +25,7 @@ from tests.support.system import start_api, start_fake_provider, system_env
 
 # The fixtures that start dedicated processes (`spawn`) and drive the repository
 # directly (`async_db`), for every folder of the suite.
-pytest_plugins = ["tests.support.spawning"]
+pytest_plugins = ["tests.support.spawning", "tests.support.operators"]
 
 # Short provider timeout and lease keep crash and timeout tests quick; the lease still
 # outlives the provider timeout as the settings require.

@@ -119,10 +119,25 @@ def test_nothing_in_app_imports_the_worker_process() -> None:
 
 def test_http_frameworks_stay_at_the_edge() -> None:
     edge = ("app.main", "app.errors", "app.dependencies", "app.health", "app.server")
-    edge_packages = ("app.http",)
+    edge_packages = ("app.http", "app.console")
     found = [
         violation
         for violation in _violations("app", ("fastapi", "starlette"), except_=edge)
         if not violation.startswith(edge_packages) and ".router " not in violation
     ]
     assert not found
+
+
+def test_nothing_below_the_operators_desk_knows_it() -> None:
+    # Operators act through the same verbs as everyone else; no lower layer calls them back.
+    lower = ("app.operations", "app.payments", "app.recovery", "app.provider", "app.tenants")
+    for package in lower:
+        assert not _violations(package, ("app.admin", "app.console")), package
+
+
+def test_the_operators_desk_knows_no_payment_code() -> None:
+    # Business objects reach it through `app/admin/subjects.py`, wired by the composition root.
+    assert not _violations(
+        "app.admin", ("app.payments", "app.console", "worker"), except_=("app.admin.router",)
+    )
+    assert not _violations("app.admin.router", ("app.payments", "app.console"))

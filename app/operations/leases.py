@@ -6,6 +6,7 @@ move the fence from N to N+1; every later write by the other is refused by the f
 
     take_over      one operation (a client's retry): fence N -> N+1, a new lease
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
+    release        an owner gives its lease back without changing state
 """
 
 from __future__ import annotations
@@ -87,3 +88,20 @@ async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int)
         )
         for row_id, fence, state, attempts, name in rows
     ]
+
+
+async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:
+    """End `owner`'s lease on `ref` without changing state; False if a newer owner holds it.
+
+    For an owner that decided to do nothing (an operator's refused resolution): the
+    operation is at once free for the worker again, instead of after the lease runs out.
+    Fenced like every owner write.
+    """
+    row = await (
+        await conn.execute(
+            "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL"
+            " WHERE id = %s AND fence = %s AND lease_owner = %s RETURNING id",
+            (ref.id, ref.fence, owner),
+        )
+    ).fetchone()
+    return row is not None

@@ -13,6 +13,8 @@ it before every write and records the edge in the audit table in the same transa
     recovery: RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --complete--> COMPLETED (found by lookup)
               PROVIDER_REQUEST_SENT / UNKNOWN --resend--> PROVIDER_REQUEST_SENT  (not found)
               RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --lose--> UNKNOWN       (still unknown)
+    operator: UNKNOWN --fail--> FAILED   (resolved "not charged": the provider's lookup finds
+              no charge and no request can still be in flight; `app/admin/resolution.py`)
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ TRANSITIONS: Final[tuple[tuple[Trigger, tuple[State, ...], State], ...]] = (
         (_S.RECEIVED, _S.PROVIDER_REQUEST_SENT, _S.UNKNOWN_REQUIRES_RECOVERY),
         _S.COMPLETED,
     ),
-    (Trigger.FAIL, (_S.PROVIDER_REQUEST_SENT,), _S.FAILED),
+    (Trigger.FAIL, (_S.PROVIDER_REQUEST_SENT, _S.UNKNOWN_REQUIRES_RECOVERY), _S.FAILED),
     (Trigger.DEFER, (_S.PROVIDER_REQUEST_SENT,), _S.FAILED_RETRYABLE),
     (
         Trigger.LOSE,

@@ -115,11 +115,33 @@ class ChargeDriver(OperationDriver[PaymentRow]):
     ) -> Rejected | FencedOut:
         """The provider refused the request as invalid, nothing charged: FAILED, stored."""
         stored = replies.rejected(payment, detail, operation_id=ref.id)
+        reason = f"provider rejected the request: {detail}"
+        return await self._record_failed(ref, payment, detail, stored, actor=actor, reason=reason)
+
+    async def record_not_charged(
+        self, ref: OwnedRef, payment: PaymentRow, *, actor: str, reason: str
+    ) -> Rejected | FencedOut:
+        """Certainly not charged, as an operator resolved it after a provider lookup that
+        found no charge: FAILED, with the answer a FAILED operation replays."""
+        detail = "an operator resolved it as not charged; the provider holds no charge"
+        stored = replies.not_charged(payment, detail, operation_id=ref.id)
+        return await self._record_failed(ref, payment, detail, stored, actor=actor, reason=reason)
+
+    async def _record_failed(
+        self,
+        ref: OwnedRef,
+        payment: PaymentRow,
+        detail: str,
+        stored: StoredResponse,
+        *,
+        actor: str,
+        reason: str,
+    ) -> Rejected | FencedOut:
         written = await self._record_final(
             ref,
             Trigger.FAIL,
             actor=actor,
-            reason=f"provider rejected the request: {detail}",
+            reason=reason,
             stored=stored,
             result=payments.result_with_outcome(
                 payment.id,

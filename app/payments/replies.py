@@ -44,11 +44,25 @@ def charged(
 
 def rejected(payment: PaymentRow, detail: str, *, operation_id: uuid.UUID) -> StoredResponse:
     """The answer stored when the provider refused the request as invalid: 502."""
+    text = f"the provider rejected the request; nothing was charged: {detail}"
+    return _failed(payment, text, operation_id=operation_id)
+
+
+def not_charged(payment: PaymentRow, detail: str, *, operation_id: uuid.UUID) -> StoredResponse:
+    """The answer stored when an operator resolved the payment as not charged: 502.
+
+    The same answer as every FAILED payment (`PROVIDER_REJECTED`: final, nothing charged), so
+    clients need no new case; the detail says how it came about.
+    """
+    return _failed(payment, f"nothing was charged: {detail}", operation_id=operation_id)
+
+
+def _failed(payment: PaymentRow, detail: str, *, operation_id: uuid.UUID) -> StoredResponse:
     problem = problem_body(
         status=502,
         code="PROVIDER_REJECTED",
         title="Provider rejected the payment",
-        detail=f"the provider rejected the request; nothing was charged: {detail}",
+        detail=detail,
         payment_id=str(payment.id),
         operation_id=str(operation_id),
     )

@@ -95,12 +95,26 @@ class RefundDriver(OperationDriver[RefundRow]):
         self, ref: OwnedRef, refund: RefundRow, detail: str, *, actor: str
     ) -> Rejected | FencedOut:
         """The provider refused the refund, nothing refunded: FAILED, its amount released."""
+        reason = f"provider rejected the request: {detail}"
+        return await self._record_failed(ref, refund, detail, actor=actor, reason=reason)
+
+    async def record_not_charged(
+        self, ref: OwnedRef, refund: RefundRow, *, actor: str, reason: str
+    ) -> Rejected | FencedOut:
+        """Certainly not refunded, as an operator resolved it after a provider lookup that
+        found no refund: FAILED, its amount released, the answer every FAILED refund gives."""
+        detail = "an operator resolved it as not refunded; the provider holds no refund"
+        return await self._record_failed(ref, refund, detail, actor=actor, reason=reason)
+
+    async def _record_failed(
+        self, ref: OwnedRef, refund: RefundRow, detail: str, *, actor: str, reason: str
+    ) -> Rejected | FencedOut:
         stored = replies.rejected(refund, detail, operation_id=ref.id)
         written = await self._record_final(
             ref,
             Trigger.FAIL,
             actor=actor,
-            reason=f"provider rejected the request: {detail}",
+            reason=reason,
             stored=stored,
             result=refunds.result_with_outcome(
                 refund, status=RefundStatus.FAILED, provider_refund_id=None, at=utcnow()

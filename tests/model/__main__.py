@@ -25,7 +25,8 @@ def describe_bounds(bounds: Bounds) -> str:
     b = bounds.budget
     return (
         f"{bounds.clients} clients (the first request, then retries), {bounds.workers} "
-        f"worker{'s' if bounds.workers > 1 else ''}; at most {b.crashes} crashes, "
+        f"worker{'s' if bounds.workers > 1 else ''}, {bounds.operators} operator; "
+        f"at most {b.crashes} crashes, "
         f"{b.expiries} leases expiring under a working owner, {b.faults} provider faults, "
         f"{b.timeouts} timeouts, {b.total} faults in all"
     )

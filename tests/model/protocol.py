@@ -90,7 +90,9 @@ class Protocol:
 
     def _idle(self, w: World, i: int, out: Successors) -> None:
         name = self.names[i]
-        if self.roles[i] is Role.WORKER:
+        if self.roles[i] is Role.OPERATOR:
+            self._operator_takes(w, i, out)
+        elif self.roles[i] is Role.WORKER:
             for r, row in enumerate(w.rows):
                 if row.state in DUE and not row.lease_live:
                     fence = row.fence + self._bump
@@ -164,6 +166,8 @@ class Protocol:
             self._mark_sent(w, i, o, "retry", out)
         else:
             result = Result.FOUND if (o.row, 0) in w.ledger else Result.NOT_FOUND
+            if result is Result.NOT_FOUND and o.mode is Mode.RESOLVE and not self._quiet(w, i, o):
+                result = Result.NOT_FOUND_RECENT
             step = Step(self.names[i], "find_charge", None, f"lookup by key: {result.name}")
             out.append((step, at(w, i, o, Phase.LOOKED, result)))
             if w.budget.faults:
@@ -172,7 +176,9 @@ class Protocol:
                 out.append((step, after))
 
     def _looked(self, w: World, i: int, o: Owner, out: Successors) -> None:
-        if o.result is Result.FOUND:
+        if o.mode is Mode.RESOLVE:
+            self._resolve(w, i, o, out)
+        elif o.result is Result.FOUND:
             self._record(w, i, o, "record_final", "complete", out)
         elif o.result is Result.UNAVAILABLE:
             self._record(w, i, o, "mark_unknown", "lose", out)
@@ -237,6 +243,55 @@ class Protocol:
             after = orphan(after, self.key(o))
         out.append((Step(self.names[i], "crash", None, "process dies; its lease stays"), after))
 
+    # The operator
+
+    def _operator_takes(self, w: World, i: int, out: Successors) -> None:
+        """`take_over` of an unknown or stale in-flight row, as `resolve` does.
+
+        The flag `needs_attention` is not modelled: the operator may act on any such row,
+        at any time, which includes every row the service would let it resolve.
+        """
+        for r, row in enumerate(w.rows):
+            if row.state in (Op.UNKNOWN_REQUIRES_RECOVERY, Op.PROVIDER_REQUEST_SENT) and not (
+                row.lease_live
+            ):
+                fence = row.fence + self._bump
+                text = f"takes {row.state.name} to resolve it, fence {row.fence}->{fence}"
+                owner = Owner(Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RESOLVE)
+                out.append((Step(self.names[i], "take_over", None, text), own(w, i, r, owner)))
+
+    def _resolve(self, w: World, i: int, o: Owner, out: Successors) -> None:
+        """Record what the provider's lookup confirms, or refuse and give the lease back.
+
+        Found: "charged" agrees, complete. Not found, looked up when no request for the
+        operation could still be on its way: "not charged" agrees, fail. Unavailable, not
+        found too soon, or the operator says the contrary: refused, nothing written.
+        """
+        if o.result is Result.FOUND:
+            self._record(w, i, o, "record_final", "complete", out)
+        elif o.result is Result.NOT_FOUND:
+            self._record(w, i, o, "record_final", "fail", out)
+        row = w.rows[o.row]
+        after = with_owner(w, i, self._finished(i))
+        if row.fence == o.fence and row.lease_owner == i:
+            after = with_row(after, o.row, row._replace(lease_owner=None, lease_live=False))
+        text = "refused (the provider disagrees or cannot say): gives the lease back"
+        out.append((Step(self.names[i], "release", None, text), after))
+
+    def _quiet(self, w: World, i: int, o: Owner) -> bool:
+        """No request for the operation is on the network or about to be sent.
+
+        The service's guard stands for this: the last send began at least a lease ago, and
+        a live owner's provider call never outlasts its lease, so a lookup made then sees
+        every charge the operation can ever have. The guard is checked before the lookup.
+        """
+        if self.mutation is Mutation.UNGUARDED_RESOLVE:
+            return True
+        return self.key(o) not in w.orphans and not any(
+            j != i and other.row == o.row and other.phase in (Phase.SENDING, Phase.AWAITING)
+            for j, other in enumerate(w.owners)
+        )
+
     # Writes
 
     def _mark_sent(self, w: World, i: int, o: Owner, trigger: str, out: Successors) -> None:
@@ -278,4 +333,6 @@ class Protocol:
         return (o.row, 0)
 
     def _finished(self, i: int) -> Owner:
-        return DONE if self.roles[i] is Role.FIRST_CLIENT else IDLE
+        # The first request answers once; the operator acts once (its fence bumps would
+        # otherwise grow the graph without bound); clients and workers come back.
+        return DONE if self.roles[i] in (Role.FIRST_CLIENT, Role.OPERATOR) else IDLE

@@ -46,6 +46,7 @@ class Mode(IntEnum):
     FIRST = 1  # the request that claimed the key: send it
     RETRY = 2  # a client retry of FAILED_RETRYABLE: send it again, same key
     RECOVER = 3  # a takeover of an in-flight or unknown operation: look up first
+    RESOLVE = 4  # an operator's resolution: look up, then record what the provider confirms
 
 
 class Result(IntEnum):
@@ -59,6 +60,7 @@ class Result(IntEnum):
     REJECTED = 5  # charge: 400, rejected as invalid, nothing recorded
     NOT_PROCESSED = 6  # charge: 503 documented as not processed, nothing recorded (fault)
     UNKNOWN = 7  # charge: timed out, or the answer was lost
+    NOT_FOUND_RECENT = 8  # an operator's lookup: 404, but a request may still be on its way
 
 
 class Role(IntEnum):
@@ -67,6 +69,7 @@ class Role(IntEnum):
     FIRST_CLIENT = 0  # the first request; once answered it is done
     CLIENT = 1  # a client retrying the same request, as often as it likes
     WORKER = 2  # a reconcile worker
+    OPERATOR = 3  # a person resolving a flagged operation (`app/admin/resolution.py`)
 
 
 class Mutation(Enum):
@@ -80,6 +83,7 @@ class Mutation(Enum):
     LEASE_WITHOUT_FENCE = "lease-without-fence"
     SELECT_THEN_INSERT = "select-then-insert"
     RETRYABLE_NEVER_RETRIED = "retryable-never-retried"  # a liveness bug, for the dead-end check
+    UNGUARDED_RESOLVE = "unguarded-resolve"  # "not charged" while a request may be in flight
 
 
 class Budget(NamedTuple):
@@ -98,6 +102,7 @@ class Bounds(NamedTuple):
     clients: int  # client owners; the first one is the first request
     workers: int
     budget: Budget
+    operators: int = 1
 
 
 SPENT = Budget(0, 0, 0, 0, 0)
@@ -150,16 +155,21 @@ class World(NamedTuple):
 
 def roles(bounds: Bounds) -> tuple[Role, ...]:
     clients = (Role.FIRST_CLIENT,) + (Role.CLIENT,) * (bounds.clients - 1)
-    return clients + (Role.WORKER,) * bounds.workers
+    return clients + (Role.WORKER,) * bounds.workers + (Role.OPERATOR,) * bounds.operators
 
 
 def owner_names(bounds: Bounds) -> tuple[str, ...]:
-    names = {Role.FIRST_CLIENT: "first request", Role.CLIENT: "client retry"}
+    names = {
+        Role.FIRST_CLIENT: "first request",
+        Role.CLIENT: "client retry",
+        Role.WORKER: "worker",
+        Role.OPERATOR: "operator",
+    }
     counts: dict[Role, int] = {}
     out: list[str] = []
     for role in roles(bounds):
         counts[role] = counts.get(role, 0) + 1
-        name = names.get(role, "worker")
+        name = names[role]
         same = sum(1 for r in roles(bounds) if r is role)
         out.append(f"{name} {counts[role]}" if same > 1 else name)
     return tuple(out)
@@ -172,7 +182,7 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
     committed RECEIVED and PROVIDER_REQUEST_SENT in separate transactions, so an owner that
     died in between left a RECEIVED row; its lease has run out, and recovery must finish it.
     """
-    owners = (IDLE,) * (bounds.clients + bounds.workers)
+    owners = (IDLE,) * len(roles(bounds))
     left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
     done_first = (DONE, *owners[1:])
     return tuple(

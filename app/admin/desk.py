@@ -1,0 +1,275 @@
+"""What operators do to operations: read across tenants, recheck, resolve.
+
+One implementation, behind the admin API (`app/admin/router.py`), the console
+(`app/console/`) and, through the admin API, the `payments ops` commands.
+
+Recheck and resolve act as the operation's owner, exactly as the worker does: take
+ownership with a lease and a new fence (`leases.take_over`, so a live owner is never
+overtaken and two operators never both act), then write only through the fenced,
+audited verbs. A resolution asks the provider first and records only what it confirms:
+
+    outcome       provider lookup by the derived key     recorded
+    charged       a succeeded charge                     complete -> COMPLETED (201 stored)
+    not_charged   a declined charge                      complete -> COMPLETED (402 stored)
+    not_charged   no charge, last send >= a lease ago    fail -> FAILED (502 stored)
+    anything else, or the provider cannot say            409, nothing written, lease released
+
+For a refund's operation the same table holds with the refund in the charge's place:
+"charged" says the provider made the refund, "not_charged" that it holds none.
+
+Nothing here sends a charge: a resolution can only record what the provider already holds,
+so it can never make a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from app.admin import queries
+from app.admin.errors import (
+    NotFlagged,
+    OperationBusy,
+    OperationFinal,
+    ProviderDisagrees,
+    ProviderLookupFailed,
+    SendTooRecent,
+)
+from app.admin.models import Operator
+from app.admin.subjects import Described, Subject
+from app.db.database import Database
+from app.errors import NotFound, ProblemError
+from app.operations import leases, reads
+from app.operations.outcomes import FencedOut, Outcome
+from app.operations.refs import OwnedRef, Snapshot
+from app.operations.states import TERMINAL, State
+from app.provider.errors import ProviderError
+
+logger = logging.getLogger("payments.operators")
+
+
+class Resolution(StrEnum):
+    """What an operator says happened at the provider."""
+
+    CHARGED = "charged"
+    NOT_CHARGED = "not_charged"
+
+
+@dataclass(frozen=True)
+class ProviderView:
+    """A live lookup at the provider: its charge under the key, or why it could not say."""
+
+    reachable: bool
+    # "charge" or "refund": what the provider keeps for this kind of operation.
+    record_name: str
+    record: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Detail:
+    """An operation with its history, its business object and the provider's view of it."""
+
+    snapshot: Snapshot
+    subject: Described | None
+    provider: ProviderView | None
+
+
+class OperatorDesk:
+    """Reads, rechecks and resolutions, as the operation's owner where it writes."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        subjects: Mapping[str, Subject],
+        lease_s: float,
+        key_ttl_s: int,
+    ) -> None:
+        self._db = db
+        self._subjects = subjects
+        self._lease_s = lease_s
+        self._key_ttl_s = key_ttl_s
+
+    async def list(self, flt: queries.OperationFilter, *, limit: int) -> queries.Page:
+        async with self._db.connection() as conn:
+            return await queries.list_operations(conn, flt, limit=limit, key_ttl_s=self._key_ttl_s)
+
+    async def overview(self) -> queries.Overview:
+        async with self._db.connection() as conn:
+            return await queries.overview(conn)
+
+    async def read(self, operation_id: uuid.UUID) -> Snapshot:
+        """The operation with its history; `NotFound` if there is none."""
+        async with self._db.connection() as conn:
+            snapshot = await reads.get_snapshot(
+                conn, operation_id, key_ttl_s=self._key_ttl_s, with_history=True
+            )
+        if snapshot is None:
+            raise NotFound("no such operation")
+        return snapshot
+
+    async def detail(self, operation_id: uuid.UUID) -> Detail:
+        """The operation, its business object, and a live lookup at the provider.
+
+        The provider being down is part of the answer (`reachable: false`), never an error.
+        """
+        snapshot = await self.read(operation_id)
+        subject = self._subjects.get(snapshot.operation.operation_name)
+        if subject is None:
+            return Detail(snapshot, None, None)
+        described = await subject.describe(operation_id)
+        if described is None:
+            return Detail(snapshot, None, None)
+        name = subject.record_name
+        try:
+            found = await subject.find_at_provider(described.provider_key)
+        except ProviderError as exc:
+            view = ProviderView(reachable=False, record_name=name, error=str(exc))
+            return Detail(snapshot, described, view)
+        record = None if found is None else subject.show(found)
+        return Detail(snapshot, described, ProviderView(True, name, record))
+
+    async def recheck(
+        self, operation_id: uuid.UUID, operator: Operator
+    ) -> tuple[Outcome, Snapshot]:
+        """Reconcile now, as the worker would: look up, then record or resend."""
+        snapshot = await self.read(operation_id)
+        self._refuse_final(snapshot)
+        if snapshot.state is State.FAILED_RETRYABLE:
+            raise OperationBusy(
+                "certainly not charged: it waits for the client's retry with the same key",
+                operation_id=operation_id,
+            )
+        subject = self._subject(snapshot)
+        ref = await self._take(snapshot, operator)
+        outcome = await subject.reconciler.reconcile(ref, actor=operator.actor)
+        return outcome, await self.read(operation_id)
+
+    async def resolve(
+        self, operation_id: uuid.UUID, resolution: Resolution, reason: str, operator: Operator
+    ) -> Snapshot:
+        """Record the outcome the operator states, if the provider confirms it; else 409."""
+        fields = {
+            "operation_id": str(operation_id),
+            "operator": operator.name,
+            "outcome": resolution.value,
+        }
+        try:
+            snapshot = await self._resolve(operation_id, resolution, reason, operator)
+        except ProblemError as exc:
+            logger.warning(
+                "operator resolution refused", extra={"fields": {**fields, "code": exc.code}}
+            )
+            raise
+        logger.warning("operation resolved by an operator", extra={"fields": fields})
+        return snapshot
+
+    async def _resolve(
+        self, operation_id: uuid.UUID, resolution: Resolution, reason: str, operator: Operator
+    ) -> Snapshot:
+        snapshot = await self.read(operation_id)
+        self._refuse_final(snapshot)
+        if not snapshot.operation.needs_attention:
+            raise NotFlagged(
+                "only an operation that needs attention can be resolved; recheck it instead",
+                operation_id=operation_id,
+            )
+        subject = self._subject(snapshot)
+        ref = await self._take(snapshot, operator)
+        written = False
+        try:
+            # Measured before the lookup: only a lookup made once every call has ended may be
+            # believed when it finds nothing.
+            wait_s = await self._call_may_be_in_flight(ref)
+            try:
+                found, record = await subject.driver.lookup(ref)
+            except ProviderError as exc:
+                raise ProviderLookupFailed(
+                    f"the provider could not be asked ({exc}); nothing was changed",
+                    operation_id=operation_id,
+                ) from None
+            how = f"resolved by {operator.actor} as {resolution.value}: {reason}"
+            outcome: Outcome
+            if record is not None and (resolution is Resolution.CHARGED) == (
+                subject.took_effect(record)
+            ):
+                outcome = await subject.driver.record_found(
+                    ref, found, record, actor=operator.actor, how=f"{how}; provider lookup"
+                )
+            elif record is None and resolution is Resolution.NOT_CHARGED:
+                if wait_s is not None:
+                    raise SendTooRecent(
+                        f"the provider was called less than a lease ago and may still charge;"
+                        f" try again in {wait_s} s",
+                        operation_id=ref.id,
+                        headers={"retry-after": str(wait_s)},
+                    )
+                outcome = await subject.driver.record_not_charged(
+                    ref,
+                    found,
+                    actor=operator.actor,
+                    reason=f"{how}; provider lookup: no {subject.record_name}",
+                )
+            else:
+                name = subject.record_name
+                held = f"no {name}" if record is None else f"a {subject.show(record)['status']} {name}"
+                raise ProviderDisagrees(
+                    f"the provider holds {held} under this operation's key; nothing was changed",
+                    operation_id=operation_id,
+                )
+            if isinstance(outcome, FencedOut):
+                raise OperationBusy("another owner took the operation over; read it again")
+            written = True
+        finally:
+            if not written:
+                async with self._db.connection() as conn:
+                    await leases.release(conn, ref, owner=operator.actor)
+        return await self.read(operation_id)
+
+    async def _call_may_be_in_flight(self, ref: OwnedRef) -> int | None:
+        """Seconds to wait until no request for the operation can still be on its way.
+
+        A live owner's provider call never outlasts its lease (the lease is longer than the
+        provider timeout), so a lookup made a lease after the last send sees every charge
+        the operation can ever have. None when that is already so.
+        """
+        async with self._db.connection() as conn:
+            since = await queries.seconds_since_last_send(conn, ref.id)
+        if since is None or since >= self._lease_s:
+            return None
+        return int(self._lease_s - since) + 1
+
+    async def _take(self, snapshot: Snapshot, operator: Operator) -> OwnedRef:
+        async with self._db.connection() as conn:
+            ref = await leases.take_over(
+                conn, snapshot, owner=operator.actor, lease_s=self._lease_s
+            )
+        if ref is None:
+            raise OperationBusy(
+                "another owner holds the operation (or it just changed); try again shortly",
+                operation_id=snapshot.operation.id,
+                headers={"retry-after": "1"},
+            )
+        return ref
+
+    def _subject(self, snapshot: Snapshot) -> Subject:
+        subject = self._subjects.get(snapshot.operation.operation_name)
+        if subject is None:
+            raise OperationBusy(
+                f"operations of kind {snapshot.operation.operation_name!r} cannot be acted on here",
+                operation_id=snapshot.operation.id,
+            )
+        return subject
+
+    @staticmethod
+    def _refuse_final(snapshot: Snapshot) -> None:
+        if snapshot.state in TERMINAL:
+            raise OperationFinal(
+                f"the operation is {snapshot.state.value}; its outcome is recorded",
+                operation_id=snapshot.operation.id,
+            )

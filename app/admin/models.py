@@ -1,0 +1,81 @@
+"""Operators' credentials: admin tokens (stored hashed) and console sessions.
+
+Operators are not tenants: their tokens live in a table of their own, so a tenant's API key
+can never pass for an admin token, nor an admin token for a tenant's key.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import DateTime, ForeignKey, Index, String, func
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+
+
+class AdminToken(Base):
+    """One operator's token; the name is what the audit trail records as the actor."""
+
+    __tablename__ = "admin_tokens"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    # SHA-256 of the token; the token itself is shown once at creation and never stored.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ConsoleSession(Base):
+    """A web console login: the cookie holds the session id, the table only its hash."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (Index("ix_console_sessions_expires_at", "expires_at"),)
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("admin_tokens.id", ondelete="CASCADE"), index=True
+    )
+    # Session-bound CSRF token: every form of the session carries it.
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+@dataclass(frozen=True)
+class AdminTokenRow:
+    """One row of `admin_tokens`, as read (the hash is never read back)."""
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Who an admin request or console session speaks for."""
+
+    token_id: uuid.UUID
+    name: str
+
+    @property
+    def actor(self) -> str:
+        """How the audit trail names this operator."""
+        return f"operator:{self.name}"
+
+
+@dataclass(frozen=True)
+class ConsoleLogin:
+    """A live console session: its operator and the CSRF token its forms carry."""
+
+    operator: Operator
+    csrf_token: str

@@ -1,0 +1,105 @@
+"""`payments ops ...`: the operators' commands, as a client of the admin API.
+
+They talk to a running API with an admin token (`--admin-token` or `PAYMENTS_ADMIN_TOKEN`,
+`--api-url` or `PAYMENTS_API_URL`), so the admin API stays the one implementation of
+recheck and resolve, the audit trail names the token's operator, and an operator needs no
+database credentials. Output: one line per operation for lists, JSON for one operation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+PAGE = 100
+
+
+class OpsError(Exception):
+    """The API refused or could not be reached; the message says why."""
+
+
+class AdminApi:
+    """A small synchronous client of `/admin/`."""
+
+    def __init__(self, api_url: str | None, token: str | None) -> None:
+        token = token or os.environ.get("PAYMENTS_ADMIN_TOKEN")
+        if not token:
+            raise OpsError("no admin token: pass --admin-token or set PAYMENTS_ADMIN_TOKEN")
+        url = api_url or os.environ.get("PAYMENTS_API_URL") or DEFAULT_API_URL
+        self._http = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60.0
+        )
+
+    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise OpsError(f"cannot reach the API: {exc}") from None
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+                detail = f"{problem.get('code')}: {problem.get('detail')}"
+            except ValueError:
+                detail = response.text[:200]
+            raise OpsError(f"{response.status_code} {detail}")
+        body: dict[str, Any] = response.json()
+        return body
+
+    def operations(self, params: dict[str, Any], *, size: int = PAGE) -> Iterator[dict[str, Any]]:
+        """Every operation matching `params`, page by page, with progress on stderr."""
+        after: str | None = None
+        seen = 0
+        while True:
+            query = {**params, "limit": size, **({"after": after} if after else {})}
+            page = self.call("GET", "/admin/operations", params=query)
+            yield from page["data"]
+            seen += len(page["data"])
+            if not page["has_more"] or not page["data"]:
+                break
+            after = page["data"][-1]["operation_id"]
+            print(f"\r{seen} operations so far...", end="", file=sys.stderr, flush=True)
+        if seen > size:
+            print(f"\r{seen} operations.          ", file=sys.stderr, flush=True)
+
+
+def run(args: Any) -> int:
+    """Run one `payments ops` command; its exit status."""
+    try:
+        api = AdminApi(args.api_url, args.admin_token)
+        if args.ops_command == "list":
+            params: dict[str, Any] = {}
+            if args.needs_attention:
+                params["needs_attention"] = "true"
+            if args.state:
+                params["state"] = args.state
+            if args.tenant:
+                params["tenant"] = args.tenant
+            print(f"{'operation_id':36}  {'state':25}  {'attn':4}  {'tries':5}  created")
+            for op in api.operations(params, size=args.page_size):
+                attn = "yes" if op["needs_attention"] else "-"
+                print(
+                    f"{op['operation_id']:36}  {op['state']:25}  {attn:4}  "
+                    f"{op['attempts']:<5}  {op['created_at']}"
+                )
+        elif args.ops_command == "show":
+            _print(api.call("GET", f"/admin/operations/{args.operation_id}"))
+        elif args.ops_command == "recheck":
+            _print(api.call("POST", f"/admin/operations/{args.operation_id}/recheck"))
+        else:
+            outcome = "charged" if args.charged else "not_charged"
+            body = {"outcome": outcome, "reason": args.reason}
+            _print(api.call("POST", f"/admin/operations/{args.operation_id}/resolve", json=body))
+    except OpsError as exc:
+        print(f"payments: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(body: dict[str, Any]) -> None:
+    print(json.dumps(body, indent=2, ensure_ascii=False))

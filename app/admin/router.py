@@ -1,0 +1,149 @@
+"""The admin API under `/admin/`: operations across tenants, recheck and resolve.
+
+Only admin tokens are accepted here (`CurrentOperator`); tenants' API keys get `401`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.admin.desk import Resolution
+from app.admin.queries import MAX_PAGE, OperationFilter
+from app.admin.views import admin_operation_json, detail_json, overview_json
+from app.dependencies import CurrentOperator, ServicesDep
+from app.errors import NotFound, ValidationFailed, dump_json
+from app.http.body import read_json_object
+from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.operations.states import State
+
+router = APIRouter(prefix="/admin", tags=["admin"])
+
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: problem(
+        "OPERATION_FINAL, OPERATION_BUSY, OPERATION_NOT_NEEDING_ATTENTION, "
+        "PROVIDER_LOOKUP_FAILED, RESOLUTION_CONTRADICTS_PROVIDER or "
+        "PROVIDER_CALL_MAY_BE_IN_FLIGHT: nothing was changed"
+    )
+}
+
+
+class ResolveIn(BaseModel):
+    """An operator's resolution of a flagged operation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["charged", "not_charged"]
+    reason: str = Field(min_length=1, max_length=500, description="Recorded in the history")
+
+
+@router.get(
+    "/operations",
+    summary="List operations across tenants",
+    responses={**UNAUTHENTICATED, **VALIDATION},
+)
+async def list_operations(
+    operator: CurrentOperator,
+    services: ServicesDep,
+    state: State | None = None,
+    needs_attention: bool | None = None,
+    tenant: uuid.UUID | None = None,
+    older_than_s: Annotated[int | None, Query(ge=0, le=10**9)] = None,
+    after: Annotated[uuid.UUID | None, Query(description="the last operation_id seen")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+) -> Any:
+    """Oldest first; `{data: [...], has_more}`; page on with `after=<last operation_id>`."""
+    flt = OperationFilter(
+        state=state,
+        needs_attention=needs_attention,
+        tenant_id=tenant,
+        older_than_s=older_than_s,
+        after=after,
+    )
+    page = await services.operators.list(flt, limit=limit)
+    data = [admin_operation_json(s, with_history=False) for s in page.items]
+    return _json({"data": data, "has_more": page.has_more})
+
+
+@router.get("/overview", summary="Counts by state", responses={**UNAUTHENTICATED})
+async def get_overview(operator: CurrentOperator, services: ServicesDep) -> Any:
+    """Operations by state, how many need attention, and the age of the oldest in flight."""
+    return _json(overview_json(await services.operators.overview()))
+
+
+@router.get(
+    "/operations/{operation_id}",
+    summary="An operation with its history, payment and a live provider lookup",
+    responses={**UNAUTHENTICATED, **NOT_FOUND},
+)
+async def get_operation(operation_id: str, operator: CurrentOperator, services: ServicesDep) -> Any:
+    """The provider being unreachable is shown as `provider.reachable: false`."""
+    detail = await services.operators.detail(_parse(operation_id))
+    return _json(detail_json(detail))
+
+
+@router.post(
+    "/operations/{operation_id}/recheck",
+    summary="Reconcile an operation now",
+    responses={**UNAUTHENTICATED, **NOT_FOUND, **CONFLICT},
+)
+async def recheck(operation_id: str, operator: CurrentOperator, services: ServicesDep) -> Any:
+    """Take ownership as the worker does, look the charge up, record or resend."""
+    outcome, snapshot = await services.operators.recheck(_parse(operation_id), operator)
+    body = admin_operation_json(snapshot, with_history=True)
+    body["recheck"] = re.sub(r"(?<!^)(?=[A-Z])", "_", type(outcome).__name__).lower()
+    return _json(body)
+
+
+@router.post(
+    "/operations/{operation_id}/resolve",
+    summary="Resolve an operation that needs attention",
+    responses={
+        **UNAUTHENTICATED,
+        **NOT_FOUND,
+        **CONFLICT,
+        **VALIDATION,
+        413: problem("PAYLOAD_TOO_LARGE: body over 64 KiB"),
+        415: problem("UNSUPPORTED_MEDIA_TYPE: body not sent as application/json"),
+    },
+    # Read strictly by the handler (as POST /payments is), so malformed bodies get the same
+    # problems everywhere; described here for the OpenAPI document.
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ResolveIn.model_json_schema()}},
+        }
+    },
+)
+async def resolve(
+    operation_id: str, request: Request, operator: CurrentOperator, services: ServicesDep
+) -> Any:
+    """Recorded only when a provider lookup confirms it; the reason goes in the history."""
+    data = await read_json_object(request)
+    try:
+        body = ResolveIn.model_validate(data)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        raise ValidationFailed("the resolution is invalid", errors=errors) from None
+    snapshot = await services.operators.resolve(
+        _parse(operation_id), Resolution(body.outcome), body.reason, operator
+    )
+    return _json(admin_operation_json(snapshot, with_history=True))
+
+
+def _parse(operation_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(operation_id)
+    except ValueError:
+        raise NotFound("no such operation") from None
+
+
+def _json(body: dict[str, Any]) -> Response:
+    return Response(dump_json(body), media_type="application/json")

@@ -1,0 +1,56 @@
+"""The admin representations: an operation across tenants, and its detail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.admin.desk import Detail, ProviderView
+from app.admin.queries import Overview
+from app.clock import iso
+from app.operations.refs import Snapshot
+from app.operations.views import operation_json
+
+
+def admin_operation_json(snapshot: Snapshot, *, with_history: bool) -> dict[str, Any]:
+    """The tenant's representation of the operation, plus what only operators see."""
+    operation = snapshot.operation
+    body = operation_json(snapshot)
+    if not with_history:
+        del body["history"]
+    lease = operation.lease_expires_at
+    body.update(
+        {
+            "tenant_id": str(operation.tenant_id),
+            "last_error": operation.last_error,
+            "lease_owner": operation.lease_owner if snapshot.lease_live else None,
+            "lease_expires_at": iso(lease) if snapshot.lease_live and lease else None,
+            "completed_at": None if operation.completed_at is None else iso(operation.completed_at),
+        }
+    )
+    return body
+
+
+def provider_json(view: ProviderView | None) -> dict[str, Any] | None:
+    """The live lookup: `reachable`, the provider's record under its name (`charge` or
+    `refund`, null when it holds none), the error if unreachable."""
+    if view is None:
+        return None
+    return {"reachable": view.reachable, view.record_name: view.record, "error": view.error}
+
+
+def detail_json(detail: Detail) -> dict[str, Any]:
+    """An operation with its history, its business object and the provider's view."""
+    body = admin_operation_json(detail.snapshot, with_history=True)
+    subject = detail.subject
+    body["subject"] = None if subject is None else {"type": subject.kind, **subject.body}
+    body["payment"] = subject.body if subject is not None and subject.kind == "payment" else None
+    body["provider"] = provider_json(detail.provider)
+    return body
+
+
+def overview_json(overview: Overview) -> dict[str, Any]:
+    return {
+        "counts": overview.counts,
+        "needs_attention": overview.needs_attention,
+        "oldest_in_flight_s": overview.oldest_in_flight_s,
+    }

@@ -1,0 +1,60 @@
+"""Rendering the console's pages: Jinja2 templates (autoescaped), and small formatters."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from app.clock import utcnow
+
+HERE = Path(__file__).resolve().parent
+STATIC_DIR = HERE / "static"
+
+
+def age(moment: datetime | str | None, now: datetime | None = None) -> str:
+    """How long ago, for a person: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`."""
+    if moment is None:
+        return "-"
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    return duration((now or utcnow()) - moment)
+
+
+def duration(delta: Any) -> str:
+    seconds = int(delta if isinstance(delta, int | float) else delta.total_seconds())
+    seconds = max(seconds, 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 3600:
+        return f"{minutes} min"
+    if seconds < 86400:
+        return f"{hours} h {minutes % 60} min"
+    return f"{days} d {hours % 24} h"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["age"] = age
+    env.filters["duration"] = duration
+    env.filters["pretty"] = pretty
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

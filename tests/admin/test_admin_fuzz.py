@@ -1,0 +1,50 @@
+"""The admin routes of the OpenAPI document, fuzzed with an admin token.
+
+The suite's fuzz test calls every route with a tenant's key, so the admin routes only ever
+answer it `401`; here they get generated requests, valid and invalid, as an operator would
+send them: none may produce a 5xx, and every answer must match the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.core.result import Ok
+from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from tests.support.operators import AdminHandle
+from tests.support.processes import Process
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_admin_routes_conform_to_the_document(
+    api: Process, admin: AdminHandle, mode: GenerationMode
+) -> None:
+    schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
+    headers = {"Authorization": f"Bearer {admin.token}"}
+    checked = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
+        operation = result.ok()
+        if not operation.path.startswith("/admin/"):
+            continue
+
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+        def check(case: Any) -> None:
+            case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
+
+        try:
+            check()
+        except Unsatisfiable:
+            assert mode is GenerationMode.NEGATIVE, operation.label
+            continue
+        checked.append(operation.label)
+    assert "GET /admin/operations" in checked
+    if mode is GenerationMode.POSITIVE:
+        assert "POST /admin/operations/{operation_id}/resolve" in checked

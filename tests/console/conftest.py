@@ -1,0 +1,71 @@
+"""A real headless Chromium for the console's browser tests, and where screenshots go.
+
+Debian's `chromium` and `chromium-driver` packages are used as installed (no browser is
+downloaded). Without them the browser tests are skipped, and pytest's summary (`-ra`) says
+so and why. Every page a test visits is saved as a PNG in the test's tmp dir and copied to
+`artifacts/console/` at the repository root, to look at after a run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "artifacts" / "console"
+
+
+def _browser() -> tuple[str, str] | None:
+    binary = (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
+    driver = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver")
+    if binary is None or driver is None:
+        return None
+    if not (Path(binary).is_file() and Path(driver).is_file()):
+        return None
+    return binary, driver
+
+
+class Browser:
+    """A Selenium-driven Chromium that saves a screenshot of each page it is asked to."""
+
+    def __init__(self, driver: Any, out: Path) -> None:
+        self.driver = driver
+        self.out = out
+
+    def shot(self, name: str) -> Path:
+        path = self.out / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SCREENSHOTS / path.name)
+        return path
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    found = _browser()
+    if found is None:
+        pytest.skip(
+            "browser tests need chromium and chromedriver (apt-get install chromium "
+            "chromium-driver); not found on PATH (or at $CHROMIUM, $CHROMEDRIVER)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = found[0]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
+    driver.implicitly_wait(5)
+    try:
+        yield Browser(driver, tmp_path)
+    finally:
+        driver.quit()
