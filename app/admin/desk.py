@@ -217,7 +217,8 @@ class OperatorDesk:
                 )
             else:
                 name = subject.record_name
-                held = f"no {name}" if record is None else f"a {subject.show(record)['status']} {name}"
+                status = None if record is None else subject.show(record)["status"]
+                held = f"no {name}" if status is None else f"a {status} {name}"
                 raise ProviderDisagrees(
                     f"the provider holds {held} under this operation's key; nothing was changed",
                     operation_id=operation_id,

@@ -23,7 +23,7 @@ from app.operations.outcomes import (
     Rejected,
     Succeeded,
 )
-from app.operations.refs import OwnedRef
+from app.operations.refs import OwnedRef, StoredResponse
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
