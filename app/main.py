@@ -16,6 +16,7 @@ from app.composition import runtime
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
+from app.events import router as events_router
 from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
@@ -23,6 +24,7 @@ from app.payments import router as payments_router
 from app.payments.service import PaymentService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
+from app.webhooks import router as webhooks_router
 
 DESCRIPTION = """
 Charge money through a payment provider with exactly one business effect per operation,
@@ -63,5 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ObserveRequests, metrics=metrics)
     app.include_router(payments_router.router)
     app.include_router(operations_router.router)
+    app.include_router(events_router.router)
+    app.include_router(webhooks_router.router)
     app.include_router(health.router)
     return app

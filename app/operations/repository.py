@@ -33,6 +33,7 @@ from app.db.database import Connection
 from app.operations.reads import SNAPSHOT_COLUMNS, snapshot_of
 from app.operations.refs import (
     Claimed,
+    EventWrite,
     OwnedRef,
     Schedule,
     Snapshot,
@@ -101,14 +102,19 @@ _SETS: dict[str, str] = {
 
 
 @cache
-def _transition_sql(verb: str, subject_sql: str | None) -> str:
+def _transition_sql(
+    verb: str, subject_sql: str | None, event_ctes: tuple[tuple[str, str], ...] = ()
+) -> str:
     subject = "" if subject_sql is None else f", subject AS ({subject_sql})"
+    # The outbox: the event is one more CTE reading `changed`, so it exists iff the
+    # outcome does (same statement, same transaction), at no extra round trip.
+    events = "".join(f", {name} AS ({sql})" for name, sql in event_ctes)
     return f"""
         WITH changed AS (
             UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
             WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
             RETURNING id, attempts
-        ), audit AS ({_AUDIT}){subject}
+        ), audit AS ({_AUDIT}){subject}{events}
         SELECT attempts FROM changed
     """
 
@@ -194,18 +200,21 @@ async def record_final(
     reason: str,
     stored: StoredResponse,
     subject: SubjectWrite | None = None,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
     """COMPLETED or FAILED, with the response every later request with the key replays.
 
     With `subject`, the business object's outcome is written in the same statement, and
-    only if this owner's write lands.
+    only if this owner's write lands; with `event`, so is the outcome's event (the outbox).
     """
     values = {
         "response_status": stored.status,
         "response_headers": Jsonb(stored.headers),
         "response_body": stored.body.decode(),
     }
-    return await _transition(conn, "record_final", ref, trigger, actor, reason, values, subject)
+    return await _transition(
+        conn, "record_final", ref, trigger, actor, reason, values, subject, event
+    )
 
 
 async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> OwnedRef | None:
@@ -214,15 +223,27 @@ async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> 
 
 
 async def mark_unknown(
-    conn: Connection, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
+    conn: Connection,
+    ref: OwnedRef,
+    *,
+    actor: str,
+    reason: str,
+    schedule: Schedule,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
-    """UNKNOWN_REQUIRES_RECOVERY, with the next check and attempts the policy decided."""
+    """UNKNOWN_REQUIRES_RECOVERY, with the next check and attempts the policy decided.
+
+    `event` (the needs-attention event, when the schedule flags the operation) is written in
+    the same statement; the outbox keeps one per operation, so only the first flag emits.
+    """
     values = {
         "attempts": schedule.attempts,
         "delay_s": schedule.delay_s,
         "needs_attention": schedule.needs_attention,
     }
-    return await _transition(conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values)
+    return await _transition(
+        conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values, event=event
+    )
 
 
 async def _transition(
@@ -234,6 +255,7 @@ async def _transition(
     reason: str,
     values: dict[str, Any],
     subject: SubjectWrite | None = None,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
     """Fire `trigger` through the state machine and write it, fenced; None if fenced out.
 
@@ -247,8 +269,11 @@ async def _transition(
         **values,
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),
         **(subject.params if subject else {}),
+        **(event.params if event else {}),
     }
-    sql = _transition_sql(verb, None if subject is None else subject.sql)
+    sql = _transition_sql(
+        verb, None if subject is None else subject.sql, event.ctes if event else ()
+    )
     row = await (await conn.execute(sql, params)).fetchone()
     fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
     if row is None:

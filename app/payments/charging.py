@@ -19,6 +19,8 @@ import uuid
 
 from app.clock import utcnow
 from app.db.database import Database
+from app.events.models import EventType
+from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
@@ -32,11 +34,12 @@ from app.operations.outcomes import (
     Succeeded,
     Unknown,
 )
-from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.models import PaymentRow
+from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
@@ -126,6 +129,18 @@ class ChargeDriver:
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
+        data = payment_json(
+            payment,
+            status=status.value,
+            provider_charge_id=charge.charge_id,
+            decline_code=charge.decline_code,
+            updated_at=at,
+        )
+        kind = (
+            EventType.PAYMENT_SUCCEEDED
+            if status is PaymentStatus.SUCCEEDED
+            else EventType.PAYMENT_DECLINED
+        )
         written = await self._record_final(
             ref,
             Trigger.COMPLETE,
@@ -139,6 +154,7 @@ class ChargeDriver:
                 decline_code=charge.decline_code,
                 at=at,
             ),
+            event=outcome_event(tenant_id=payment.tenant_id, type=kind, data=data),
         )
         if not written:
             return FencedOut(ref.id, ref.fence)
@@ -167,8 +183,18 @@ class ChargeDriver:
                 extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
             )
         async with self._db.connection() as conn:
+            event = None
+            if schedule.needs_attention:
+                # Rare (past the attempts limit), so the extra read costs the hot path
+                # nothing; the outbox writes the event once, on the first flag.
+                payment = await payments.get_for_operation(conn, ref.id)
+                event = outcome_event(
+                    tenant_id=payment.tenant_id,
+                    type=EventType.PAYMENT_NEEDS_ATTENTION,
+                    data=payment_json(payment),
+                )
             moved = await operations.mark_unknown(
-                conn, ref, actor=actor, reason=reason, schedule=schedule
+                conn, ref, actor=actor, reason=reason, schedule=schedule, event=event
             )
         if moved is None:
             return FencedOut(ref.id, ref.fence)
@@ -179,6 +205,7 @@ class ChargeDriver:
     ) -> Rejected | FencedOut:
         """The provider refused the request as invalid, nothing charged: FAILED, stored."""
         stored = replies.rejected(payment, detail, operation_id=ref.id)
+        at = utcnow()
         written = await self._record_final(
             ref,
             Trigger.FAIL,
@@ -190,7 +217,12 @@ class ChargeDriver:
                 status=PaymentStatus.FAILED,
                 provider_charge_id=None,
                 decline_code=None,
-                at=utcnow(),
+                at=at,
+            ),
+            event=outcome_event(
+                tenant_id=payment.tenant_id,
+                type=EventType.PAYMENT_FAILED,
+                data=payment_json(payment, status=PaymentStatus.FAILED.value, updated_at=at),
             ),
         )
         if not written:
@@ -206,12 +238,21 @@ class ChargeDriver:
         reason: str,
         stored: StoredResponse,
         result: SubjectWrite,
+        event: EventWrite,
     ) -> bool:
-        """One statement: the outcome, its audit row, the stored answer and the payment's
-        status, all or (fenced out) nothing. True when this owner's write landed."""
+        """One statement: the outcome, its audit row, the stored answer, the payment's
+        status and the event, all or (fenced out) nothing. True when this owner's write
+        landed."""
         async with self._db.connection() as conn:
             done = await operations.record_final(
-                conn, ref, trigger, actor=actor, reason=reason, stored=stored, subject=result
+                conn,
+                ref,
+                trigger,
+                actor=actor,
+                reason=reason,
+                stored=stored,
+                subject=result,
+                event=event,
             )
         return done is not None
 
