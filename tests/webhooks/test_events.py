@@ -129,9 +129,7 @@ def test_needs_attention_is_emitted_once_and_only_with_a_landed_write(
     async_db: AsyncDb, client: httpx.Client, tenant: TenantHandle, db: Db
 ) -> None:
     key = new_key()
-    operation_id = uuid.UUID(
-        post_payment(client, key=key, headers={}).json()["operation_id"]
-    )
+    operation_id = uuid.UUID(post_payment(client, key=key, headers={}).json()["operation_id"])
     # Put it back in flight, as a worker holding it would find it.
     db.execute(
         "UPDATE operations SET state = 'PROVIDER_REQUEST_SENT', fence = 5 WHERE id = %s",
