@@ -86,7 +86,7 @@ async def _serve(
         scheduler = AsyncIOScheduler()
         for job, interval, name in (
             (worker.drain, settings.reconcile_interval_s, "reconcile"),
-            (webhooks.run_pass, settings.webhook_interval_s, "webhooks"),
+            (webhooks.pump, settings.webhook_interval_s, "webhooks"),
             (expire.run, settings.expire_interval_s, "expire"),
         ):
             scheduler.add_job(

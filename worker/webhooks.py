@@ -72,6 +72,19 @@ class WebhookDispatcher:
             task.add_done_callback(self._tasks.discard)
         return len(claimed)
 
+    async def pump(self) -> None:
+        """The scheduled job: claim while there is work and room, topping up as attempts
+        finish. Waits for a finished attempt at most one interval, so a new delivery is not
+        kept waiting behind attempts to an endpoint that does not answer."""
+        while await self.run_pass() > 0:
+            if not self._tasks:
+                continue
+            await asyncio.wait(
+                set(self._tasks),
+                timeout=self._settings.webhook_interval_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+
     async def drain(self) -> int:
         """Deliver until nothing is due (`--once`); the number of attempts made."""
         total = 0
