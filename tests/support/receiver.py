@@ -40,8 +40,6 @@ class State:
         line = json.dumps(record) + "\n"
         with self.lock, self.log.open("a") as out:
             out.write(line)
-            out.flush()
-            os.fsync(out.fileno())
 
 
 def handler(state: State) -> type[BaseHTTPRequestHandler]:
@@ -105,6 +103,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args.log)))
     server.daemon_threads = True
     server.serve_forever()

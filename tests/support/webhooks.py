@@ -23,6 +23,8 @@ FAST_WEBHOOKS: dict[str, str] = {
     # This worker is here to deliver: it leaves other tests' operations alone as long as
     # it can (their own workers reconcile them).
     "PAYMENTS_RECONCILE_INTERVAL_S": "3600",
+    # A few connections are enough for a worker (and the database server is shared).
+    "PAYMENTS_DB_POOL_SIZE": "4",
 }
 
 
