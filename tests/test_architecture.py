@@ -97,3 +97,22 @@ def test_http_frameworks_stay_at_the_edge() -> None:
         if not violation.startswith(edge_packages) and ".router " not in violation
     ]
     assert not found
+
+
+def test_the_events_outbox_knows_only_the_operations_record() -> None:
+    # Drivers (payments, refunds) hand their event to the operations verbs; the outbox
+    # itself knows no business object and nothing that delivers it.
+    assert not _violations(
+        "app.events",
+        ("app.payments", "app.recovery", "app.webhooks", "worker"),
+        except_=("app.events.router",),
+    )
+    assert not _violations("app.operations", ("app.events", "app.webhooks"))
+
+
+def test_webhooks_know_events_but_no_business_object() -> None:
+    assert not _violations(
+        "app.webhooks",
+        ("app.payments", "app.recovery", "app.operations", "worker"),
+    )
+    assert "app.events.outbox" in _imports(MODULES["app.payments.charging"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, ValidationFailed, dump_json
@@ -12,6 +12,7 @@ from app.events import reads
 from app.events.schemas import EventList, EventOut
 from app.events.views import event_json, parse_id
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
+from app.http.query import only_query
 
 router = APIRouter(tags=["events"])
 
@@ -21,6 +22,7 @@ router = APIRouter(tags=["events"])
     response_model=EventList,
     summary="List the tenant's events in order",
     responses={**UNAUTHENTICATED, **VALIDATION},
+    dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_events(
     tenant: CurrentTenant,

@@ -18,7 +18,7 @@ import math
 import uuid
 
 from app.clock import utcnow
-from app.db.database import Database
+from app.db.database import Connection, Database
 from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
@@ -183,16 +183,9 @@ class ChargeDriver:
                 extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
             )
         async with self._db.connection() as conn:
-            event = None
-            if schedule.needs_attention:
-                # Rare (past the attempts limit), so the extra read costs the hot path
-                # nothing; the outbox writes the event once, on the first flag.
-                payment = await payments.get_for_operation(conn, ref.id)
-                event = outcome_event(
-                    tenant_id=payment.tenant_id,
-                    type=EventType.PAYMENT_NEEDS_ATTENTION,
-                    data=payment_json(payment),
-                )
+            # Rare (past the attempts limit), so the extra read costs the hot path nothing;
+            # the outbox writes the event once, on the first flag.
+            event = await _attention_event(conn, ref) if schedule.needs_attention else None
             moved = await operations.mark_unknown(
                 conn, ref, actor=actor, reason=reason, schedule=schedule, event=event
             )
@@ -255,6 +248,24 @@ class ChargeDriver:
                 event=event,
             )
         return done is not None
+
+
+async def _attention_event(conn: Connection, ref: OwnedRef) -> EventWrite | None:
+    """payment.needs_attention, with the payment as it stands.
+
+    An operation whose payment cannot be read (a broken row, which is what made its
+    reconcile fail) is still flagged; it gets no event, and the log says why.
+    """
+    try:
+        payment = await payments.get_for_operation(conn, ref.id)
+    except LookupError:
+        logger.error("no needs-attention event: operation %s has no payment", ref.id)
+        return None
+    return outcome_event(
+        tenant_id=payment.tenant_id,
+        type=EventType.PAYMENT_NEEDS_ATTENTION,
+        data=payment_json(payment),
+    )
 
 
 def _charge_request(payment: PaymentRow) -> ChargeRequest:

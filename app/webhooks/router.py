@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from app.dependencies import CurrentTenant, ServicesDep
@@ -13,6 +13,7 @@ from app.errors import NotFound, ValidationFailed, dump_json
 from app.events.views import parse_id as parse_event_id
 from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.http.query import only_query
 from app.webhooks import deliveries, delivery_reads, endpoints
 from app.webhooks.schemas import (
     CreateEndpointRequest,
@@ -83,6 +84,7 @@ async def create_endpoint(request: Request, tenant: CurrentTenant, services: Ser
     response_model=EndpointList,
     summary="List webhook endpoints",
     responses={**UNAUTHENTICATED, **VALIDATION},
+    dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_endpoints(
     tenant: CurrentTenant, services: ServicesDep, after: After = None, limit: Limit = 50
@@ -147,6 +149,7 @@ async def rotate_secret(endpoint_id: str, tenant: CurrentTenant, services: Servi
     response_model=DeliveryList,
     summary="An endpoint's deliveries, newest first, with every attempt",
     responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_deliveries(
     endpoint_id: str,
