@@ -32,6 +32,7 @@ from chaos.clients import ClientSpec, client_main
 from chaos.cluster import Cluster
 from chaos.config import ChaosConfig
 from chaos.faults import FaultLog, Schedule
+from chaos.webhooks import Consumer, check_events, wait_delivered
 
 
 def say(message: str) -> None:
@@ -56,6 +57,8 @@ class ChaosReport:
     schedule_errors: list[str] = field(default_factory=list)
     harness_failures: list[str] = field(default_factory=list)
     recovery: dict[str, int] = field(default_factory=dict)
+    # Events and their webhook deliveries to the chaos consumer (chaos/webhooks.py).
+    webhooks: dict[str, int] = field(default_factory=dict)
     # The processes' provider circuit breakers over time (chaos/breakers.py), and what they
     # did not show of the outage: findings, not violations.
     breakers: dict[str, Any] = field(default_factory=dict)
@@ -88,6 +91,7 @@ class ChaosReport:
             f"  provider charges     {self.charges}",
             f"  recovery             {self.recovery}",
             f"  restarts             {self.restarts}",
+            f"  events and webhooks  {self.webhooks}",
             "  faults injected:",
             *fault_lines,
             f"  fault windows never hit: {self.gaps or 'none'}",
@@ -287,9 +291,11 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
     schedule: Schedule | None = None
     sampler: BreakerSampler | None = None
     clients: list[Any] = []
+    consumer = Consumer(work_dir)
     try:
-        say("starting provider, 2 APIs, 2 workers")
+        say("starting provider, 2 APIs, 2 workers, a webhook consumer")
         cluster.start()
+        consumer.start(cluster.api_urls[0], api_key)
         sampler = BreakerSampler(cluster.api_urls, config.breaker_sample_s)
         sampler.start()
         phase_end = time.time() + config.duration_s
@@ -345,6 +351,10 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         snapshot = _snapshot(database_url, tenant_id, cluster.provider_url)
         violations = check_all(history, snapshot)
         _fill(report, history, snapshot, schedule.log, violations)
+        # Whatever is still pending then is reported by the check.
+        wait_delivered(database_url, tenant_id, time.time() + config.converge_s)
+        event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
+        report.violations += event_violations
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
         sampler.stop()
@@ -359,6 +369,7 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
             if process.is_alive():
                 process.kill()
             process.join(timeout=10)
+        consumer.stop()
         cluster.stop()
     report.wall_s = round(time.monotonic() - started, 1)
     (work_dir / "report.json").write_text(json.dumps(report.__dict__, indent=2, default=str))
