@@ -329,7 +329,12 @@ def run_chaos(config: ChaosConfig, database_url: str, work_dir: Path) -> ChaosRe
         phase_ended = time.monotonic()
         schedule.join()
         report.last_fault_end_s = round(time.monotonic() - phase_ended, 1)
-        httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        try:
+            httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        except httpx.TransportError:
+            # The provider died as the phase ended (a crash fault): healing restarts it,
+            # with no rules.
+            say("provider down at the end of the fault phase; restarting it")
         cluster.heal()
         for process in clients:
             process.join(timeout=max(1.0, deadline - time.time() + 10))

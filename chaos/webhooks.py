@@ -46,12 +46,14 @@ class Consumer:
     """The example receiver, subscribed to every event of the chaos tenant."""
 
     def __init__(self, work_dir: Path):
-        self.port = free_port()
+        self.port = 0
         self.inbox = work_dir / "webhook-inbox.sqlite3"
         self.log_dir = work_dir / "logs"
         self.process: Process | None = None
 
     def start(self, api_url: str, api_key: str) -> None:
+        # Chosen once the cluster's processes hold their ports.
+        self.port = free_port()
         created = httpx.post(
             f"{api_url}/webhook-endpoints",
             json={"url": f"http://127.0.0.1:{self.port}/hook"},

@@ -7,6 +7,8 @@ the same id and body.
 
 from __future__ import annotations
 
+import signal
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,43 @@ def test_a_delivery_past_its_retry_window_is_failed_and_shown(
     assert delivery["next_attempt_at"] is None
     assert delivery["attempt_count"] == len(receiver.records()) >= 1
     assert all(a["status_code"] == 500 for a in delivery["attempts"])
+
+
+def test_worker_once_delivers_what_is_due(
+    spawn: Spawner, tmp_path: Path, client: httpx.Client
+) -> None:
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    endpoint = create_endpoint(client, receiver.url)
+    assert post_payment(client, key=new_key()).status_code == 201
+
+    worker = spawn.worker(once=True, **FAST_WEBHOOKS)
+    assert worker.wait_exit(timeout=60) == 0, worker.log()[-3000:]
+    assert len(receiver.answered()) == 1
+    [delivery] = deliveries(client, endpoint)
+    assert delivery["status"] == "succeeded"
+
+
+def test_sigterm_lets_the_attempt_under_way_finish_and_be_recorded(
+    spawn: Spawner, tmp_path: Path, client: httpx.Client, db: Db
+) -> None:
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    receiver.mode("hang")
+    endpoint = create_endpoint(client, receiver.url)
+    worker = spawn.worker(once=False, **FAST_WEBHOOKS)
+    assert post_payment(client, key=new_key()).status_code == 201
+    wait_until(lambda: len(receiver.records()) == 1, message="the attempt to arrive")
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(timeout=30) == 0, worker.log()[-3000:]
+    [delivery] = deliveries(client, endpoint)
+    # The attempt ran into its timeout and was recorded; nothing is left leased.
+    assert delivery["status"] == "pending"
+    assert [a["error"] for a in delivery["attempts"]] == ["timed out after 2s"]
+    leased = db.execute(
+        "SELECT lease_owner FROM webhook_deliveries d JOIN events e ON e.id = d.event_id "
+        "WHERE d.endpoint_id = %s",
+        (uuid.UUID(hex=endpoint["id"].removeprefix("we_")),),
+    ).fetchone()
+    assert leased == {"lease_owner": None}
+    receiver.release()
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204

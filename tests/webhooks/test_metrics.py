@@ -21,7 +21,7 @@ def sample(text: str, name: str) -> float:
 
 def test_pending_events_and_their_age_are_reported(api: Process, client: httpx.Client) -> None:
     # Nobody listens there, and no worker runs: the delivery stays pending.
-    create_endpoint(client, f"http://127.0.0.1:{free_port()}/hook")
+    endpoint = create_endpoint(client, f"http://127.0.0.1:{free_port()}/hook")
     assert post_payment(client, key=new_key()).status_code == 201
 
     def reported() -> bool:
@@ -32,6 +32,8 @@ def test_pending_events_and_their_age_are_reported(api: Process, client: httpx.C
         )
 
     wait_until(reported, message="the webhook backlog gauges")
+    # Deleting the endpoint cancels the delivery: no later test's worker keeps retrying it.
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
 
 
 def test_deliveries_are_counted_by_outcome(
