@@ -104,6 +104,10 @@ class WebhookDispatcher:
 
     async def _deliver(self, delivery: Claimed) -> None:
         try:
+            if delivery.endpoint_deleted:
+                async with self._db.connection() as conn:
+                    await deliveries.cancel(conn, delivery)
+                return
             result = await self._sender.send(delivery)
             await self._failpoints.reach("webhook_before_record")
             delay = next_delay_s(

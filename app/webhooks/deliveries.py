@@ -50,7 +50,8 @@ _CLAIM = """
     SELECT c.id, c.fence, c.attempt_count, c.endpoint_id, e.url,
            array_remove(ARRAY[e.secret, CASE WHEN e.previous_secret_expires_at > now()
                                              THEN e.previous_secret END], NULL),
-           ev.id, ev.tenant_id, ev.type, ev.data, ev.created_at
+           ev.id, ev.tenant_id, ev.type, ev.data, ev.created_at,
+           e.deleted_at IS NOT NULL
     FROM claimed AS c
     JOIN webhook_endpoints AS e ON e.id = c.endpoint_id
     JOIN events AS ev ON ev.id = c.event_id
@@ -119,6 +120,8 @@ class Claimed:
     url: str
     secrets: list[str]
     event: EventRow
+    # Deleted after this delivery was queued (the fan-out raced the delete): not sent.
+    endpoint_deleted: bool = False
 
 
 async def claim(
@@ -150,6 +153,7 @@ async def claim(
             url=row[4],
             secrets=list(row[5]),
             event=EventRow(*row[6:11]),
+            endpoint_deleted=bool(row[11]),
         )
         for row in rows
     ]
@@ -185,6 +189,19 @@ async def record_attempt(
     }
     row = await (await conn.execute(_RECORD, params)).fetchone()
     return None if row is None else str(row[0])
+
+
+_CANCEL = """
+    UPDATE webhook_deliveries
+    SET status = 'cancelled', next_attempt_at = NULL, completed_at = now(), updated_at = now(),
+        lease_owner = NULL, lease_expires_at = NULL, last_error = 'endpoint deleted'
+    WHERE id = %(id)s AND fence = %(fence)s AND status = 'pending'
+"""
+
+
+async def cancel(conn: Connection, delivery: Claimed) -> None:
+    """The endpoint is gone: the delivery is cancelled, unsent (fenced, as a record is)."""
+    await conn.execute(_CANCEL, {"id": delivery.id, "fence": delivery.fence})
 
 
 async def redeliver(conn: Connection, *, tenant_id: uuid.UUID, event_id: uuid.UUID) -> int | None:

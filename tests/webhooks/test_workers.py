@@ -133,3 +133,24 @@ def test_an_endpoint_that_does_not_answer_does_not_hold_up_another(
         assert verified(healthy.answered()[0], fine["secret"])["type"] == "payment.succeeded"
     finally:
         dead.release()
+
+
+def test_a_delivery_queued_as_its_endpoint_was_deleted_is_cancelled_unsent(
+    spawn: Spawner, tmp_path: Path, client: httpx.Client, tenant: TenantHandle, db: Db
+) -> None:
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    endpoint = create_endpoint(client, receiver.url)
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
+    # An outcome's fan-out that read the endpoint just before the delete committed.
+    backlog(db, tenant, endpoint, 1, "payment.succeeded")
+    assert pending(db, endpoint) == 1
+    spawn.worker(once=True, **FAST_WEBHOOKS).wait_exit(timeout=60)
+
+    assert pending(db, endpoint) == 0
+    endpoint_id = uuid.UUID(hex=endpoint["id"].removeprefix("we_"))
+    row = db.execute(
+        "SELECT status, attempt_count FROM webhook_deliveries WHERE endpoint_id = %s",
+        (endpoint_id,),
+    ).fetchone()
+    assert row == {"status": "cancelled", "attempt_count": 0}
+    assert receiver.records() == []
