@@ -232,3 +232,21 @@ def test_sigterm_lets_the_attempt_under_way_finish_and_be_recorded(
     assert leased == {"lease_owner": None}
     receiver.release()
     assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
+
+
+def test_an_address_no_longer_allowed_is_refused_at_delivery(
+    spawn: Spawner, tmp_path: Path, client: httpx.Client
+) -> None:
+    """The URL was accepted; the worker checks the address again and does not connect."""
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    # `localhost` is a name: the worker resolves it (to loopback) before every attempt.
+    endpoint = create_endpoint(client, f"http://localhost:{receiver.port}/hook")
+    assert post_payment(client, key=new_key()).status_code == 201
+    worker = spawn.worker(once=True, **FAST_WEBHOOKS, PAYMENTS_WEBHOOKS_ALLOW_LOCAL="0")
+    assert worker.wait_exit(timeout=60) == 0, worker.log()[-3000:]
+
+    [delivery] = deliveries(client, endpoint)
+    assert delivery["attempts"]
+    assert all(a["error"].startswith("refused: ") for a in delivery["attempts"])
+    assert receiver.records() == []
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
