@@ -16,9 +16,11 @@ from app.operations import repository as operations
 from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State
 from tests.conftest import TenantHandle, api_client, make_tenant
+from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.spawning import AsyncDb
+from tests.support.processes import Process, wait_until
+from tests.support.rows import make_due, operation, wait_for_state
+from tests.support.spawning import FAST_WORKER, AsyncDb, Spawner
 
 Db = psycopg.Connection[DictRow]
 
@@ -183,3 +185,32 @@ def test_concurrent_outcomes_each_have_one_event(api: Process, tenant: TenantHan
                 break
             after = page["data"][-1]["id"]
     assert len(seen) == len(set(seen)) == 40
+
+
+def test_a_flagged_operation_emits_needs_attention_once_then_its_outcome(
+    spawn: Spawner, client: httpx.Client, faults: FaultInjector, db: Db
+) -> None:
+    """Recovery flags the operation (one event however many checks fail after), and when
+    the provider answers again the outcome's own event follows."""
+    body = payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    faults.add("lookup_unavailable", account_id=body["account_id"], times=1000)
+    accepted = post_payment(client, body, key=new_key())
+    assert accepted.status_code == 202
+    operation_id = accepted.json()["operation_id"]
+    make_due(db, operation_id)
+    spawn.worker(once=False, **FAST_WORKER, PAYMENTS_MAX_ATTEMPTS="1")
+
+    def checked_past_the_flag() -> bool:
+        return int(operation(db, operation_id)["attempts"]) >= 3
+
+    wait_until(checked_past_the_flag, message="several failed checks")
+    [flagged] = events_of(client)["data"]
+    assert flagged["type"] == "payment.needs_attention"
+    assert flagged["data"]["status"] == "PENDING"
+    assert flagged["data"]["operation_id"] == operation_id
+
+    faults.clear()
+    wait_for_state(db, operation_id, "COMPLETED")
+    types = [e["type"] for e in events_of(client)["data"]]
+    assert types == ["payment.needs_attention", "payment.succeeded"]
