@@ -104,6 +104,8 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             "PAYMENTS_PROVIDER_URL": provider_url,
             # dev is for trying failures out: the fake provider's fault API is on.
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            # ... and webhooks out, to a receiver on this machine (examples/).
+            "PAYMENTS_WEBHOOKS_ALLOW_LOCAL": os.environ.get("PAYMENTS_WEBHOOKS_ALLOW_LOCAL", "1"),
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)

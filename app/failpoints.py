@@ -9,6 +9,8 @@ otherwise a few microseconds wide:
                     claim has committed PROVIDER_REQUEST_SENT; a takeover (a retry of a
                     FAILED_RETRYABLE payment, a recovery resend) has not committed it yet
     before_record   the provider answered (or a lookup found the charge), nothing recorded yet
+    webhook_before_record
+                    a worker's webhook attempt was answered, the attempt not recorded yet
 """
 
 from __future__ import annotations

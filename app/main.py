@@ -21,6 +21,7 @@ from app.console.pages import STATIC_DIR
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
+from app.events import router as events_router
 from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
@@ -30,6 +31,7 @@ from app.refunds import router as refunds_router
 from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
+from app.webhooks import router as webhooks_router
 
 DESCRIPTION = """
 Charge money through a payment provider with exactly one business effect per operation,
@@ -86,6 +88,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(payments_router.router)
     app.include_router(refunds_router.router)
     app.include_router(operations_router.router)
+    app.include_router(events_router.router)
+    app.include_router(webhooks_router.router)
     app.include_router(health.router)
     app.include_router(admin_router.router)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")

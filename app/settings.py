@@ -50,6 +50,20 @@ class Settings(BaseSettings):
     # The provider circuit breaker: consecutive failed sends that open it, and for how long.
     breaker_failures: int = Field(default=5, ge=1, le=1_000_000)
     breaker_cooldown_s: float = Field(default=10.0, gt=0, le=3600)
+    # Webhooks: each attempt's deadline, the retry backoff (capped exponential, jittered)
+    # and how long a delivery is retried before it is failed for good (3 days).
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    webhook_backoff_base_s: float = Field(default=5.0, gt=0, le=86400)
+    webhook_backoff_max_s: float = Field(default=3600.0, gt=0, le=86400)
+    webhook_max_age_s: float = Field(default=259_200.0, gt=0, le=30 * 86400)
+    # A worker's hold on a delivery it is sending; must outlive the attempt.
+    webhook_lease_s: float = Field(default=30.0, gt=0, le=3600)
+    webhook_interval_s: float = Field(default=1.0, gt=0, le=3600)
+    # Attempts one worker makes at once, in all and to any one endpoint.
+    webhook_concurrency: int = Field(default=32, ge=1, le=1000)
+    webhook_endpoint_concurrency: int = Field(default=4, ge=1, le=100)
+    # Development and tests only: http:// to loopback addresses (never private ones).
+    webhooks_allow_local: bool = False
     key_ttl_s: int = Field(default=86_400, ge=1)
     tombstone_ttl_s: int = Field(default=2_592_000, ge=1)
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
@@ -99,6 +113,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PAYMENTS_LEASE_S must exceed PAYMENTS_PROVIDER_TIMEOUT_S "
                 f"({self.lease_s} <= {self.provider_timeout_s})"
+            )
+        if self.webhook_lease_s <= self.webhook_timeout_s:
+            raise ValueError(
+                "PAYMENTS_WEBHOOK_LEASE_S must exceed PAYMENTS_WEBHOOK_TIMEOUT_S "
+                f"({self.webhook_lease_s} <= {self.webhook_timeout_s})"
+            )
+        if self.webhook_backoff_max_s < self.webhook_backoff_base_s:
+            raise ValueError(
+                "PAYMENTS_WEBHOOK_BACKOFF_MAX_S must be at least PAYMENTS_WEBHOOK_BACKOFF_BASE_S"
             )
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("PAYMENTS_BACKOFF_MAX_S must be at least PAYMENTS_BACKOFF_BASE_S")

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from chaos.config import ChaosConfig
+from chaos.webhooks import WEBHOOK_ENV
 from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
 from tests.support.system import system_env, with_test_mode
 
@@ -55,6 +56,7 @@ class Cluster:
             PAYMENTS_BACKOFF_MAX_S=str(config.backoff_max_s),
             PAYMENTS_BREAKER_FAILURES=str(config.breaker_failures),
             PAYMENTS_BREAKER_COOLDOWN_S=str(config.breaker_cooldown_s),
+            **WEBHOOK_ENV,
         )
         if config.db_pool_size is not None:
             env["PAYMENTS_DB_POOL_SIZE"] = str(config.db_pool_size)

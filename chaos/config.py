@@ -33,7 +33,7 @@ class ChaosConfig:
     client_timeout_s: float = 6.0
     # Failpoints widen the windows between claim, provider call and record.
     api_failpoints: str = "after_claim=0.02,before_record=0.02"
-    worker_failpoints: str = "after_claim=0.5,before_record=0.5"
+    worker_failpoints: str = "after_claim=0.5,before_record=0.5,webhook_before_record=0.2"
     # The long provider outage: for `outage_s` seconds (0: none) from `outage_at_s` into the
     # fault phase (None: in its middle), every charge hangs for `outage_hang_s`, past the
     # provider timeout. The breaker settings are given to every API and worker process, so

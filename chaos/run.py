@@ -34,6 +34,7 @@ from chaos.config import ChaosConfig
 from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
 from chaos.refund_checks import RefundSnapshot, check_refunds
+from chaos.webhooks import Consumer, check_events, wait_delivered
 from tests.support.replication import ReplicatedPostgres
 
 
@@ -60,6 +61,8 @@ class ChaosReport:
     schedule_errors: list[str] = field(default_factory=list)
     harness_failures: list[str] = field(default_factory=list)
     recovery: dict[str, int] = field(default_factory=dict)
+    # Events and their webhook deliveries to the chaos consumer (chaos/webhooks.py).
+    webhooks: dict[str, int] = field(default_factory=dict)
     # The processes' provider circuit breakers over time (chaos/breakers.py), and what they
     # did not show of the outage: findings, not violations.
     breakers: dict[str, Any] = field(default_factory=dict)
@@ -95,6 +98,7 @@ class ChaosReport:
             f"  refunds              {self.refunds}",
             f"  recovery             {self.recovery}",
             f"  restarts             {self.restarts}",
+            f"  events and webhooks  {self.webhooks}",
             "  faults injected:",
             *fault_lines,
             f"  fault windows never hit: {self.gaps or 'none'}",
@@ -350,9 +354,11 @@ def run_chaos(
     sampler: BreakerSampler | None = None
     failover: Failover | None = None
     clients: list[Any] = []
+    consumer = Consumer(work_dir)
     try:
-        say(f"starting provider, {config.apis} APIs, {config.workers} workers")
+        say(f"starting provider, {config.apis} APIs, {config.workers} workers, a webhook consumer")
         cluster.start()
+        consumer.start(cluster.api_urls[0], api_key)
         sampler = BreakerSampler(cluster.api_urls, config.breaker_sample_s)
         sampler.start()
         phase_end = time.time() + config.duration_s
@@ -390,7 +396,12 @@ def run_chaos(
         phase_ended = time.monotonic()
         schedule.join()
         report.last_fault_end_s = round(time.monotonic() - phase_ended, 1)
-        httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        try:
+            httpx.delete(f"{cluster.provider_url}/_faults", timeout=10)
+        except httpx.TransportError:
+            # The provider died as the phase ended (a crash fault): healing restarts it,
+            # with no rules.
+            say("provider down at the end of the fault phase; restarting it")
         if failover is not None:
             failover.join()
             report.failover = failover.as_dict()
@@ -428,6 +439,10 @@ def run_chaos(
             "made_at_provider": len(refund_snapshot.provider_refunds),
             **Counter(f"answered_{r['status']}" for r in refund_history),
         }
+        # Whatever is still pending then is reported by the check.
+        wait_delivered(database_url, tenant_id, time.time() + config.converge_s)
+        event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
+        report.violations += event_violations
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
         sampler.stop()
@@ -442,6 +457,7 @@ def run_chaos(
             if process.is_alive():
                 process.kill()
             process.join(timeout=10)
+        consumer.stop()
         cluster.stop()
     report.wall_s = round(time.monotonic() - started, 1)
     (work_dir / "report.json").write_text(json.dumps(report.__dict__, indent=2, default=str))

@@ -35,6 +35,7 @@ from client.keys import new_idempotency_key, uuid7
 from client.models import Operation, OperationResult, Payment, Refund, Transition
 from client.retrying import RetryEvent
 from client.sync import PaymentsClient
+from client.webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "ApiUnavailable",
@@ -63,8 +64,10 @@ __all__ = [
     "Transition",
     "UnexpectedResponse",
     "ValidationError",
+    "WebhookVerificationError",
     "full_jitter",
     "new_idempotency_key",
     "parse_retry_after",
     "uuid7",
+    "verify_webhook",
 ]

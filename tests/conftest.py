@@ -70,6 +70,8 @@ def base_env(database_url: str, provider: Process) -> dict[str, str]:
         PAYMENTS_PROVIDER_TIMEOUT_S=TEST_PROVIDER_TIMEOUT_S,
         PAYMENTS_LEASE_S=TEST_LEASE_S,
         PAYMENTS_BREAKER_FAILURES=TEST_BREAKER_FAILURES,
+        # Webhook receivers in tests listen on 127.0.0.1 over http.
+        PAYMENTS_WEBHOOKS_ALLOW_LOCAL="1",
     )
 
 

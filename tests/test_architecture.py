@@ -141,3 +141,23 @@ def test_the_operators_desk_knows_no_payment_code() -> None:
         "app.admin", ("app.payments", "app.console", "worker"), except_=("app.admin.router",)
     )
     assert not _violations("app.admin.router", ("app.payments", "app.console"))
+
+
+def test_the_events_outbox_knows_only_the_operations_record() -> None:
+    # Drivers (payments, refunds) hand their event to the operations verbs; the outbox
+    # itself knows no business object and nothing that delivers it.
+    assert not _violations(
+        "app.events",
+        ("app.payments", "app.refunds", "app.recovery", "app.webhooks", "worker"),
+        except_=("app.events.router",),
+    )
+    assert not _violations("app.operations", ("app.events", "app.webhooks"))
+
+
+def test_webhooks_know_events_but_no_business_object() -> None:
+    assert not _violations(
+        "app.webhooks",
+        ("app.payments", "app.refunds", "app.recovery", "app.operations", "worker"),
+    )
+    assert "app.events.outbox" in _imports(MODULES["app.payments.charging"])
+    assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])

@@ -1,10 +1,11 @@
 """The worker process: APScheduler jobs, signal handling, `--once`.
 
-Two jobs run on an interval: `reconcile` (every PAYMENTS_RECONCILE_INTERVAL_S) and `expire`
-(every PAYMENTS_EXPIRE_INTERVAL_S). SIGTERM or SIGINT sets the stop event: no new batch is
-claimed, the reconciliations under way finish (a batch is reconciled all at once, each
-bounded by the provider timeout), and the process exits.
-With `--once` it drains what is due, runs the expire job once, and exits.
+Three jobs run on an interval: `reconcile` (every PAYMENTS_RECONCILE_INTERVAL_S), `webhooks`
+(every PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (every PAYMENTS_EXPIRE_INTERVAL_S). SIGTERM
+or SIGINT sets the stop event: no new batch is claimed, the reconciliations and webhook
+attempts under way finish (each bounded by its timeout), and the process exits.
+With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
+once, and exits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import uvloop
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
@@ -25,8 +27,10 @@ from app.errors import is_transient_database_error
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.settings import Settings
+from app.webhooks.sender import WebhookSender, build_webhook_client
 from worker.expiry import ExpireJob
 from worker.reconciler import ReconcileWorker, worker_name
+from worker.webhooks import WebhookDispatcher
 
 logger = logging.getLogger("payments.worker")
 
@@ -56,6 +60,18 @@ async def _run(settings: Settings, *, once: bool) -> int:
     metrics = Metrics()
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port, addr="127.0.0.1", registry=metrics.registry)
+    webhook_http = build_webhook_client(
+        timeout_s=settings.webhook_timeout_s, concurrency=settings.webhook_concurrency
+    )
+    try:
+        return await _serve(settings, metrics, webhook_http, once=once)
+    finally:
+        await webhook_http.aclose()
+
+
+async def _serve(
+    settings: Settings, metrics: Metrics, webhook_http: httpx.AsyncClient, *, once: bool
+) -> int:
     async with runtime(settings, metrics=metrics, application_name="payments-worker") as parts:
         worker = ReconcileWorker(
             settings=settings,
@@ -67,18 +83,34 @@ async def _run(settings: Settings, *, once: bool) -> int:
         expire = ExpireJob(
             settings=settings, db=parts.db, metrics=metrics, stopping=worker.stopping
         )
+        webhooks = WebhookDispatcher(
+            settings=settings,
+            db=parts.db,
+            sender=WebhookSender(
+                webhook_http,
+                timeout_s=settings.webhook_timeout_s,
+                allow_local=settings.webhooks_allow_local,
+            ),
+            name=worker.name,
+            metrics=metrics,
+            stopping=worker.stopping,
+        )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stopping.set)
         if once:
             total = await worker.drain()
+            attempts = await webhooks.drain()
             await expire.run()
-            logger.info("drained", extra={"fields": {"operations": total}})
+            logger.info(
+                "drained", extra={"fields": {"operations": total, "webhook_attempts": attempts}}
+            )
             return 0
         now = datetime.now(UTC)
         scheduler = AsyncIOScheduler()
         for job, interval, name in (
             (worker.drain, settings.reconcile_interval_s, "reconcile"),
+            (webhooks.pump, settings.webhook_interval_s, "webhooks"),
             (expire.run, settings.expire_interval_s, "expire"),
         ):
             scheduler.add_job(
@@ -98,6 +130,7 @@ async def _run(settings: Settings, *, once: bool) -> int:
         # new once `stopping` is set), and only then shut down.
         scheduler.pause()
         await worker.wait_idle()
+        await webhooks.wait_idle()
         scheduler.shutdown(wait=False)
         logger.info("worker stopped", extra={"fields": {"worker": worker.name}})
         return 0

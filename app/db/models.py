@@ -7,19 +7,25 @@ from __future__ import annotations
 
 from app.admin.models import AdminToken, ConsoleSession
 from app.db.base import Base
+from app.events.models import Event
 from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment
 from app.refunds.models import Refund
 from app.tenants.models import ApiKey, Tenant
+from app.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "AdminToken",
     "ApiKey",
     "Base",
     "ConsoleSession",
+    "Event",
     "Operation",
     "OperationTransition",
     "Payment",
     "Refund",
     "Tenant",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -50,6 +50,15 @@ _BACKLOG_SQL = f"""
     WHERE state NOT IN ({_sql_list(TERMINAL)})
     """
 
+# Webhooks: events with a delivery still pending, and how long the oldest has waited (since
+# its event, or its redelivery, was queued).
+_WEBHOOK_BACKLOG_SQL = """
+    SELECT count(DISTINCT event_id),
+           coalesce(extract(epoch FROM now() - min(started_at)), 0)
+    FROM webhook_deliveries
+    WHERE status = 'pending'
+    """
+
 # Reconciliations are counted by what the operation became.
 _RECONCILED: dict[type[Outcome], str] = {
     Succeeded: "completed",
@@ -142,6 +151,24 @@ class Metrics:
             multiprocess_mode="mostrecent",
         )
 
+        self.webhook_deliveries = Counter(
+            "payments_webhook_deliveries",
+            "Webhook attempts by what came of the delivery: succeeded, retry, failed (gave "
+            "up), fenced_out (a newer owner held it)",
+            ["outcome"],
+            registry=r,
+        )
+        self.webhook_events_pending = Gauge(
+            "payments_webhook_events_pending",
+            "Events with a webhook delivery not yet succeeded, failed or cancelled",
+            registry=r,
+        )
+        self.webhook_oldest_pending = Gauge(
+            "payments_webhook_oldest_undelivered_age_seconds",
+            "How long the oldest pending webhook delivery has waited",
+            registry=r,
+        )
+
     def observe_provider_call(self, operation: str, outcome: str, seconds: float) -> None:
         """The provider client's observer hook."""
         self.provider_calls.labels(operation, outcome).inc()
@@ -159,6 +186,10 @@ class Metrics:
         self.oldest_in_flight.set(float(oldest))
         self.unknown.set(int(unknown))
         self.needs_attention.set(int(attention))
+        row = await (await conn.execute(_WEBHOOK_BACKLOG_SQL)).fetchone()
+        assert row is not None, "an aggregate always has a row"
+        self.webhook_events_pending.set(int(row[0]))
+        self.webhook_oldest_pending.set(float(row[1]))
 
     def render(self) -> bytes:
         """The text exposition format: every process's values when they share a folder."""

@@ -24,7 +24,7 @@ from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
-from app.operations.refs import OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
 
 SubjectT = TypeVar("SubjectT")
@@ -102,8 +102,11 @@ class OperationDriver(ABC, Generic[SubjectT]):
                 extra={"fields": {"operation_id": str(ref.id), "attempts": schedule.attempts}},
             )
         async with self._db.connection() as conn:
+            # Rare (past the attempts limit), so the extra read costs the hot path nothing;
+            # the outbox writes the event once, on the first flag.
+            event = await self._attention_event(conn, ref) if schedule.needs_attention else None
             moved = await operations.mark_unknown(
-                conn, ref, actor=actor, reason=reason, schedule=schedule
+                conn, ref, actor=actor, reason=reason, schedule=schedule, event=event
             )
         if moved is None:
             return FencedOut(ref.id, ref.fence)
@@ -118,11 +121,24 @@ class OperationDriver(ABC, Generic[SubjectT]):
         reason: str,
         stored: StoredResponse,
         result: SubjectWrite,
+        event: EventWrite,
     ) -> bool:
-        """One statement: the outcome, its audit row, the stored answer and the business
-        object's result, all or (fenced out) nothing. True when this owner's write landed."""
+        """One statement: the outcome, its audit row, the stored answer, the business
+        object's result and the outcome's event, all or (fenced out) nothing. True when
+        this owner's write landed."""
         async with self._db.connection() as conn:
             done = await operations.record_final(
-                conn, ref, trigger, actor=actor, reason=reason, stored=stored, subject=result
+                conn,
+                ref,
+                trigger,
+                actor=actor,
+                reason=reason,
+                stored=stored,
+                subject=result,
+                event=event,
             )
         return done is not None
+
+    async def _attention_event(self, conn: Connection, ref: OwnedRef) -> EventWrite | None:
+        """The event written when the operation is first flagged `needs_attention`, if any."""
+        return None

@@ -131,6 +131,20 @@ class SubjectWrite:
 
 
 @dataclass(frozen=True)
+class EventWrite:
+    """An event for the outbox, written in the same statement as the verb's outcome.
+
+    `ctes` are data-modifying CTEs, `(name, sql)`, appended after the verb's own: the first
+    reads `changed` (empty when the owner was fenced out, so nothing is written), later ones
+    may read earlier ones. Parameters are prefixed `e_`. The operations record knows no
+    events table: the SQL comes from `app/events/outbox.py`.
+    """
+
+    ctes: tuple[tuple[str, str], ...]
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Schedule:
     """When recovery looks at an unknown operation again, as decided by the recovery policy."""
 

@@ -15,8 +15,9 @@ Times come from the database clock (`now()`), the one clock every process shares
     defer          defer -> FAILED_RETRYABLE (certainly not processed)
     mark_unknown   lose -> UNKNOWN_REQUIRES_RECOVERY, with the next check scheduled
 
-Each verb is one statement: an owner's change and its audit row are written together by a
-data-modifying CTE, so a verb is atomic on its own and costs one round trip.
+Each verb is one statement (its SQL: `statements.py`): an owner's change and its audit row
+are written together by a data-modifying CTE, so a verb is atomic on its own and costs one
+round trip.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from functools import cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations.reads import SNAPSHOT_COLUMNS, snapshot_of
+from app.operations import statements
+from app.operations.reads import snapshot_of
 from app.operations.refs import (
     Claimed,
+    EventWrite,
     OwnedRef,
     Schedule,
     Snapshot,
@@ -43,91 +45,6 @@ from app.operations.states import MACHINE, State, Trigger
 
 CLAIM_TRIGGER = "claim"
 logger = logging.getLogger("payments.operations")
-
-_AUDIT = """
-    INSERT INTO operation_transitions
-        (operation_id, from_state, to_state, trigger, actor, reason, fence)
-    SELECT id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s, %(fence)s
-    FROM changed
-"""
-
-# The claim commits RECEIVED and PROVIDER_REQUEST_SENT at once, each audited: the request
-# that wins the key goes straight to the provider call, and the operation is never left
-# RECEIVED by a live first owner. Recovering a PROVIDER_REQUEST_SENT operation is a lookup,
-# then a resend with the same key, so nothing is lost by sending right after the claim.
-_CLAIM = """
-    WITH changed AS (
-        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, payment_id, refund_id, lease_owner, lease_expires_at,
-                                fence)
-        VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
-                %(fingerprint)s, %(sent)s, %(payment_id)s, %(refund_id)s, %(actor)s,
-                now() + make_interval(secs => %(lease_s)s), 1)
-        ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
-        RETURNING id
-    ), audit AS (
-        INSERT INTO operation_transitions
-            (operation_id, from_state, to_state, trigger, actor, reason, fence)
-        SELECT id, edge.from_state, edge.to_state, edge.trigger, %(actor)s, edge.reason, 1
-        FROM changed,
-             (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
-                     (2, %(received)s::text, %(sent)s::text, %(send)s::text,
-                      'calling the provider'))
-             AS edge (step, from_state, to_state, trigger, reason)
-        ORDER BY edge.step
-    ){subject}
-    SELECT EXISTS (SELECT FROM changed), now(), existing.*
-    FROM (SELECT) AS one
-    LEFT JOIN (
-        SELECT {snapshot} FROM operations
-        WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
-          AND idempotency_key = %(idempotency_key)s
-    ) AS existing ON NOT EXISTS (SELECT FROM changed)
-"""
-
-# Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
-_RELEASE = "lease_owner = NULL, lease_expires_at = NULL"
-
-_SETS: dict[str, str] = {
-    # Renewing the lease: a lookup may have spent part of it before a resend.
-    "mark_sent": "lease_expires_at = now() + make_interval(secs => %(lease_s)s)",
-    "record_final": f"""{_RELEASE}, needs_attention = false, next_check_at = NULL,
-        last_error = NULL, completed_at = now(), response_status = %(response_status)s,
-        response_headers = %(response_headers)s, response_body = %(response_body)s""",
-    "defer": f"{_RELEASE}, last_error = %(reason)s",
-    "mark_unknown": f"""{_RELEASE}, last_error = %(reason)s, attempts = %(attempts)s,
-        next_check_at = now() + make_interval(secs => %(delay_s)s),
-        needs_attention = needs_attention OR %(needs_attention)s""",
-}
-
-
-def _subject_ctes(subject_sql: tuple[str, ...]) -> str:
-    """The subject's statements as CTEs after the verb's own (`subject`, `subject_1`, ...)."""
-    return "".join(
-        f", subject{'' if i == 0 else f'_{i}'} AS ({sql})" for i, sql in enumerate(subject_sql)
-    )
-
-
-def _subject_sql(subject: SubjectWrite | None) -> tuple[str, ...]:
-    return () if subject is None else (subject.sql, *subject.also)
-
-
-@cache
-def _transition_sql(verb: str, subject_sql: tuple[str, ...]) -> str:
-    subject = _subject_ctes(subject_sql)
-    return f"""
-        WITH changed AS (
-            UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
-            WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
-            RETURNING id, attempts
-        ), audit AS ({_AUDIT}){subject}
-        SELECT attempts FROM changed
-    """
-
-
-@cache
-def _claim_sql(subject_sql: tuple[str, ...]) -> str:
-    return _CLAIM.format(subject=_subject_ctes(subject_sql), snapshot=SNAPSHOT_COLUMNS)
 
 
 async def claim(
@@ -178,7 +95,7 @@ async def claim(
         "key_ttl_s": key_ttl_s,
         **(subject.params if subject else {}),
     }
-    sql = _claim_sql(_subject_sql(subject))
+    sql = statements.claim_sql(statements.subject_sql(subject))
     row = await (await conn.execute(sql, params)).fetchone()
     assert row is not None, "the claim's SELECT always returns its one row"
     won, at, *existing = row
@@ -208,18 +125,21 @@ async def record_final(
     reason: str,
     stored: StoredResponse,
     subject: SubjectWrite | None = None,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
     """COMPLETED or FAILED, with the response every later request with the key replays.
 
     With `subject`, the business object's outcome is written in the same statement, and
-    only if this owner's write lands.
+    only if this owner's write lands; with `event`, so is the outcome's event (the outbox).
     """
     values = {
         "response_status": stored.status,
         "response_headers": Jsonb(stored.headers),
         "response_body": stored.body.decode(),
     }
-    return await _transition(conn, "record_final", ref, trigger, actor, reason, values, subject)
+    return await _transition(
+        conn, "record_final", ref, trigger, actor, reason, values, subject, event
+    )
 
 
 async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> OwnedRef | None:
@@ -228,15 +148,27 @@ async def defer(conn: Connection, ref: OwnedRef, *, actor: str, reason: str) -> 
 
 
 async def mark_unknown(
-    conn: Connection, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
+    conn: Connection,
+    ref: OwnedRef,
+    *,
+    actor: str,
+    reason: str,
+    schedule: Schedule,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
-    """UNKNOWN_REQUIRES_RECOVERY, with the next check and attempts the policy decided."""
+    """UNKNOWN_REQUIRES_RECOVERY, with the next check and attempts the policy decided.
+
+    `event` (the needs-attention event, when the schedule flags the operation) is written in
+    the same statement; the outbox keeps one per operation, so only the first flag emits.
+    """
     values = {
         "attempts": schedule.attempts,
         "delay_s": schedule.delay_s,
         "needs_attention": schedule.needs_attention,
     }
-    return await _transition(conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values)
+    return await _transition(
+        conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values, event=event
+    )
 
 
 async def _transition(
@@ -248,6 +180,7 @@ async def _transition(
     reason: str,
     values: dict[str, Any],
     subject: SubjectWrite | None = None,
+    event: EventWrite | None = None,
 ) -> OwnedRef | None:
     """Fire `trigger` through the state machine and write it, fenced; None if fenced out.
 
@@ -261,8 +194,11 @@ async def _transition(
         **values,
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),
         **(subject.params if subject else {}),
+        **(event.params if event else {}),
     }
-    sql = _transition_sql(verb, _subject_sql(subject))
+    sql = statements.transition_sql(
+        verb, statements.subject_sql(subject), event.ctes if event else ()
+    )
     row = await (await conn.execute(sql, params)).fetchone()
     fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
     if row is None:

@@ -4,15 +4,18 @@ The mechanism both the create flow and recovery use; what an indefinite answer m
 theirs to decide (`Indefinite`), so no policy lives here. The steps every operation shares
 (PROVIDER_REQUEST_SENT before the call, fenced outcomes after it) are `OperationDriver`'s
 (`app/operations/driving.py`); this module adds what is a payment's own: the charge request,
-the charge lookup, and the payment's status written with the outcome.
+the charge lookup, and the payment's status and event written with the outcome.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from app.clock import utcnow
 from app.db.database import Connection, Database
+from app.events.models import EventType
+from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
 from app.operations.driving import OperationDriver
 from app.operations.outcomes import (
@@ -23,14 +26,17 @@ from app.operations.outcomes import (
     Rejected,
     Succeeded,
 )
-from app.operations.refs import OwnedRef, StoredResponse
+from app.operations.refs import EventWrite, OwnedRef, StoredResponse
 from app.operations.states import Trigger
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.models import PaymentRow
+from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
+
+logger = logging.getLogger("payments.charging")
 
 
 class ChargeDriver(OperationDriver[PaymentRow]):
@@ -90,6 +96,18 @@ class ChargeDriver(OperationDriver[PaymentRow]):
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
+        data = payment_json(
+            payment,
+            status=status.value,
+            provider_charge_id=charge.charge_id,
+            decline_code=charge.decline_code,
+            updated_at=at,
+        )
+        kind = (
+            EventType.PAYMENT_SUCCEEDED
+            if status is PaymentStatus.SUCCEEDED
+            else EventType.PAYMENT_DECLINED
+        )
         written = await self._record_final(
             ref,
             Trigger.COMPLETE,
@@ -103,6 +121,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
                 decline_code=charge.decline_code,
                 at=at,
             ),
+            event=outcome_event(tenant_id=payment.tenant_id, type=kind, data=data),
         )
         if not written:
             return FencedOut(ref.id, ref.fence)
@@ -137,6 +156,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
         actor: str,
         reason: str,
     ) -> Rejected | FencedOut:
+        at = utcnow()
         written = await self._record_final(
             ref,
             Trigger.FAIL,
@@ -148,12 +168,34 @@ class ChargeDriver(OperationDriver[PaymentRow]):
                 status=PaymentStatus.FAILED,
                 provider_charge_id=None,
                 decline_code=None,
-                at=utcnow(),
+                at=at,
+            ),
+            event=outcome_event(
+                tenant_id=payment.tenant_id,
+                type=EventType.PAYMENT_FAILED,
+                data=payment_json(payment, status=PaymentStatus.FAILED.value, updated_at=at),
             ),
         )
         if not written:
             return FencedOut(ref.id, ref.fence)
         return Rejected(ref.id, detail, stored)
+
+    async def _attention_event(self, conn: Connection, ref: OwnedRef) -> EventWrite | None:
+        """payment.needs_attention, with the payment as it stands.
+
+        An operation whose payment cannot be read (a broken row, which is what made its
+        reconcile fail) is still flagged; it gets no event, and the log says why.
+        """
+        try:
+            payment = await payments.get_for_operation(conn, ref.id)
+        except LookupError:
+            logger.error("no needs-attention event: operation %s has no payment", ref.id)
+            return None
+        return outcome_event(
+            tenant_id=payment.tenant_id,
+            type=EventType.PAYMENT_NEEDS_ATTENTION,
+            data=payment_json(payment),
+        )
 
 
 def _charge_request(payment: PaymentRow) -> ChargeRequest:

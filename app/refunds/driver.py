@@ -11,6 +11,8 @@ import uuid
 
 from app.clock import utcnow
 from app.db.database import Connection, Database
+from app.events.models import EventType
+from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
 from app.operations.driving import OperationDriver
 from app.operations.outcomes import FencedOut, Final, Indefinite, Rejected, Succeeded
@@ -21,6 +23,7 @@ from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, Outc
 from app.refunds import replies
 from app.refunds import repository as refunds
 from app.refunds.models import RefundRow, RefundStatus
+from app.refunds.schemas import refund_json
 
 
 class RefundDriver(OperationDriver[RefundRow]):
@@ -86,6 +89,16 @@ class RefundDriver(OperationDriver[RefundRow]):
             result=refunds.result_with_outcome(
                 refund, status=RefundStatus.SUCCEEDED, provider_refund_id=found.refund_id, at=at
             ),
+            event=outcome_event(
+                tenant_id=refund.tenant_id,
+                type=EventType.REFUND_SUCCEEDED,
+                data=refund_json(
+                    refund,
+                    status=RefundStatus.SUCCEEDED.value,
+                    provider_refund_id=found.refund_id,
+                    updated_at=at,
+                ),
+            ),
         )
         if not written:
             return FencedOut(ref.id, ref.fence)
@@ -110,6 +123,7 @@ class RefundDriver(OperationDriver[RefundRow]):
         self, ref: OwnedRef, refund: RefundRow, detail: str, *, actor: str, reason: str
     ) -> Rejected | FencedOut:
         stored = replies.rejected(refund, detail, operation_id=ref.id)
+        at = utcnow()
         written = await self._record_final(
             ref,
             Trigger.FAIL,
@@ -117,7 +131,12 @@ class RefundDriver(OperationDriver[RefundRow]):
             reason=reason,
             stored=stored,
             result=refunds.result_with_outcome(
-                refund, status=RefundStatus.FAILED, provider_refund_id=None, at=utcnow()
+                refund, status=RefundStatus.FAILED, provider_refund_id=None, at=at
+            ),
+            event=outcome_event(
+                tenant_id=refund.tenant_id,
+                type=EventType.REFUND_FAILED,
+                data=refund_json(refund, status=RefundStatus.FAILED.value, updated_at=at),
             ),
         )
         if not written:

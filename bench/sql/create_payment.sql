@@ -39,7 +39,8 @@ WITH changed AS (
 SELECT id AS op_id, payment_id AS pay_id, now() FROM changed \gset
 
 -- 3. The outcome, one statement: COMPLETED with the stored reply, its audit row, the
---    payment SUCCEEDED; fenced.
+--    payment SUCCEEDED, and its event (the outbox) fanned out to the tenant's webhook
+--    endpoints (app/events/outbox.py); fenced.
 WITH changed AS (
     UPDATE operations SET state = 'COMPLETED', updated_at = now(),
            lease_owner = NULL, lease_expires_at = NULL, needs_attention = false,
@@ -65,5 +66,19 @@ WITH changed AS (
     UPDATE payments SET status = 'SUCCEEDED', provider_charge_id = 'ch_' || md5(:pay_id::text),
            decline_code = NULL, updated_at = now()
     WHERE id = :pay_id::uuid AND EXISTS (SELECT FROM changed)
+), event AS (
+    INSERT INTO events (id, tenant_id, type, operation_id, data)
+    SELECT gen_random_uuid(), :tenant, 'payment.succeeded', id,
+           jsonb_build_object('payment_id', :pay_id::text, 'status', 'SUCCEEDED')
+    FROM changed
+    ON CONFLICT (tenant_id, operation_id, type) DO NOTHING
+    RETURNING id, tenant_id, type
+), fanout AS (
+    INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
+    SELECT gen_random_uuid(), event.tenant_id, event.id, endpoint.id
+    FROM event
+    JOIN webhook_endpoints AS endpoint ON endpoint.tenant_id = event.tenant_id
+    WHERE endpoint.deleted_at IS NULL
+      AND (endpoint.event_types IS NULL OR event.type = ANY (endpoint.event_types))
 )
 SELECT attempts FROM changed;

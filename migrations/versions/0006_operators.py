@@ -1,7 +1,7 @@
 """Operators: admin tokens, console sessions, and the indexes of the admin operation lists
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-22 17:20:00.000000
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

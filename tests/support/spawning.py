@@ -21,6 +21,7 @@ from app.db.database import Database, open_database
 from app.settings import Settings
 from tests.support.processes import Process
 from tests.support.system import start_api, start_fake_provider, start_worker
+from tests.support.webhooks import Receiver, start_receiver
 
 T = TypeVar("T")
 
@@ -58,6 +59,12 @@ class Spawner:
     def provider(self, ledger: Path, *, port: int | None = None) -> Process:
         """A dedicated fake provider with its own ledger file."""
         return self._track(start_fake_provider(self.log_dir, ledger, port=port))
+
+    def receiver(self, log: Path, *, port: int | None = None) -> Receiver:
+        """A webhook receiver recording what it gets in `log` (see tests/support/receiver)."""
+        receiver = start_receiver(self.log_dir, log, port=port)
+        self._track(receiver.process)
+        return receiver
 
     def close(self) -> None:
         for process in reversed(self.started):

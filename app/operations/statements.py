@@ -1,0 +1,104 @@
+"""The SQL of the operations verbs (`repository.py`), each built once per shape and cached.
+
+Every verb is one statement: the owner's change (`changed`), its audit row, the business
+object's writes (`subject`, `subject_1`, ...) and, for an outcome, its event, as
+data-modifying CTEs, so a verb is atomic on its own and costs one round trip. Every CTE after
+`changed` reads it, so when the fenced write matches nothing, nothing else is written.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from app.operations.reads import SNAPSHOT_COLUMNS
+from app.operations.refs import SubjectWrite
+
+_AUDIT = """
+    INSERT INTO operation_transitions
+        (operation_id, from_state, to_state, trigger, actor, reason, fence)
+    SELECT id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s, %(fence)s
+    FROM changed
+"""
+
+# The claim commits RECEIVED and PROVIDER_REQUEST_SENT at once, each audited: the request
+# that wins the key goes straight to the provider call, and the operation is never left
+# RECEIVED by a live first owner. Recovering a PROVIDER_REQUEST_SENT operation is a lookup,
+# then a resend with the same key, so nothing is lost by sending right after the claim.
+_CLAIM = """
+    WITH changed AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, payment_id, refund_id, lease_owner, lease_expires_at,
+                                fence)
+        VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
+                %(fingerprint)s, %(sent)s, %(payment_id)s, %(refund_id)s, %(actor)s,
+                now() + make_interval(secs => %(lease_s)s), 1)
+        ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
+        RETURNING id
+    ), audit AS (
+        INSERT INTO operation_transitions
+            (operation_id, from_state, to_state, trigger, actor, reason, fence)
+        SELECT id, edge.from_state, edge.to_state, edge.trigger, %(actor)s, edge.reason, 1
+        FROM changed,
+             (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
+                     (2, %(received)s::text, %(sent)s::text, %(send)s::text,
+                      'calling the provider'))
+             AS edge (step, from_state, to_state, trigger, reason)
+        ORDER BY edge.step
+    ){subject}
+    SELECT EXISTS (SELECT FROM changed), now(), existing.*
+    FROM (SELECT) AS one
+    LEFT JOIN (
+        SELECT {snapshot} FROM operations
+        WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
+          AND idempotency_key = %(idempotency_key)s
+    ) AS existing ON NOT EXISTS (SELECT FROM changed)
+"""
+
+# Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
+_RELEASE = "lease_owner = NULL, lease_expires_at = NULL"
+
+_SETS: dict[str, str] = {
+    # Renewing the lease: a lookup may have spent part of it before a resend.
+    "mark_sent": "lease_expires_at = now() + make_interval(secs => %(lease_s)s)",
+    "record_final": f"""{_RELEASE}, needs_attention = false, next_check_at = NULL,
+        last_error = NULL, completed_at = now(), response_status = %(response_status)s,
+        response_headers = %(response_headers)s, response_body = %(response_body)s""",
+    "defer": f"{_RELEASE}, last_error = %(reason)s",
+    "mark_unknown": f"""{_RELEASE}, last_error = %(reason)s, attempts = %(attempts)s,
+        next_check_at = now() + make_interval(secs => %(delay_s)s),
+        needs_attention = needs_attention OR %(needs_attention)s""",
+}
+
+
+def _subject_ctes(subject_sql: tuple[str, ...]) -> str:
+    """The subject's statements as CTEs after the verb's own (`subject`, `subject_1`, ...)."""
+    return "".join(
+        f", subject{'' if i == 0 else f'_{i}'} AS ({sql})" for i, sql in enumerate(subject_sql)
+    )
+
+
+def subject_sql(subject: SubjectWrite | None) -> tuple[str, ...]:
+    return () if subject is None else (subject.sql, *subject.also)
+
+
+@cache
+def transition_sql(
+    verb: str, subject_sql: tuple[str, ...], event_ctes: tuple[tuple[str, str], ...] = ()
+) -> str:
+    subject = _subject_ctes(subject_sql)
+    # The outbox: the event is one more CTE reading `changed`, so it exists iff the
+    # outcome does (same statement, same transaction), at no extra round trip.
+    events = "".join(f", {name} AS ({sql})" for name, sql in event_ctes)
+    return f"""
+        WITH changed AS (
+            UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
+            WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
+            RETURNING id, attempts
+        ), audit AS ({_AUDIT}){subject}{events}
+        SELECT attempts FROM changed
+    """
+
+
+@cache
+def claim_sql(subject_sql: tuple[str, ...]) -> str:
+    return _CLAIM.format(subject=_subject_ctes(subject_sql), snapshot=SNAPSHOT_COLUMNS)

@@ -1,0 +1,110 @@
+"""The webhook endpoints API: create (secret once), list, read, delete, rotate."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import psycopg
+import pytest
+from psycopg.rows import DictRow
+
+from tests.conftest import api_client, make_tenant
+from tests.support.processes import Process
+
+Db = psycopg.Connection[DictRow]
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def test_create_shows_the_secret_once(client: httpx.Client) -> None:
+    created = client.post("/webhook-endpoints", json={"url": HOOK})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert set(body) == {"id", "url", "event_types", "secret", "created_at"}
+    assert body["id"].startswith("we_")
+    assert body["url"] == HOOK
+    assert body["event_types"] is None
+    assert body["secret"].startswith("whsec_")
+    assert len(base64.b64decode(body["secret"].removeprefix("whsec_"))) == 32
+    read = client.get(f"/webhook-endpoints/{body['id']}").json()
+    assert "secret" not in read
+    assert read == {k: v for k, v in body.items() if k != "secret"}
+    listed = client.get("/webhook-endpoints").json()
+    assert listed == {"data": [read], "has_more": False}
+
+
+def test_event_types_are_checked_and_kept(client: httpx.Client) -> None:
+    types = ["payment.declined", "payment.succeeded", "payment.declined"]
+    created = client.post("/webhook-endpoints", json={"url": HOOK, "event_types": types})
+    assert created.json()["event_types"] == ["payment.declined", "payment.succeeded"]
+    for bad in (["payment.exploded"], [], "payment.succeeded", [1]):
+        refused = client.post("/webhook-endpoints", json={"url": HOOK, "event_types": bad})
+        assert refused.status_code == 422
+        assert refused.json()["code"] == "VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.0.0.1/hook",
+        "https://169.254.169.254/latest",
+        "http://example.com/hook",
+        "ftp://127.0.0.1/hook",
+        "not a url",
+        "https://" + "a" * 2100 + ".com/",
+    ],
+)
+def test_refused_urls_store_nothing(client: httpx.Client, url: str) -> None:
+    refused = client.post("/webhook-endpoints", json={"url": url})
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "VALIDATION_ERROR"
+    assert refused.json()["errors"][0]["field"] == "url"
+    assert client.get("/webhook-endpoints").json()["data"] == []
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"url": 5}, {"url": HOOK, "extra": 1}, {"url": HOOK, "event_types": None, "x": 1}]
+)
+def test_bad_bodies(client: httpx.Client, body: dict[str, object]) -> None:
+    assert client.post("/webhook-endpoints", json=body).status_code == 422
+    assert client.post(
+        "/webhook-endpoints", content=b"[", headers={"content-type": "application/json"}
+    ).status_code in (400, 422)
+
+
+def test_delete_and_rotate(client: httpx.Client) -> None:
+    endpoint = client.post("/webhook-endpoints", json={"url": HOOK}).json()
+    rotated = client.post(f"/webhook-endpoints/{endpoint['id']}/rotate-secret")
+    assert rotated.status_code == 200
+    assert rotated.json()["secret"] != endpoint["secret"]
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
+    assert client.get(f"/webhook-endpoints/{endpoint['id']}").status_code == 404
+    assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 404
+    assert client.post(f"/webhook-endpoints/{endpoint['id']}/rotate-secret").status_code == 404
+    assert client.get("/webhook-endpoints").json()["data"] == []
+
+
+def test_pages(client: httpx.Client) -> None:
+    made = [client.post("/webhook-endpoints", json={"url": HOOK}).json()["id"] for _ in range(3)]
+    first = client.get("/webhook-endpoints", params={"limit": 2}).json()
+    assert first["has_more"] is True
+    rest = client.get(
+        "/webhook-endpoints", params={"limit": 2, "after": first["data"][-1]["id"]}
+    ).json()
+    assert [e["id"] for e in first["data"] + rest["data"]] == made
+    assert rest["has_more"] is False
+
+
+def test_another_tenants_endpoint_is_not_found(api: Process, client: httpx.Client, db: Db) -> None:
+    endpoint = client.post("/webhook-endpoints", json={"url": HOOK}).json()["id"]
+    with api_client(api, make_tenant(db, "other")) as other:
+        for method, path in (
+            ("GET", f"/webhook-endpoints/{endpoint}"),
+            ("DELETE", f"/webhook-endpoints/{endpoint}"),
+            ("POST", f"/webhook-endpoints/{endpoint}/rotate-secret"),
+            ("GET", f"/webhook-endpoints/{endpoint}/deliveries"),
+        ):
+            assert other.request(method, path).status_code == 404
+    assert client.get(f"/webhook-endpoints/{endpoint}").status_code == 200
+    for bad in ("we_x", "nope", "we_" + "0" * 32):
+        assert client.get(f"/webhook-endpoints/{bad}").status_code == 404
