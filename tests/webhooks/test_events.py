@@ -214,3 +214,28 @@ def test_a_flagged_operation_emits_needs_attention_once_then_its_outcome(
     wait_for_state(db, operation_id, "COMPLETED")
     types = [e["type"] for e in events_of(client)["data"]]
     assert types == ["payment.needs_attention", "payment.succeeded"]
+
+
+def test_each_refund_outcome_has_its_event_with_the_refund(
+    client: httpx.Client, provider: Process
+) -> None:
+    payment = post_payment(client, key=new_key()).json()
+    refunds = f"/payments/{payment['payment_id']}/refunds"
+    refunded = client.post(refunds, json={"amount": "4.00"}, headers={"Idempotency-Key": new_key()})
+    assert refunded.status_code == 201, refunded.text
+    # Refunded behind the service's back: the provider refuses the next refund as too much.
+    direct = httpx.post(
+        f"{provider.url}/refunds",
+        json={"charge_id": payment["provider_charge_id"], "amount_minor": 500},
+        headers={"Idempotency-Key": new_key()},
+    )
+    assert direct.status_code == 201, direct.text
+    refused = client.post(refunds, json={"amount": "5.00"}, headers={"Idempotency-Key": new_key()})
+    assert refused.status_code == 502, refused.text
+
+    events = events_of(client)["data"]
+    assert [e["type"] for e in events] == ["payment.succeeded", "refund.succeeded", "refund.failed"]
+    # The event carries the refund as GET /refunds shows it.
+    assert events[1]["data"] == client.get(f"/refunds/{refunded.json()['refund_id']}").json()
+    assert events[2]["data"]["refund_id"] == refused.json()["refund_id"]
+    assert events[2]["data"]["status"] == "FAILED"
