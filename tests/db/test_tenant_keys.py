@@ -31,6 +31,9 @@ REFERENCE_TABLES: dict[str, str] = {
     "alembic_version": "Alembic's bookkeeping",
     "tenants": "the tenants themselves; each is its own distribution key",
     "api_keys": "looked up by key hash before the tenant is known",
+    # Operators are not tenants: their tokens and console sessions belong to no tenant.
+    "admin_tokens": "operators' tokens, looked up by hash; no tenant",
+    "console_sessions": "operators' console logins; no tenant",
 }
 
 # Tables of tenant data without their own `tenant_id` column.
@@ -48,6 +51,11 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "ix_operations_in_flight_lease": "worker scan: in-flight operations by lease expiry",
     "ix_operations_response_expiry": "expire job scan: terminal operations by age",
     "ix_operations_tombstone_release": "expire job scan: tombstones by age",
+    "ix_webhook_deliveries_due": "worker scan: deliveries due, across tenants",
+    # The operators' lists read across tenants by design (a tenant filter uses
+    # ix_operations_tenant_created, which leads with tenant_id).
+    "ix_operations_needs_attention": "admin list: flagged operations, oldest first",
+    "ix_operations_state_created": "admin list: operations in a state, oldest first",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
@@ -57,6 +65,7 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "uq_refunds_operation_id": "the operation's random id, minted with the claim",
     "uq_refunds_provider_key": "derived from the refund's random id",
     "ix_operation_transitions_operation_id": "the audit trail by operation (see above)",
+    "ix_webhook_attempts_delivery_id": "a delivery's attempts, read through the delivery",
 }
 
 _INDEXES = """
