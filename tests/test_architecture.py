@@ -130,7 +130,15 @@ def test_http_frameworks_stay_at_the_edge() -> None:
 
 def test_nothing_below_the_operators_desk_knows_it() -> None:
     # Operators act through the same verbs as everyone else; no lower layer calls them back.
-    lower = ("app.operations", "app.payments", "app.recovery", "app.provider", "app.tenants")
+    lower = (
+        "app.operations",
+        "app.payments",
+        "app.recovery",
+        "app.provider",
+        "app.tenants",
+        "app.events",
+        "app.webhooks",
+    )
     for package in lower:
         assert not _violations(package, ("app.admin", "app.console")), package
 

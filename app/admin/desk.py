@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from app.admin import queries
+from app.admin.deliveries import DeliveryDesk
 from app.admin.errors import (
     NotFlagged,
     OperationBusy,
@@ -48,6 +49,7 @@ from app.operations.outcomes import FencedOut, Outcome
 from app.operations.refs import OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State
 from app.provider.errors import ProviderError
+from app.webhooks.operator_reads import EventDeliveries
 
 logger = logging.getLogger("payments.operators")
 
@@ -77,6 +79,8 @@ class Detail:
     snapshot: Snapshot
     subject: Described | None
     provider: ProviderView | None
+    # Its events (oldest first), each with its webhook deliveries.
+    events: tuple[EventDeliveries, ...] = ()
 
 
 class OperatorDesk:
@@ -94,6 +98,7 @@ class OperatorDesk:
         self._subjects = subjects
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
+        self.deliveries = DeliveryDesk(db=db)
 
     async def list(self, flt: queries.OperationFilter, *, limit: int) -> queries.Page:
         async with self._db.connection() as conn:
@@ -114,11 +119,19 @@ class OperatorDesk:
         return snapshot
 
     async def detail(self, operation_id: uuid.UUID) -> Detail:
-        """The operation, its business object, and a live lookup at the provider.
+        """The operation, its business object, a live lookup at the provider, its events
+        and their webhook deliveries.
 
         The provider being down is part of the answer (`reachable: false`), never an error.
         """
         snapshot = await self.read(operation_id)
+        events = await self.deliveries.for_operation(
+            tenant_id=snapshot.operation.tenant_id, operation_id=operation_id
+        )
+        return replace(await self._detail(snapshot), events=tuple(events))
+
+    async def _detail(self, snapshot: Snapshot) -> Detail:
+        operation_id = snapshot.operation.id
         subject = self._subjects.get(snapshot.operation.operation_name)
         if subject is None:
             return Detail(snapshot, None, None)

@@ -1,4 +1,5 @@
-"""The admin API under `/admin/`: operations across tenants, recheck and resolve.
+"""The admin API under `/admin/`: operations across tenants, recheck and resolve; webhook
+deliveries that failed, and redelivering an event.
 
 Only admin tokens are accepted here (`CurrentOperator`); tenants' API keys get `401`.
 """
@@ -9,17 +10,22 @@ import re
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.admin.delivery_views import failed_json
 from app.admin.desk import Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.views import admin_operation_json, detail_json, overview_json
 from app.dependencies import CurrentOperator, ServicesDep
 from app.errors import NotFound, ValidationFailed, dump_json
+from app.events.views import parse_id as parse_event_id
 from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.http.query import only_query
 from app.operations.states import State
+from app.webhooks import operator_reads
+from app.webhooks.views import DELIVERY_PREFIX, parse_id
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -138,6 +144,45 @@ async def resolve(
     return _json(admin_operation_json(snapshot, with_history=True))
 
 
+@router.get(
+    "/webhook-deliveries/failed",
+    summary="Webhook deliveries that gave up, across tenants, newest first",
+    responses={**UNAUTHENTICATED, **VALIDATION},
+    dependencies=[Depends(only_query("after", "limit"))],
+)
+async def list_failed_deliveries(
+    operator: CurrentOperator,
+    services: ServicesDep,
+    after: Annotated[str | None, Query(max_length=64, description="the last id seen")] = None,
+    limit: Annotated[int, Query(ge=1, le=operator_reads.MAX_PAGE)] = 50,
+) -> Any:
+    """Deliveries past their retry window; `{data: [...], has_more}`, page on with `after`."""
+    after_id = None
+    if after is not None:
+        after_id = parse_id(after, DELIVERY_PREFIX)
+        if after_id is None:
+            raise ValidationFailed(
+                "after: not a delivery id", errors=[{"field": "after", "message": "unknown id"}]
+            )
+    items, more = await services.operators.deliveries.failed(after=after_id, limit=limit)
+    return _json({"data": [failed_json(f) for f in items], "has_more": more})
+
+
+@router.post(
+    "/events/{event_id}/redeliver",
+    status_code=202,
+    summary="Send an event again to every endpoint of its tenant subscribed to its type",
+    responses={**UNAUTHENTICATED, **NOT_FOUND},
+)
+async def redeliver(event_id: str, operator: CurrentOperator, services: ServicesDep) -> Any:
+    """What the tenant's own `POST /events/{id}/redeliver` does, for any tenant's event."""
+    parsed = parse_event_id(event_id)
+    if parsed is None:
+        raise NotFound("no such event")
+    queued = await services.operators.deliveries.redeliver(parsed, operator)
+    return _json({"event_id": event_id, "deliveries_queued": queued}, status=202)
+
+
 def _parse(operation_id: str) -> uuid.UUID:
     try:
         return uuid.UUID(operation_id)
@@ -145,5 +190,5 @@ def _parse(operation_id: str) -> uuid.UUID:
         raise NotFound("no such operation") from None
 
 
-def _json(body: dict[str, Any]) -> Response:
-    return Response(dump_json(body), media_type="application/json")
+def _json(body: dict[str, Any], *, status: int = 200) -> Response:
+    return Response(dump_json(body), status_code=status, media_type="application/json")

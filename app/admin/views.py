@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.admin.delivery_views import event_json
 from app.admin.desk import Detail, ProviderView
 from app.admin.queries import Overview
 from app.clock import iso
@@ -39,12 +40,14 @@ def provider_json(view: ProviderView | None) -> dict[str, Any] | None:
 
 
 def detail_json(detail: Detail) -> dict[str, Any]:
-    """An operation with its history, its business object and the provider's view."""
+    """An operation with its history, its business object, the provider's view, and its
+    events with their webhook deliveries."""
     body = admin_operation_json(detail.snapshot, with_history=True)
     subject = detail.subject
     body["subject"] = None if subject is None else {"type": subject.kind, **subject.body}
     body["payment"] = subject.body if subject is not None and subject.kind == "payment" else None
     body["provider"] = provider_json(detail.provider)
+    body["events"] = [event_json(event) for event in detail.events]
     return body
 
 

@@ -79,6 +79,13 @@ class WebhookDelivery(Base):
             "next_attempt_at",
             postgresql_where=text("status = 'pending'"),
         ),
+        # The operators' list of deliveries that gave up, newest first, across tenants.
+        Index(
+            "ix_webhook_deliveries_failed",
+            "completed_at",
+            "id",
+            postgresql_where=text("status = 'failed'"),
+        ),
         Index(
             "ix_webhook_deliveries_tenant_id_endpoint_id_created_at",
             "tenant_id",

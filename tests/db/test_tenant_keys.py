@@ -56,6 +56,7 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # ix_operations_tenant_created, which leads with tenant_id).
     "ix_operations_needs_attention": "admin list: flagged operations, oldest first",
     "ix_operations_state_created": "admin list: operations in a state, oldest first",
+    "ix_webhook_deliveries_failed": "admin list: failed deliveries, newest first",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").

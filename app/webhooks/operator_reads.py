@@ -1,0 +1,137 @@
+"""Operators' reads of webhook deliveries, across tenants: an operation's events with their
+deliveries, and the deliveries that gave up.
+
+Reads by operation go through the tenant's keys (`events (tenant_id, operation_id, type)`,
+`webhook_deliveries (tenant_id, event_id, endpoint_id)`): the caller passes the operation's
+tenant. The failed list walks the partial index `ix_webhook_deliveries_failed`, newest
+failure first: a failed delivery stays failed until someone redelivers it, so the newest
+are the ones nobody has looked at yet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.db.database import Connection
+
+MAX_PAGE = 100
+
+# The last attempt's latency comes from webhook_attempts (the delivery row keeps its
+# status code and error); one index probe per delivery.
+_LAST_ATTEMPT = """
+    LEFT JOIN LATERAL (
+        SELECT a.latency_ms FROM webhook_attempts AS a
+        WHERE a.delivery_id = d.id ORDER BY a.id DESC LIMIT 1
+    ) AS last ON true
+"""
+_DELIVERY_COLUMNS = """
+    d.id, d.endpoint_id, e.url, e.deleted_at IS NOT NULL, d.status, d.attempt_count,
+    d.last_attempt_at, d.last_status_code, d.last_error, last.latency_ms,
+    d.next_attempt_at, d.completed_at
+"""
+_EVENTS = """
+    SELECT id, type, created_at FROM events
+    WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+    ORDER BY seq
+"""
+_FOR_EVENTS = f"""
+    SELECT d.event_id, {_DELIVERY_COLUMNS}
+    FROM webhook_deliveries AS d
+    JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
+    {_LAST_ATTEMPT}
+    WHERE d.tenant_id = %(tenant_id)s AND d.event_id = ANY (%(event_ids)s)
+    ORDER BY d.created_at, d.id
+"""
+_FAILED = f"""
+    SELECT {_DELIVERY_COLUMNS}, d.tenant_id, ev.id, ev.type, ev.operation_id
+    FROM webhook_deliveries AS d
+    JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
+    JOIN events AS ev ON ev.id = d.event_id
+    {_LAST_ATTEMPT}
+    WHERE d.status = 'failed'
+      AND (%(after)s::uuid IS NULL OR (d.completed_at, d.id) < (
+            SELECT completed_at, id FROM webhook_deliveries WHERE id = %(after)s))
+    ORDER BY d.completed_at DESC, d.id DESC
+    LIMIT %(limit)s
+"""
+_COUNT_FAILED = "SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'"
+_EVENT_TENANT = "SELECT tenant_id FROM events WHERE id = %(id)s"
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    """One delivery as operators see it: where to, how it stands, its last attempt."""
+
+    id: uuid.UUID
+    endpoint_id: uuid.UUID
+    url: str
+    endpoint_deleted: bool
+    status: str
+    attempt_count: int
+    last_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    last_latency_ms: int | None
+    next_attempt_at: datetime | None
+    completed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EventDeliveries:
+    """One of an operation's events and its deliveries, oldest first."""
+
+    id: uuid.UUID
+    type: str
+    created_at: datetime
+    deliveries: list[DeliveryView]
+
+
+@dataclass(frozen=True)
+class FailedDelivery:
+    """A delivery that gave up, with the event and operation it belongs to."""
+
+    delivery: DeliveryView
+    tenant_id: uuid.UUID
+    event_id: uuid.UUID
+    event_type: str
+    operation_id: uuid.UUID
+
+
+async def for_operation(
+    conn: Connection, *, tenant_id: uuid.UUID, operation_id: uuid.UUID
+) -> list[EventDeliveries]:
+    """The operation's events in the order they were written, each with its deliveries."""
+    params = {"tenant_id": tenant_id, "operation_id": operation_id}
+    events = await (await conn.execute(_EVENTS, params)).fetchall()
+    if not events:
+        return []
+    ids = [row[0] for row in events]
+    found: dict[uuid.UUID, list[DeliveryView]] = {i: [] for i in ids}
+    cursor = await conn.execute(_FOR_EVENTS, {"tenant_id": tenant_id, "event_ids": ids})
+    for row in await cursor.fetchall():
+        found[row[0]].append(DeliveryView(*row[1:]))
+    return [EventDeliveries(id, type_, at, found[id]) for id, type_, at in events]
+
+
+async def failed(
+    conn: Connection, *, after: uuid.UUID | None, limit: int
+) -> tuple[list[FailedDelivery], bool]:
+    """Up to `limit` failed deliveries across tenants, newest failure first, after the
+    delivery `after` if given; and whether more follow."""
+    params = {"after": after, "limit": limit + 1}
+    rows = await (await conn.execute(_FAILED, params)).fetchall()
+    items = [FailedDelivery(DeliveryView(*row[:12]), *row[12:]) for row in rows[:limit]]
+    return items, len(rows) > limit
+
+
+async def count_failed(conn: Connection) -> int:
+    row = await (await conn.execute(_COUNT_FAILED)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def event_tenant(conn: Connection, event_id: uuid.UUID) -> uuid.UUID | None:
+    """The tenant whose event this is; None if there is no such event."""
+    row = await (await conn.execute(_EVENT_TENANT, {"id": event_id})).fetchone()
+    return None if row is None else uuid.UUID(str(row[0]))
