@@ -32,6 +32,10 @@ def _browser() -> tuple[str, str] | None:
     return binary, driver
 
 
+PHONE = (375, 812)
+LAPTOP = (1280, 1000)
+
+
 class Browser:
     """A Selenium-driven Chromium that saves a screenshot of each page it is asked to."""
 
@@ -44,6 +48,20 @@ class Browser:
         self.driver.save_screenshot(str(path))
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / path.name)
+        return path
+
+    def phone_shot(self, name: str, *, at: str | None = None) -> Path:
+        """A screenshot at a phone's width (scrolled to the element with id `at`), checking
+        that nothing sticks out sideways; then back to the laptop's size."""
+        self.driver.set_window_size(*PHONE)
+        try:
+            if at is not None:
+                self.driver.execute_script(f"document.getElementById('{at}').scrollIntoView()")
+            path = self.shot(name)
+            width = self.driver.execute_script("return document.documentElement.scrollWidth")
+            assert width <= PHONE[0], f"{name}: the page is {width} px wide at {PHONE[0]} px"
+        finally:
+            self.driver.set_window_size(*LAPTOP)
         return path
 
 

@@ -68,6 +68,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
         By.CSS_SELECTOR, f"a[href='/console/operations/{flagged.operation_id}']"
     )
     browser.shot("02-dashboard")
+    browser.phone_shot("02-dashboard-phone")
     link.click()
 
     _shows(browser, By.ID, "state", "needs attention")
@@ -75,6 +76,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     timeline = driver.find_element(By.ID, "timeline").text
     assert "UNKNOWN_REQUIRES_RECOVERY" in timeline
     browser.shot("03-operation")
+    browser.phone_shot("03-operation-phone", at="recheck")
 
     driver.find_element(By.CSS_SELECTOR, "input[name=outcome][value=charged]").click()
     reason = "provider support confirmed the charge (ticket 99)"
@@ -90,9 +92,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     assert reason in driver.find_element(By.ID, "timeline").text
     assert f"operator:{admin.name}" in driver.find_element(By.ID, "timeline").text
     browser.shot("05-resolved")
-    driver.set_window_size(390, 844)
-    browser.shot("06-resolved-phone")
-    driver.set_window_size(1280, 1000)
+    browser.phone_shot("06-resolved-phone")
 
     driver.get(f"{api.url}/console")
     _shows(browser, By.TAG_NAME, "h1", "Dashboard")
