@@ -164,7 +164,13 @@ async def list_failed_deliveries(
             raise ValidationFailed(
                 "after: not a delivery id", errors=[{"field": "after", "message": "unknown id"}]
             )
-    items, more = await services.operators.deliveries.failed(after=after_id, limit=limit)
+    try:
+        items, more = await services.operators.deliveries.failed(after=after_id, limit=limit)
+    except LookupError:
+        raise ValidationFailed(
+            "after: not a failed delivery (a redelivery takes it off the list); start again",
+            errors=[{"field": "after", "message": "not a failed delivery"}],
+        ) from None
     return _json({"data": [failed_json(f) for f in items], "has_more": more})
 
 

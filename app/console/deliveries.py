@@ -32,7 +32,11 @@ async def failed_deliveries(
     if login is None:
         return redirect("/console/login")
     cursor = None if after is None else parse_id(after[:64], DELIVERY_PREFIX)
-    items, more = await services.operators.deliveries.failed(after=cursor, limit=PAGE)
+    try:
+        items, more = await services.operators.deliveries.failed(after=cursor, limit=PAGE)
+    except LookupError:
+        # The cursor was redelivered meanwhile: start again from the newest.
+        return redirect("/console/deliveries/failed")
     rows = [failed_json(item) for item in items]
     return page(render("failed.html", login=login, rows=rows, more=more, first=after is None))
 

@@ -56,6 +56,9 @@ _FAILED = f"""
     ORDER BY d.completed_at DESC, d.id DESC
     LIMIT %(limit)s
 """
+_CURSOR_FAILED = (
+    "SELECT EXISTS (SELECT FROM webhook_deliveries WHERE id = %(id)s AND status = 'failed')"
+)
 _COUNT_FAILED = "SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'"
 _EVENT_TENANT = "SELECT tenant_id FROM events WHERE id = %(id)s"
 
@@ -119,7 +122,12 @@ async def failed(
     conn: Connection, *, after: uuid.UUID | None, limit: int
 ) -> tuple[list[FailedDelivery], bool]:
     """Up to `limit` failed deliveries across tenants, newest failure first, after the
-    delivery `after` if given; and whether more follow."""
+    delivery `after` if given; and whether more follow. Raises LookupError if `after` is
+    not a failed delivery (any more: a redelivery takes it off the list)."""
+    if after is not None:
+        row = await (await conn.execute(_CURSOR_FAILED, {"id": after})).fetchone()
+        if row is None or not row[0]:
+            raise LookupError("no such failed delivery")
     params = {"after": after, "limit": limit + 1}
     rows = await (await conn.execute(_FAILED, params)).fetchall()
     items = [FailedDelivery(DeliveryView(*row[:12]), *row[12:]) for row in rows[:limit]]

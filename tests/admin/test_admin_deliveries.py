@@ -114,6 +114,10 @@ def test_detail_shows_deliveries_and_an_operator_redelivers_a_failed_one(
     ids = {r["headers"]["webhook-id"] for r in bad.records() + good.records()}
     assert ids == {event["id"]}
     assert failed["id"] not in {f["id"] for f in _failed(admin_client)}
+    # Off the list, it is no cursor any more: a clear 422, not a silently empty page.
+    stale = admin_client.get("/admin/webhook-deliveries/failed", params={"after": failed["id"]})
+    assert stale.status_code == 422
+    assert stale.json()["code"] == "VALIDATION_ERROR"
     assert worker.alive()
 
 

@@ -81,6 +81,10 @@ def test_ops_list_show_and_resolve(
     detail = json.loads(shown.stdout)
     assert detail["needs_attention"] is True
     assert detail["provider"]["reachable"] is False
+    # Its events, each with its webhook deliveries (this tenant has no endpoint).
+    assert [(e["type"], e["deliveries"]) for e in detail["events"]] == [
+        ("payment.needs_attention", [])
+    ]
 
     refused = _ops(
         api, admin.token, "resolve", flagged.operation_id, "--charged", "--reason", "looks paid"
