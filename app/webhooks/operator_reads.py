@@ -31,12 +31,12 @@ _DELIVERY_COLUMNS = """
     d.last_attempt_at, d.last_status_code, d.last_error, last.latency_ms,
     d.next_attempt_at, d.completed_at
 """
-_EVENTS = """
+EVENTS_SQL = """
     SELECT id, type, created_at FROM events
     WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
     ORDER BY seq
 """
-_FOR_EVENTS = f"""
+DELIVERIES_SQL = f"""
     SELECT d.event_id, {_DELIVERY_COLUMNS}
     FROM webhook_deliveries AS d
     JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
@@ -44,7 +44,7 @@ _FOR_EVENTS = f"""
     WHERE d.tenant_id = %(tenant_id)s AND d.event_id = ANY (%(event_ids)s)
     ORDER BY d.created_at, d.id
 """
-_FAILED = f"""
+FAILED_SQL = f"""
     SELECT {_DELIVERY_COLUMNS}, d.tenant_id, ev.id, ev.type, ev.operation_id
     FROM webhook_deliveries AS d
     JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
@@ -107,12 +107,12 @@ async def for_operation(
 ) -> list[EventDeliveries]:
     """The operation's events in the order they were written, each with its deliveries."""
     params = {"tenant_id": tenant_id, "operation_id": operation_id}
-    events = await (await conn.execute(_EVENTS, params)).fetchall()
+    events = await (await conn.execute(EVENTS_SQL, params)).fetchall()
     if not events:
         return []
     ids = [row[0] for row in events]
     found: dict[uuid.UUID, list[DeliveryView]] = {i: [] for i in ids}
-    cursor = await conn.execute(_FOR_EVENTS, {"tenant_id": tenant_id, "event_ids": ids})
+    cursor = await conn.execute(DELIVERIES_SQL, {"tenant_id": tenant_id, "event_ids": ids})
     for row in await cursor.fetchall():
         found[row[0]].append(DeliveryView(*row[1:]))
     return [EventDeliveries(id, type_, at, found[id]) for id, type_, at in events]
@@ -129,7 +129,7 @@ async def failed(
         if row is None or not row[0]:
             raise LookupError("no such failed delivery")
     params = {"after": after, "limit": limit + 1}
-    rows = await (await conn.execute(_FAILED, params)).fetchall()
+    rows = await (await conn.execute(FAILED_SQL, params)).fetchall()
     items = [FailedDelivery(DeliveryView(*row[:12]), *row[12:]) for row in rows[:limit]]
     return items, len(rows) > limit
 
