@@ -39,7 +39,7 @@ def test_a_filtered_list_walks_its_index(index: str, db: psycopg.Connection[Dict
 # The operators' webhook reads: by operation through the operation's tenant (an index
 # leading with tenant_id, whichever the planner picks on a near-empty table), and the failed
 # list through its partial index, newest first, with no sort.
-BY_TENANT = {
+BY_TENANT: dict[str, tuple[str, dict[str, object]]] = {
     "events": (
         operator_reads.EVENTS_SQL,
         {"tenant_id": uuid.uuid4(), "operation_id": uuid.uuid4()},
