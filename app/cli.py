@@ -251,37 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_operations_show)
 
     # Operators' commands: clients of the admin API, with an admin token.
-    admin_options = argparse.ArgumentParser(add_help=False)
-    admin_options.add_argument("--api-url", help="default: $PAYMENTS_API_URL or 127.0.0.1:8000")
-    admin_options.add_argument("--admin-token", help="default: $PAYMENTS_ADMIN_TOKEN")
-    ops_cmd = sub.add_parser("ops", help="operators: list, show, recheck, resolve operations")
-    ops_cmd_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
-    ops_list = ops_cmd_sub.add_parser(
-        "list", parents=[admin_options], help="operations, oldest first"
-    )
-    ops_list.add_argument("--needs-attention", action="store_true", help="only flagged ones")
-    ops_list.add_argument("--state", help="only operations in this state")
-    ops_list.add_argument("--tenant", help="only this tenant's operations (its id)")
-    ops_list.add_argument(
-        "--page-size", type=int, default=100, choices=range(1, 101), metavar="N", help="1-100"
-    )
-    ops_show = ops_cmd_sub.add_parser(
-        "show", parents=[admin_options], help="an operation, its payment, a provider lookup"
-    )
-    ops_recheck = ops_cmd_sub.add_parser(
-        "recheck", parents=[admin_options], help="reconcile an operation now"
-    )
-    ops_resolve = ops_cmd_sub.add_parser(
-        "resolve", parents=[admin_options], help="resolve a flagged operation"
-    )
-    outcome = ops_resolve.add_mutually_exclusive_group(required=True)
-    outcome.add_argument("--charged", action="store_true", help="the provider charged it")
-    outcome.add_argument("--not-charged", action="store_true", help="nothing was charged")
-    ops_resolve.add_argument("--reason", required=True, help="why: recorded in the history")
-    for command in (ops_show, ops_recheck, ops_resolve):
-        command.add_argument("operation_id")
-    for command in (ops_list, ops_show, ops_recheck, ops_resolve):
-        command.set_defaults(func=_cmd_ops)
+    from app.admin.ops_parser import add_ops_parser
+
+    add_ops_parser(sub, func=_cmd_ops)
     return parser
 
 

@@ -2,8 +2,9 @@
 
 They talk to a running API with an admin token (`--admin-token` or `PAYMENTS_ADMIN_TOKEN`,
 `--api-url` or `PAYMENTS_API_URL`), so the admin API stays the one implementation of
-recheck and resolve, the audit trail names the token's operator, and an operator needs no
-database credentials. Output: one line per operation for lists, JSON for one operation.
+recheck, resolve and redelivery, the audit trail names the token's operator, and an
+operator needs no database credentials. Output: one line per item for lists, JSON for one
+operation or action.
 """
 
 from __future__ import annotations
@@ -53,19 +54,28 @@ class AdminApi:
 
     def operations(self, params: dict[str, Any], *, size: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every operation matching `params`, page by page, with progress on stderr."""
+        return self._pages("/admin/operations", params, "operation_id", "operations", size)
+
+    def failed_deliveries(self, *, size: int = PAGE) -> Iterator[dict[str, Any]]:
+        """Every failed webhook delivery, newest first, page by page."""
+        return self._pages("/admin/webhook-deliveries/failed", {}, "id", "deliveries", size)
+
+    def _pages(
+        self, path: str, params: dict[str, Any], cursor: str, noun: str, size: int
+    ) -> Iterator[dict[str, Any]]:
         after: str | None = None
         seen = 0
         while True:
             query = {**params, "limit": size, **({"after": after} if after else {})}
-            page = self.call("GET", "/admin/operations", params=query)
+            page = self.call("GET", path, params=query)
             yield from page["data"]
             seen += len(page["data"])
             if not page["has_more"] or not page["data"]:
                 break
-            after = page["data"][-1]["operation_id"]
-            print(f"\r{seen} operations so far...", end="", file=sys.stderr, flush=True)
+            after = page["data"][-1][cursor]
+            print(f"\r{seen} {noun} so far...", end="", file=sys.stderr, flush=True)
         if seen > size:
-            print(f"\r{seen} operations.          ", file=sys.stderr, flush=True)
+            print(f"\r{seen} {noun}.          ", file=sys.stderr, flush=True)
 
 
 def run(args: Any) -> int:
@@ -87,6 +97,17 @@ def run(args: Any) -> int:
                     f"{op['operation_id']:36}  {op['state']:25}  {attn:4}  "
                     f"{op['attempts']:<5}  {op['created_at']}"
                 )
+        elif args.ops_command == "failed-deliveries":
+            print(f"{'delivery':35}  {'gave up':27}  {'event':24}  {'operation':36}  url  last")
+            for d in api.failed_deliveries(size=args.page_size):
+                last = d["last_attempt"] or {}
+                said = last.get("status_code") or last.get("error") or "-"
+                print(
+                    f"{d['id']:35}  {d['completed_at']:27}  {d['event_type']:24}  "
+                    f"{d['operation_id']:36}  {d['url']}  {said}"
+                )
+        elif args.ops_command == "redeliver":
+            _print(api.call("POST", f"/admin/events/{args.event_id}/redeliver"))
         elif args.ops_command == "show":
             _print(api.call("GET", f"/admin/operations/{args.operation_id}"))
         elif args.ops_command == "recheck":

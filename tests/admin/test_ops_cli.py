@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -20,8 +21,10 @@ from tests.conftest import TenantHandle
 from tests.support.faults import FaultInjector
 from tests.support.operators import AdminHandle, flag
 from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import REPO_ROOT, Process
+from tests.support.processes import REPO_ROOT, Process, wait_until
 from tests.support.rows import operation
+from tests.support.spawning import Spawner
+from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -125,3 +128,41 @@ def test_ops_list_pages_through_everything_with_progress_on_stderr(
     assert [line.split()[0] for line in lines] == [m["operation_id"] for m in made]
     assert "operations so far" in listed.stderr
     assert "5 operations." in listed.stderr
+
+
+def test_ops_lists_failed_deliveries_and_redelivers(
+    api: Process,
+    admin: AdminHandle,
+    client: httpx.Client,
+    spawn: Spawner,
+    tmp_path: Path,
+) -> None:
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    receiver.mode("fail")
+    create_endpoint(client, receiver.url)
+    worker = spawn.worker(once=False, **FAST_WEBHOOKS, PAYMENTS_WEBHOOK_MAX_AGE_S="1")
+    paid = post_payment(client, payment_body(), key=new_key())
+    assert paid.status_code == 201
+    operation_id = paid.json()["operation_id"]
+
+    def listed() -> list[str]:
+        run = _ops(api, admin.token, "failed-deliveries", "--page-size", "2")
+        assert run.returncode == 0, run.stderr
+        return [line for line in run.stdout.splitlines() if operation_id in line]
+
+    wait_until(lambda: len(listed()) == 1, timeout=60, message="the failed delivery listed")
+    worker.stop()
+    [line] = listed()
+    assert receiver.url in line
+    assert "payment.succeeded" in line
+    assert line.rstrip().endswith("500")
+
+    event_id = client.get("/events").json()["data"][0]["id"]
+    receiver.mode("ok")
+    redelivered = _ops(api, admin.token, "redeliver", event_id)
+    assert redelivered.returncode == 0, redelivered.stderr
+    assert json.loads(redelivered.stdout) == {"event_id": event_id, "deliveries_queued": 1}
+    assert listed() == []
+    missing = _ops(api, admin.token, "redeliver", "evt_" + "0" * 32)
+    assert missing.returncode == 1
+    assert "NOT_FOUND" in missing.stderr

@@ -1,0 +1,60 @@
+"""The `payments ops` command line: its subcommands and options (argparse only, so building
+the parser imports no HTTP client and `payments --help` stays fast). `ops_cli.py` runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+PAGE = 100
+
+
+def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> None:
+    """`payments ops ...` and its subcommands, each running `func`."""
+    admin_options = argparse.ArgumentParser(add_help=False)
+    admin_options.add_argument("--api-url", help="default: $PAYMENTS_API_URL or 127.0.0.1:8000")
+    admin_options.add_argument("--admin-token", help="default: $PAYMENTS_ADMIN_TOKEN")
+    page_size = argparse.ArgumentParser(add_help=False)
+    page_size.add_argument(
+        "--page-size", type=int, default=PAGE, choices=range(1, 101), metavar="N", help="1-100"
+    )
+    ops_cmd = sub.add_parser(
+        "ops", help="operators: list, show, recheck, resolve operations; webhook deliveries"
+    )
+    ops_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
+    ops_list = ops_sub.add_parser(
+        "list", parents=[admin_options, page_size], help="operations, oldest first"
+    )
+    ops_list.add_argument("--needs-attention", action="store_true", help="only flagged ones")
+    ops_list.add_argument("--state", help="only operations in this state")
+    ops_list.add_argument("--tenant", help="only this tenant's operations (its id)")
+    ops_show = ops_sub.add_parser(
+        "show",
+        parents=[admin_options],
+        help="an operation, its payment, a provider lookup, its events and deliveries",
+    )
+    ops_recheck = ops_sub.add_parser(
+        "recheck", parents=[admin_options], help="reconcile an operation now"
+    )
+    ops_resolve = ops_sub.add_parser(
+        "resolve", parents=[admin_options], help="resolve a flagged operation"
+    )
+    outcome = ops_resolve.add_mutually_exclusive_group(required=True)
+    outcome.add_argument("--charged", action="store_true", help="the provider charged it")
+    outcome.add_argument("--not-charged", action="store_true", help="nothing was charged")
+    ops_resolve.add_argument("--reason", required=True, help="why: recorded in the history")
+    for command in (ops_show, ops_recheck, ops_resolve):
+        command.add_argument("operation_id")
+    ops_failed = ops_sub.add_parser(
+        "failed-deliveries",
+        parents=[admin_options, page_size],
+        help="webhook deliveries that gave up, newest first",
+    )
+    ops_redeliver = ops_sub.add_parser(
+        "redeliver", parents=[admin_options], help="send an event again to its tenant's endpoints"
+    )
+    ops_redeliver.add_argument("event_id", help="the event (evt_...)")
+    for command in (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver):
+        command.set_defaults(func=func)
