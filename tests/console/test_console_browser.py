@@ -55,6 +55,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     driver.get(f"{api.url}/console")
     assert driver.current_url.endswith("/console/login")
     browser.shot("01-login")
+    browser.phone_shot("01-login-phone")
     driver.find_element(By.ID, "token").send_keys(admin.token)
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     wait_until(lambda: driver.current_url.endswith("/console"), message="the dashboard")
@@ -84,6 +85,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     driver.find_element(By.ID, "resolve").click()
     _shows(browser, By.TAG_NAME, "h1", "Resolve as")
     browser.shot("04-confirm")
+    browser.phone_shot("04-confirm-phone")
     driver.find_element(By.ID, "confirm").click()
 
     wait_until(lambda: "done=resolved" in driver.current_url, message="the resolution")
@@ -101,6 +103,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
         By.CSS_SELECTOR, f"a[href='/console/operations/{flagged.operation_id}']"
     )
     browser.shot("07-dashboard-after")
+    browser.phone_shot("07-dashboard-after-phone")
 
     replay = post_payment(client, flagged.body, key=flagged.key)
     assert (replay.status_code, replay.headers["idempotent-replayed"]) == (201, "true")
