@@ -5,7 +5,8 @@ Reads by operation go through the tenant's keys (`events (tenant_id, operation_i
 `webhook_deliveries (tenant_id, event_id, endpoint_id)`): the caller passes the operation's
 tenant. The failed list walks the partial index `ix_webhook_deliveries_failed`, newest
 failure first: a failed delivery stays failed until someone redelivers it, so the newest
-are the ones nobody has looked at yet.
+are the ones nobody has looked at yet. It leaves out deliveries to endpoints the tenant has
+deleted since: a redelivery would not go there, so nobody can act on them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ FAILED_SQL = f"""
     JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
     JOIN events AS ev ON ev.id = d.event_id
     {_LAST_ATTEMPT}
-    WHERE d.status = 'failed'
+    WHERE d.status = 'failed' AND e.deleted_at IS NULL
       AND (%(after)s::uuid IS NULL OR (d.completed_at, d.id) < (
             SELECT completed_at, id FROM webhook_deliveries WHERE id = %(after)s))
     ORDER BY d.completed_at DESC, d.id DESC
@@ -59,7 +60,11 @@ FAILED_SQL = f"""
 _CURSOR_FAILED = (
     "SELECT EXISTS (SELECT FROM webhook_deliveries WHERE id = %(id)s AND status = 'failed')"
 )
-_COUNT_FAILED = "SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'"
+_COUNT_FAILED = """
+    SELECT count(*) FROM webhook_deliveries AS d
+    JOIN webhook_endpoints AS e ON e.id = d.endpoint_id
+    WHERE d.status = 'failed' AND e.deleted_at IS NULL
+"""
 _EVENT_TENANT = "SELECT tenant_id FROM events WHERE id = %(id)s"
 
 

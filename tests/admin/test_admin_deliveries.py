@@ -55,9 +55,12 @@ def test_detail_shows_deliveries_and_an_operator_redelivers_a_failed_one(
 ) -> None:
     good = spawn.receiver(tmp_path / "good.jsonl")
     bad = spawn.receiver(tmp_path / "bad.jsonl")
+    gone = spawn.receiver(tmp_path / "gone.jsonl")
     bad.mode("fail")
+    gone.mode("fail")
     good_endpoint = create_endpoint(client, good.url)
     bad_endpoint = create_endpoint(client, bad.url)
+    gone_endpoint = create_endpoint(client, gone.url)
     # A retry window of 1 s: the failing receiver's delivery gives up after a few attempts.
     worker = spawn.worker(once=False, **FAST_WEBHOOKS, PAYMENTS_WEBHOOK_MAX_AGE_S="1")
     paid = post_payment(client, payment_body(), key=new_key())
@@ -66,9 +69,11 @@ def test_detail_shows_deliveries_and_an_operator_redelivers_a_failed_one(
 
     def settled() -> bool:
         found = _deliveries_by_url(_detail(admin_client, operation_id))
-        return len(found) == 2 and all(d["status"] != "pending" for d in found.values())
+        return len(found) == 3 and all(d["status"] != "pending" for d in found.values())
 
-    wait_until(settled, timeout=60, message="both deliveries settled")
+    wait_until(settled, timeout=60, message="the deliveries settled")
+    # The tenant deletes the endpoint that failed: nobody can act on its delivery any more.
+    assert client.delete(f"/webhook-endpoints/{gone_endpoint['id']}").status_code == 204
     detail = _detail(admin_client, operation_id)
     [event] = detail["events"]
     assert event["id"] == client.get("/events").json()["data"][0]["id"]
@@ -96,16 +101,21 @@ def test_detail_shows_deliveries_and_an_operator_redelivers_a_failed_one(
     assert mine[0]["event_type"] == "payment.succeeded"
     assert mine[0]["tenant_id"] == detail["tenant_id"]
     assert ok["id"] not in {f["id"] for f in listed}
+    deleted = delivered[gone.url]
+    assert (deleted["status"], deleted["endpoint_deleted"]) == ("failed", True)
+    assert deleted["id"] not in {f["id"] for f in listed}
     times = [f["completed_at"] for f in listed]
     assert times == sorted(times, reverse=True)
 
     bad.mode("ok")
     queued = admin_client.post(f"/admin/events/{event['id']}/redeliver")
     assert queued.status_code == 202, queued.text
-    # Both deliveries had ended, so both endpoints get the event again.
+    # Both live endpoints' deliveries had ended, so both get the event again; the deleted
+    # endpoint gets nothing.
     assert queued.json() == {"event_id": event["id"], "deliveries_queued": 2}
     wait_until(lambda: len(bad.answered()) == 1, timeout=60, message="the redelivery")
     wait_until(settled, timeout=60, message="the redeliveries settled")
+    assert len(gone.records()) == deleted["attempt_count"]
     again = _deliveries_by_url(_detail(admin_client, operation_id))
     assert again[bad.url]["status"] == "succeeded"
     assert again[bad.url]["last_attempt"]["status_code"] == 200
