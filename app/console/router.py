@@ -4,7 +4,8 @@ Login exchanges an admin token for a session (a random id in an `HttpOnly`,
 `SameSite=Strict` cookie, `Secure` over https; the database keeps its hash, so any API
 process serves it and logout or revoking the token ends it everywhere). Every form carries
 the session's CSRF token (the login form a double-submit one). Recheck and resolve show a
-confirmation page first; both call the same `OperatorDesk` as the admin API.
+confirmation page first; both call the same `OperatorDesk` as the admin API. The webhook
+pages (failed deliveries, redelivery) are in `deliveries.py`, what all share in `web.py`.
 """
 
 from __future__ import annotations
