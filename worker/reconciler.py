@@ -12,10 +12,11 @@ import asyncio
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app.db.database import Database
+from app.db.database import Connection, Database
 from app.errors import is_transient_database_error
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
@@ -65,21 +66,39 @@ class ReconcileWorker:
                 lease_s=self._settings.lease_s,
                 limit=self._settings.reconcile_batch_size,
             )
-        if not owned:
-            return 0
+            if not owned:
+                return 0
+            subjects = await self._load_subjects(conn, owned)
         # The whole batch is reconciled at once: no claimed operation waits in a queue while
         # its lease runs out. Each reconciliation is bounded by the provider timeout (twice:
         # a lookup, then perhaps a resend).
-        await asyncio.gather(*(self._reconcile_one(ref) for ref in owned))
+        await asyncio.gather(*(self._reconcile_one(ref, subjects.get(ref.ref.id)) for ref in owned))
         return len(owned)
 
-    async def _reconcile_one(self, due: DueRef) -> None:
+    async def _load_subjects(self, conn: Connection, owned: list[DueRef]) -> dict[uuid.UUID, Any]:
+        """The batch's payments and refunds, one read per operation name.
+
+        Only a saving: an operation missing here (its row unreadable, or the read failed)
+        is reconciled as before, its driver reading the row itself.
+        """
+        by_name: dict[str, list[uuid.UUID]] = {}
+        for due in owned:
+            by_name.setdefault(due.operation_name, []).append(due.ref.id)
+        subjects: dict[uuid.UUID, Any] = {}
+        for name, ids in by_name.items():
+            try:
+                subjects.update(await self._reconcilers[name].load_subjects(conn, ids))
+            except Exception:
+                logger.exception("reading the subjects of %d operations failed", len(ids))
+        return subjects
+
+    async def _reconcile_one(self, due: DueRef, subject: Any) -> None:
         ref = due.ref
         new_context(operation_id=str(ref.id), worker=self.name)
         outcome: Outcome | None
         reconciler = self._reconcilers[due.operation_name]
         try:
-            outcome = await reconciler.reconcile(ref, actor=self.name)
+            outcome = await reconciler.reconcile(ref, actor=self.name, subject=subject)
         except Exception as exc:
             if is_transient_database_error(exc):
                 # The database went away (a failover, say), perhaps during a COMMIT whose

@@ -44,6 +44,15 @@ class OperationDriver(ABC, Generic[SubjectT]):
         """The business object the operation acts on."""
 
     @abstractmethod
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, SubjectT]:
+        """The business objects of several operations, by operation id, in one read.
+
+        An operation whose object cannot be read is missing from the answer.
+        """
+
+    @abstractmethod
     async def _call(
         self, sent: OwnedRef, subject: SubjectT, *, actor: str
     ) -> Final | Indefinite | FencedOut:
