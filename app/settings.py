@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     # Operations a worker claims in one statement, and reconciles at most at once (each
     # claimed operation starts at once: none waits with its lease running). At most the
     # provider client's 50 pooled connections, so no lookup waits for one.
-    reconcile_batch_size: int = Field(default=10, ge=1, le=100)
+    reconcile_batch_size: int = Field(default=16, ge=1, le=100)
     reconcile_concurrency: int = Field(default=32, ge=1, le=50)
     max_attempts: int = Field(default=10, ge=1, le=1000)
     backoff_base_s: float = Field(default=2.0, gt=0, le=3600)
