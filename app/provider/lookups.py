@@ -152,8 +152,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:
         return int(code), reusable, await _read_chunked(reader)
     length = headers.get("content-length")
     if length is None:
-        # Delimited by the end of the connection.
-        return int(code), False, await reader.read(MAX_BODY)
+        return int(code), False, await _read_to_end(reader)
     if not length.isdigit() or int(length) > MAX_BODY:
         raise LookupTransportError(f"unusable content-length {length[:20]!r}")
     return int(code), reusable, await reader.readexactly(int(length))
@@ -174,3 +173,13 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         if len(body) + size > MAX_BODY:
             raise LookupTransportError("body too big for a lookup")
         body += (await reader.readexactly(size + 2))[:size]
+
+
+async def _read_to_end(reader: asyncio.StreamReader) -> bytes:
+    """A body delimited by the end of the connection (no length, not chunked)."""
+    body = bytearray()
+    while chunk := await reader.read(65536):
+        if len(body) + len(chunk) > MAX_BODY:
+            raise LookupTransportError("body too big for a lookup")
+        body += chunk
+    return bytes(body)

@@ -25,9 +25,11 @@ KEY = "payment-7f1c6a2e 2d2b/4d51"
 CHARGE = {"charge_id": "ch_1", "idempotency_key": KEY, "status": "succeeded"}
 
 # What the server does with one request: bytes to write, then keep the connection, unless
-# they end with CLOSE (write what comes before it, then close); or HANG (never answer).
+# they end with CLOSE (write what comes before it, then close); SPLIT within them sends the
+# parts apart; or HANG (never answer).
 CLOSE = b"<close>"
 HANG = b"<hang>"
+SPLIT = b"<split>"
 Script = Callable[[int], bytes]
 
 
@@ -61,8 +63,11 @@ async def serving(script: Script) -> AsyncIterator[Server]:
                 if reply == HANG:
                     await asyncio.sleep(3600)
                 close = reply.endswith(CLOSE)
-                writer.write(reply.removesuffix(CLOSE))
-                await writer.drain()
+                for i, part in enumerate(reply.removesuffix(CLOSE).split(SPLIT)):
+                    if i:
+                        await asyncio.sleep(0.05)  # a slow network between two parts
+                    writer.write(part)
+                    await writer.drain()
                 if close:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -131,6 +136,17 @@ def test_a_chunked_body_is_read() -> None:
 
     assert found == [Charge(charge_id="ch_1", status="succeeded", decline_code=None)] * 2
     assert server.connections == 1
+
+
+def test_a_body_delimited_by_the_end_of_the_connection_is_read_whole() -> None:
+    body = json.dumps(CHARGE).encode()
+    # Sent in parts, the connection closed after: no length, not chunked.
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n"
+    reply = head + body[:7] + SPLIT + body[7:] + CLOSE
+    found, server = run_against(lambda _: reply, times=2)
+
+    assert found == [Charge(charge_id="ch_1", status="succeeded", decline_code=None)] * 2
+    assert server.connections == 2
 
 
 @pytest.mark.parametrize("status", [201, 400, 429, 500, 503])
