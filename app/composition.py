@@ -26,6 +26,7 @@ from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
+from app.provider.lookups import LookupClient
 from app.provider.transport import build_http_client
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -63,6 +64,8 @@ async def runtime(
 ) -> AsyncIterator[Runtime]:
     """Build the runtime for one process; close its connections when the block ends."""
     http = build_http_client(settings.provider_url, settings.provider_timeout_s)
+    # The lookups' own lean client (`app/provider/lookups.py`): one per operation reconciled.
+    lookups = LookupClient(settings.provider_url)
     try:
         async with open_database(settings, application_name=application_name) as db:
             breaker = CircuitBreaker(
@@ -75,6 +78,7 @@ async def runtime(
                 observer=metrics.observe_provider_call,
                 deadline_s=settings.provider_timeout_s,
                 breaker=breaker,
+                lookups=lookups,
             )
             failpoints = Failpoints.parse(settings.failpoints)
             driver = ChargeDriver(
@@ -105,4 +109,5 @@ async def runtime(
                 ),
             )
     finally:
+        await lookups.aclose()
         await http.aclose()

@@ -42,8 +42,11 @@ class Settings(BaseSettings):
     provider_timeout_s: float = Field(default=5.0, gt=0, le=120)
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
-    # Operations a worker claims and reconciles at once (all of them concurrently).
-    reconcile_batch_size: int = Field(default=10, ge=1, le=100)
+    # Operations a worker claims in one statement, and reconciles at most at once (each
+    # claimed operation starts at once: none waits with its lease running). At most the
+    # provider client's 50 pooled connections, so no lookup waits for one.
+    reconcile_batch_size: int = Field(default=16, ge=1, le=100)
+    reconcile_concurrency: int = Field(default=32, ge=1, le=50)
     max_attempts: int = Field(default=10, ge=1, le=1000)
     backoff_base_s: float = Field(default=2.0, gt=0, le=3600)
     backoff_max_s: float = Field(default=300.0, gt=0, le=86400)

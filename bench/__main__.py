@@ -8,8 +8,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.config import SCENARIO_GROUPS, BenchConfig
 from bench.run import run_bench
+
+
+def _groups(value: str) -> tuple[str, ...]:
+    groups = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [group for group in groups if group not in SCENARIO_GROUPS]
+    if unknown or not groups:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario group {', '.join(unknown) or value!r}; "
+            f"choose from {', '.join(SCENARIO_GROUPS)}"
+        )
+    return groups
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-scenario-s", type=float, help="time bound of each load run")
     parser.add_argument("--pgbench-s", type=int, help="duration of each pgbench run")
     parser.add_argument("--profile", action="store_true", help="also profile the create path")
+    parser.add_argument(
+        "--profile-worker",
+        action="store_true",
+        help="also profile one worker draining a reconcile backlog",
+    )
+    parser.add_argument(
+        "--only",
+        type=_groups,
+        default=(),
+        help=f"comma-separated scenario groups to run: {','.join(SCENARIO_GROUPS)}",
+    )
     parser.add_argument(
         "--no-fsync",
         action="store_true",
@@ -53,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None
     }
     overrides["profile"] = args.profile
+    overrides["profile_worker"] = args.profile_worker
+    overrides["only"] = args.only
     overrides["durable"] = not args.no_fsync
     config = BenchConfig.quick(**overrides) if args.quick else BenchConfig.full(**overrides)
     work_dir = Path(tempfile.mkdtemp(prefix="payments-bench-"))

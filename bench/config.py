@@ -5,6 +5,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The groups `--only` can pick, in the order a run takes them.
+SCENARIO_GROUPS = (
+    "baselines",
+    "provider",
+    "payments",
+    "replays",
+    "duplicates",
+    "lookups",
+    "reconcile",
+    "pgbench",
+    "preloaded",
+)
+
 
 @dataclass(frozen=True)
 class BenchConfig:
@@ -29,6 +42,10 @@ class BenchConfig:
     profile: bool
     profile_requests: int
     durable: bool
+    # Scenario groups to run (`SCENARIO_GROUPS`); empty means all of them.
+    only: tuple[str, ...] = ()
+    # Also run a one-worker reconcile under the profiler (`bench/profile_worker.py`).
+    profile_worker: bool = False
 
     @classmethod
     def quick(cls, **overrides: Any) -> BenchConfig:

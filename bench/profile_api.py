@@ -101,6 +101,26 @@ def own_time_by_library(root: Frame | None) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
+def write_profile(profiler: Profiler, output: Path) -> dict[str, Any]:
+    """Write a stopped profiler's call tree, flat list and time by library; the summary."""
+    session = profiler.last_session
+    assert session is not None
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "profile.txt").write_text(
+        profiler.output_text(unicode=False, color=False, show_all=False)
+    )
+    (output / "profile-flat.txt").write_text(
+        profiler.output_text(unicode=False, color=False, flat=True)
+    )
+    summary = {
+        "duration_s": session.duration,
+        "sample_count": session.sample_count,
+        "own_time_s_by_library": own_time_by_library(session.root_frame()),
+    }
+    (output / "by_library.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 class ProfileControl:
     """An ASGI wrapper that adds the profiler's start and stop endpoints."""
 
@@ -135,22 +155,8 @@ class ProfileControl:
         profiler, self._profiler = self._profiler, None
         if profiler is None:
             return {"profiling": False}
-        session = profiler.stop()
-        self._output.mkdir(parents=True, exist_ok=True)
-        (self._output / "profile.txt").write_text(
-            profiler.output_text(unicode=False, color=False, show_all=False)
-        )
-        (self._output / "profile-flat.txt").write_text(
-            profiler.output_text(unicode=False, color=False, flat=True)
-        )
-        by_library = own_time_by_library(session.root_frame())
-        summary = {
-            "duration_s": session.duration,
-            "sample_count": session.sample_count,
-            "own_time_s_by_library": by_library,
-        }
-        (self._output / "by_library.json").write_text(json.dumps(summary, indent=2))
-        return summary
+        profiler.stop()
+        return write_profile(profiler, self._output)
 
 
 def main(argv: list[str] | None = None) -> int:

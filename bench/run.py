@@ -12,7 +12,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.config import SCENARIO_GROUPS, BenchConfig
 from bench.machine import describe_machine, load_average
 from bench.report import Row, table, write_results
 from bench.scenarios import Bench, log
@@ -33,26 +33,41 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
             )
             log(f"machine: {machine}")
             bench.warm_up(bench.target, bench.new_payment_maker("warm"))
-            bench.baseline_insert("lean")
-            bench.baseline_insert("orm")
-            bench.provider_direct()
-            bench.new_payments("new payments", "new", total=config.new_payments)
-            bench.new_payments(
-                "new payments, 1 connection", "serial", total=config.serial_payments, concurrency=1
-            )
-            bench.replays()
-            bench.duplicates()
-            bench.lookups("lookups, small table")
-            bench.reconcile(1)
-            bench.reconcile(2)
-            bench.pgbench_baselines()
-            bench.preload()
-            bench.lookups(f"lookups, +{config.preload_rows:,} rows")
-            bench.new_payments(
-                f"new payments, +{config.preload_rows:,} rows", "big", total=config.new_payments
-            )
+            wanted = set(config.only or SCENARIO_GROUPS)
+            if "baselines" in wanted:
+                bench.baseline_insert("lean")
+                bench.baseline_insert("orm")
+            if "provider" in wanted:
+                bench.provider_direct()
+            if "payments" in wanted:
+                bench.new_payments("new payments", "new", total=config.new_payments)
+                bench.new_payments(
+                    "new payments, 1 connection",
+                    "serial",
+                    total=config.serial_payments,
+                    concurrency=1,
+                )
+            if "replays" in wanted:
+                bench.replays()
+            if "duplicates" in wanted:
+                bench.duplicates()
+            if "lookups" in wanted:
+                bench.lookups("lookups, small table")
+            if "reconcile" in wanted:
+                bench.reconcile(1)
+                bench.reconcile(2)
+            if "pgbench" in wanted:
+                bench.pgbench_baselines()
+            if "preloaded" in wanted:
+                bench.preload()
+                bench.lookups(f"lookups, +{config.preload_rows:,} rows")
+                bench.new_payments(
+                    f"new payments, +{config.preload_rows:,} rows", "big", total=config.new_payments
+                )
             if config.profile:
                 bench.profile(RESULTS_DIR / f"{stamp}-{config.mode}-profile")
+            if config.profile_worker:
+                bench.reconcile(1, profile=RESULTS_DIR / f"{stamp}-{config.mode}-worker-profile")
         finally:
             bench.close()
     bench.extra["load_average_at_end"] = load_average()

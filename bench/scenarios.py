@@ -344,9 +344,14 @@ class Bench:
         )
         row.notes.append(f"operations table: {count[0] if count else '?'} rows")
 
-    def reconcile(self, workers: int) -> None:
+    def reconcile(self, workers: int, *, profile: Path | None = None) -> None:
+        """Drain a backlog of unknown operations with `workers` `payments worker --once`.
+
+        With `profile`, one worker runs under pyinstrument (`bench/profile_worker.py`) and
+        writes its report there.
+        """
         n = self.config.backlog
-        tag = f"{self.run_id}-rec{workers}"
+        tag = f"{self.run_id}-rec{workers}{'p' if profile else ''}"
         self.faults.clear()
         self.faults.add("error_after_commit", times=n)
         made = asyncio.run(
@@ -376,14 +381,12 @@ class Bench:
         )
         processes: list[Process] = []
         with self.cpu(self.trees()) as spent:
+            command = [*PAYMENTS, "worker", "--once"]
+            if profile is not None:
+                command = [sys.executable, "-m", "bench.profile_worker", "--output", str(profile)]
             for _ in range(workers):
                 processes.append(
-                    start_process(
-                        "worker-once",
-                        [*PAYMENTS, "worker", "--once"],
-                        env=self.env,
-                        log_dir=self.log_dir,
-                    )
+                    start_process("worker-once", command, env=self.env, log_dir=self.log_dir)
                 )
             for process in processes:
                 process.wait_exit(timeout=600)
@@ -402,8 +405,14 @@ class Bench:
         measurement.statuses.update(r[0] for r in rows)
         if len(done) > 1:
             measurement.elapsed_s = done[-1] - done[0]
+        name = f"reconcile backlog, {workers} worker{'s' if workers > 1 else ''}"
+        if profile is not None:
+            name += ", under the profiler"
+            summary = json.loads((profile / "by_library.json").read_text())
+            self.extra["worker_profile"] = summary
+            self.extra["worker_profile_dir"] = str(profile)
         row = Row(
-            f"reconcile backlog, {workers} worker{'s' if workers > 1 else ''}",
+            name,
             measurement,
             workers,
             unit="ops",

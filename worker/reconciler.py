@@ -1,9 +1,12 @@
 """One worker's reconciliation pass: claim what is due and reconcile it.
 
-Claiming happens in one short transaction (`claim_due`, FOR UPDATE SKIP LOCKED plus a fence
-bump), so any number of worker processes can run side by side without two owning one row.
-Reconciling happens outside any transaction, the whole batch concurrently. A batch holds
-operations of every name (payments, refunds); each goes to the reconciler its name picks.
+Claiming happens in one short statement (`claim_due`, FOR UPDATE SKIP LOCKED plus a fence
+bump), so any number of worker processes can run side by side without two owning one row;
+the batch's payments and refunds are read right after it, one statement per kind.
+Reconciling happens outside any transaction, up to `PAYMENTS_RECONCILE_CONCURRENCY`
+operations at once, the next batch claimed as soon as half of that window is free. A batch
+holds operations of every name (payments, refunds); each goes to the reconciler its name
+picks.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import asyncio
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from app.db.database import Database
+from app.db.database import Connection, Database
 from app.errors import is_transient_database_error
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
@@ -54,32 +58,41 @@ class ReconcileWorker:
         self.reconciled = 0
         self._busy = asyncio.Lock()
 
-    async def run_batch(self) -> int:
-        """Claim one batch and reconcile it; the number of operations claimed."""
-        if self.stopping.is_set():
-            return 0
+    async def _claim(self, limit: int) -> list[tuple[DueRef, Any]]:
+        """Claim up to `limit` due operations, each with its subject when it could be read."""
         async with self._db.connection() as conn:
             owned = await leases.claim_due(
-                conn,
-                owner=self.name,
-                lease_s=self._settings.lease_s,
-                limit=self._settings.reconcile_batch_size,
+                conn, owner=self.name, lease_s=self._settings.lease_s, limit=limit
             )
-        if not owned:
-            return 0
-        # The whole batch is reconciled at once: no claimed operation waits in a queue while
-        # its lease runs out. Each reconciliation is bounded by the provider timeout (twice:
-        # a lookup, then perhaps a resend).
-        await asyncio.gather(*(self._reconcile_one(ref) for ref in owned))
-        return len(owned)
+            if not owned:
+                return []
+            subjects = await self._load_subjects(conn, owned)
+        return [(due, subjects.get(due.ref.id)) for due in owned]
 
-    async def _reconcile_one(self, due: DueRef) -> None:
+    async def _load_subjects(self, conn: Connection, owned: list[DueRef]) -> dict[uuid.UUID, Any]:
+        """The batch's payments and refunds, one read per operation name.
+
+        Only a saving: an operation missing here (its row unreadable, or the read failed)
+        is reconciled as before, its driver reading the row itself.
+        """
+        by_name: dict[str, list[uuid.UUID]] = {}
+        for due in owned:
+            by_name.setdefault(due.operation_name, []).append(due.ref.id)
+        subjects: dict[uuid.UUID, Any] = {}
+        for name, ids in by_name.items():
+            try:
+                subjects.update(await self._reconcilers[name].load_subjects(conn, ids))
+            except Exception:
+                logger.exception("reading the subjects of %d operations failed", len(ids))
+        return subjects
+
+    async def _reconcile_one(self, due: DueRef, subject: Any) -> None:
         ref = due.ref
         new_context(operation_id=str(ref.id), worker=self.name)
         outcome: Outcome | None
         reconciler = self._reconcilers[due.operation_name]
         try:
-            outcome = await reconciler.reconcile(ref, actor=self.name)
+            outcome = await reconciler.reconcile(ref, actor=self.name, subject=subject)
         except Exception as exc:
             if is_transient_database_error(exc):
                 # The database went away (a failover, say), perhaps during a COMMIT whose
@@ -107,16 +120,64 @@ class ReconcileWorker:
             return None
 
     async def drain(self) -> int:
-        """Run batches until nothing is due (or stopping); the total claimed."""
-        total = 0
+        """Reconcile until nothing is due (or stopping); the total claimed."""
         async with self._busy:
-            while not self.stopping.is_set():
-                claimed = await self.run_batch()
-                if claimed == 0:
-                    break
-                total += claimed
+            total = await self._pump()
             async with self._db.connection() as conn:
                 await self._metrics.refresh_backlog(conn)
+        return total
+
+    async def _pump(self) -> int:
+        """Keep up to `reconcile_concurrency` reconciliations running until nothing is due.
+
+        Whenever half the window (or a whole batch) is free, the next batch is claimed, so
+        the window stays full instead of each batch waiting for its slowest member. Every
+        claimed operation starts at once: none waits with its lease running out, and each
+        is bounded by the provider timeout (twice: a lookup, then perhaps a resend). A claim
+        that finds less than it asked for means the backlog is drained for now: nothing more
+        is claimed until the window is empty, then one last claim makes sure.
+        """
+        window = self._settings.reconcile_concurrency
+        batch = self._settings.reconcile_batch_size
+        running: set[asyncio.Task[None]] = set()
+        total = 0
+        exhausted = False
+        try:
+            while True:
+                free = window - len(running)
+                if self.stopping.is_set():
+                    claim = False
+                elif exhausted:
+                    claim = not running
+                else:
+                    claim = free >= min(batch, (window + 1) // 2)
+                if claim:
+                    limit = min(batch, free)
+                    claimed = await self._claim(limit)
+                    total += len(claimed)
+                    running.update(
+                        asyncio.create_task(self._reconcile_one(due, subject))
+                        for due, subject in claimed
+                    )
+                    if not running:
+                        break
+                    exhausted = len(claimed) < limit
+                    continue
+                if not running:
+                    break
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is not None:
+                        logger.error("a reconciliation task failed", exc_info=task.exception())
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            raise
+        finally:
+            # Whatever ends the pass, the reconciliations under way finish (or, cancelled,
+            # end) before it returns: none is left running unowned by a pass.
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
         return total
 
     async def wait_idle(self) -> None:

@@ -43,6 +43,16 @@ class OperationDriver(ABC, Generic[SubjectT]):
     async def _load(self, conn: Connection, operation_id: uuid.UUID) -> SubjectT:
         """The business object the operation acts on."""
 
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, SubjectT]:
+        """The business objects of several operations, by operation id, in one read.
+
+        An operation whose object cannot be read is missing from the answer, and its lookup
+        reads it itself; a driver that does not override this reads every one that way.
+        """
+        return {}
+
     @abstractmethod
     async def _call(
         self, sent: OwnedRef, subject: SubjectT, *, actor: str

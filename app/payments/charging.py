@@ -56,6 +56,11 @@ class ChargeDriver(OperationDriver[PaymentRow]):
     async def _load(self, conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
         return await payments.get_for_operation(conn, operation_id)
 
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, PaymentRow]:
+        return await payments.get_for_operations(conn, operation_ids)
+
     async def _call(
         self, sent: OwnedRef, subject: PaymentRow, *, actor: str
     ) -> Final | Indefinite | FencedOut:
@@ -79,13 +84,16 @@ class ChargeDriver(OperationDriver[PaymentRow]):
             return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
         return await self.record_found(sent, subject, charge, actor=actor, how="provider answered")
 
-    async def lookup(self, ref: OwnedRef) -> tuple[PaymentRow, Charge | None]:
-        """The payment and the charge the provider holds under its key, if any.
+    async def lookup(
+        self, ref: OwnedRef, payment: PaymentRow | None = None
+    ) -> tuple[PaymentRow, Charge | None]:
+        """The payment (read unless given) and the charge the provider holds under its key.
 
         Raises `LookupFailed` when the provider cannot say.
         """
-        async with self._db.connection() as conn:
-            payment = await payments.get_for_operation(conn, ref.id)
+        if payment is None:
+            async with self._db.connection() as conn:
+                payment = await payments.get_for_operation(conn, ref.id)
         return payment, await self._provider.find_charge(payment.provider_key)
 
     async def record_found(

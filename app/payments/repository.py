@@ -18,6 +18,7 @@ from app.payments.status import PaymentStatus
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
+_FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = ANY(%(operation_ids)s)"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
 # Subject writes: made inside the operations verb's statement (see SubjectWrite).
 _INSERT_WITH_CLAIM = """
@@ -42,6 +43,15 @@ async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> Paymen
     if payment is None:
         raise LookupError(f"operation {operation_id} has no payment")
     return payment
+
+
+async def get_for_operations(
+    conn: Connection, operation_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, PaymentRow]:
+    """The payments of several operations in one statement, by operation id."""
+    async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
+        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids})
+        return {payment.operation_id: payment for payment in await cur.fetchall()}
 
 
 async def get(

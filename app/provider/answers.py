@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+
+from app.provider.errors import LookupFailed
+
+_Found = TypeVar("_Found")
 
 _DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
 _MAX_DETAIL_CHARS = 200
@@ -46,3 +51,20 @@ def retry_after(response: httpx.Response) -> float | None:
 
 def describe(exc: Exception) -> str:
     return type(exc).__name__
+
+
+def lookup_answer(
+    status: int, body: Any, provider_key: str, parse: Callable[..., _Found | None]
+) -> _Found | None:
+    """What a lookup's answer settles: what `parse` finds in a `200`, None for a `404`.
+
+    Anything else raises `LookupFailed`: the provider did not say.
+    """
+    if status == 404:
+        return None
+    if status != 200:
+        raise LookupFailed(f"the provider answered the lookup with {status}")
+    found = parse(body, expected_key=provider_key)
+    if found is None:
+        raise LookupFailed("the provider answered the lookup with an unreadable body")
+    return found

@@ -22,6 +22,7 @@ lookup, never by guessing. Charges and refunds are classified by the same code:
         200 + valid body for K                -> Charge / ProviderRefund
         404                                   -> None
         anything else, any transport error    -> LookupFailed
+    (through the lean `LookupClient` of `lookups.py` when one is given, else through httpx)
 
 Both sends go through the circuit breaker; lookups never do.
 """
@@ -36,7 +37,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.provider.answers import describe, error_detail, retry_after
+from app.provider.answers import describe, error_detail, lookup_answer, retry_after
 from app.provider.breaker import CircuitBreaker
 from app.provider.errors import (
     ChargeNotSent,
@@ -46,6 +47,7 @@ from app.provider.errors import (
     OutcomeUnknown,
     ProviderError,
 )
+from app.provider.lookups import LookupClient, LookupTransportError
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
 from app.provider.transport import SendProgress, build_http_client
 
@@ -105,7 +107,8 @@ class ProviderClient:
     The caller builds and owns `http` (see `build_http_client`), including its base URL,
     timeouts and lifetime. httpx timeouts apply per phase (connect, write, each read), so a
     call can outlast any one of them; `deadline_s`, when given, bounds each whole call, which
-    lets the owner's lease be set safely longer than the longest provider call.
+    lets the owner's lease be set safely longer than the longest provider call. `lookups`,
+    when given, carries the lookups instead of `http` (the caller owns and closes it too).
     """
 
     def __init__(
@@ -115,8 +118,10 @@ class ProviderClient:
         observer: Observer | None = None,
         deadline_s: float | None = None,
         breaker: CircuitBreaker | None = None,
+        lookups: LookupClient | None = None,
     ) -> None:
         self._http = http
+        self._lookups = lookups
         self._observer = observer
         self._deadline_s = deadline_s
         self._breaker = breaker
@@ -267,23 +272,21 @@ class ProviderClient:
         self, path: str, provider_key: str, parse: Callable[..., _Found | None]
     ) -> _Found | None:
         try:
+            if self._lookups is not None:
+                answer = await self._within_deadline(
+                    self._lookups.get(path, idempotency_key=provider_key)
+                )
+                return lookup_answer(answer.status, answer.body, provider_key, parse)
             response = await self._within_deadline(
                 self._http.get(path, params={"idempotency_key": provider_key})
             )
         except TimeoutError as exc:
             raise LookupFailed("the lookup exceeded its deadline") from exc
+        except LookupTransportError as exc:
+            raise LookupFailed(f"the lookup failed ({exc})") from exc
         except httpx.HTTPError as exc:
             raise LookupFailed(f"the lookup failed ({describe(exc)})") from exc
-
-        status = response.status_code
-        if status == 404:
-            return None
-        if status != 200:
-            raise LookupFailed(f"the provider answered the lookup with {status}")
-        found = parse(response, expected_key=provider_key)
-        if found is None:
-            raise LookupFailed("the provider answered the lookup with an unreadable body")
-        return found
+        return lookup_answer(response.status_code, response, provider_key, parse)
 
     async def _within_deadline(self, call: Awaitable[_T]) -> _T:
         if self._deadline_s is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,8 +27,10 @@ class ProviderRefund:
     amount_minor: int
 
 
-def parse_charge(response: httpx.Response, *, expected_key: str | None = None) -> Charge | None:
-    """The charge in `response`'s body, or None when the body is not a well-formed charge."""
+def parse_charge(
+    response: httpx.Response | bytes, *, expected_key: str | None = None
+) -> Charge | None:
+    """The charge in `response` (or a body), or None when it is not a well-formed charge."""
     data = _object(response, expected_key)
     if data is None:
         return None
@@ -46,9 +49,9 @@ def parse_charge(response: httpx.Response, *, expected_key: str | None = None) -
 
 
 def parse_refund(
-    response: httpx.Response, *, expected_key: str | None = None
+    response: httpx.Response | bytes, *, expected_key: str | None = None
 ) -> ProviderRefund | None:
-    """The refund in `response`'s body, or None when the body is not a well-formed refund."""
+    """The refund in `response` (or a body), or None when it is not a well-formed refund."""
     data = _object(response, expected_key)
     if data is None:
         return None
@@ -61,9 +64,9 @@ def parse_refund(
     return ProviderRefund(refund_id=refund_id, charge_id=charge_id, amount_minor=amount_minor)
 
 
-def _object(response: httpx.Response, expected_key: str | None) -> dict[str, Any] | None:
+def _object(response: httpx.Response | bytes, expected_key: str | None) -> dict[str, Any] | None:
     try:
-        data: Any = response.json()
+        data: Any = json.loads(response) if isinstance(response, bytes) else response.json()
     except ValueError:
         return None
     if not isinstance(data, dict):

@@ -13,8 +13,10 @@ driver, the refund driver).
 
 from __future__ import annotations
 
+import uuid
 from typing import Generic, Protocol, TypeVar
 
+from app.db.database import Connection
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State, Trigger
@@ -32,7 +34,13 @@ class Driver(Protocol[SubjectT, FoundT]):
     what the provider's lookup by its key finds (a charge, a provider refund).
     """
 
-    async def lookup(self, ref: OwnedRef, /) -> tuple[SubjectT, FoundT | None]: ...
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID], /
+    ) -> dict[uuid.UUID, SubjectT]: ...
+
+    async def lookup(
+        self, ref: OwnedRef, subject: SubjectT | None = None, /
+    ) -> tuple[SubjectT, FoundT | None]: ...
 
     async def record_found(
         self, ref: OwnedRef, subject: SubjectT, found: FoundT, /, *, actor: str, how: str
@@ -56,10 +64,22 @@ class Reconciler(Generic[SubjectT, FoundT]):
         self._driver = driver
         self._policy = policy
 
-    async def reconcile(self, ref: OwnedRef, *, actor: str) -> Outcome:
-        """Drive `ref` to a definite outcome if the provider allows; what it came to."""
+    async def load_subjects(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, SubjectT]:
+        """The business objects of a batch of operations, read at once (the worker's claim)."""
+        return await self._driver.load_many(conn, operation_ids)
+
+    async def reconcile(
+        self, ref: OwnedRef, *, actor: str, subject: SubjectT | None = None
+    ) -> Outcome:
+        """Drive `ref` to a definite outcome if the provider allows; what it came to.
+
+        `subject`, the operation's business object when the caller has read it already, saves
+        the driver that read.
+        """
         try:
-            subject, found = await self._driver.lookup(ref)
+            subject, found = await self._driver.lookup(ref, subject)
         except LookupFailed as exc:
             return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor)
         if found is not None:

@@ -38,6 +38,11 @@ class RefundDriver(OperationDriver[RefundRow]):
     async def _load(self, conn: Connection, operation_id: uuid.UUID) -> RefundRow:
         return await refunds.get_for_operation(conn, operation_id)
 
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, RefundRow]:
+        return await refunds.get_for_operations(conn, operation_ids)
+
     async def _call(
         self, sent: OwnedRef, subject: RefundRow, *, actor: str
     ) -> Final | Indefinite | FencedOut:
@@ -63,13 +68,16 @@ class RefundDriver(OperationDriver[RefundRow]):
             return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
         return await self.record_found(sent, subject, found, actor=actor, how="provider answered")
 
-    async def lookup(self, ref: OwnedRef) -> tuple[RefundRow, ProviderRefund | None]:
-        """The refund and what the provider holds under its key, if anything.
+    async def lookup(
+        self, ref: OwnedRef, refund: RefundRow | None = None
+    ) -> tuple[RefundRow, ProviderRefund | None]:
+        """The refund (read unless given) and what the provider holds under its key.
 
         Raises `LookupFailed` when the provider cannot say.
         """
-        async with self._db.connection() as conn:
-            refund = await refunds.get_for_operation(conn, ref.id)
+        if refund is None:
+            async with self._db.connection() as conn:
+                refund = await refunds.get_for_operation(conn, ref.id)
         return refund, await self._provider.find_refund(refund.provider_key)
 
     async def record_found(

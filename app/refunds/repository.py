@@ -31,6 +31,7 @@ from app.refunds.schemas import CreateRefundCommand
 
 _COLUMNS = ", ".join(f.name for f in fields(RefundRow))
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM refunds WHERE operation_id = %(operation_id)s"
+_FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM refunds WHERE operation_id = ANY(%(operation_ids)s)"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM refunds WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
 _FOR_PAYMENT = f"""
     SELECT {_COLUMNS} FROM refunds
@@ -116,6 +117,15 @@ async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> Refund
     if refund is None:
         raise LookupError(f"operation {operation_id} has no refund")
     return refund
+
+
+async def get_for_operations(
+    conn: Connection, operation_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, RefundRow]:
+    """The refunds of several operations in one statement, by operation id."""
+    async with conn.cursor(row_factory=class_row(RefundRow)) as cur:
+        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids})
+        return {refund.operation_id: refund for refund in await cur.fetchall()}
 
 
 async def get(conn: Connection, *, tenant_id: uuid.UUID, refund_id: uuid.UUID) -> RefundRow | None:

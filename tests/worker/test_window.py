@@ -1,0 +1,70 @@
+"""A worker's window: at most PAYMENTS_RECONCILE_CONCURRENCY operations owned at once, and
+the window refilled as they finish, in batches of PAYMENTS_RECONCILE_BATCH_SIZE.
+
+Each reconciliation holds a while after finding the charge and before recording it (the
+`before_record` failpoint), so what the worker owns can be counted in the database while it
+works: it must fill its window and never go past it. Every operation still ends COMPLETED
+once, with one charge.
+"""
+
+from __future__ import annotations
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.support.faults import FaultInjector
+from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.processes import wait_until
+from tests.support.rows import assert_completed_once, make_due, operation
+from tests.support.spawning import Spawner
+
+WINDOW = 4
+BATCH = 2
+OPERATIONS = 10
+
+
+def test_a_worker_fills_its_window_and_never_owns_more(
+    spawn: Spawner,
+    client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    account_id = payment_body()["account_id"]
+    faults.add("error_after_commit", account_id=account_id, times=OPERATIONS)
+    ids = []
+    for _ in range(OPERATIONS):
+        accepted = post_payment(client, payment_body(account_id=account_id), key=new_key())
+        assert accepted.status_code == 202, accepted.text
+        ids.append(accepted.json()["operation_id"])
+    for operation_id in ids:
+        make_due(db, operation_id)
+
+    worker = spawn.worker(
+        once=True,
+        PAYMENTS_RECONCILE_CONCURRENCY=str(WINDOW),
+        PAYMENTS_RECONCILE_BATCH_SIZE=str(BATCH),
+        PAYMENTS_FAILPOINTS="before_record=1",
+    )
+    owned: list[int] = []
+
+    def sample_until_exit() -> bool:
+        # Operations of any tenant this worker holds a live lease on, right now.
+        row = db.execute(
+            "SELECT count(*) AS n FROM operations WHERE lease_owner LIKE %s"
+            " AND lease_expires_at > now() AND state NOT IN ('COMPLETED', 'FAILED')",
+            (f"worker:%:{worker.pid}",),
+        ).fetchone()
+        assert row is not None
+        owned.append(int(row["n"]))
+        return not worker.alive()
+
+    wait_until(sample_until_exit, timeout=60, interval=0.05, message="the worker's exit")
+    assert worker.wait_exit(timeout=5) == 0, worker.log()[-5000:]
+
+    assert max(owned) == WINDOW, owned
+    for operation_id in ids:
+        row = operation(db, operation_id)
+        assert (row["state"], row["lease_owner"]) == ("COMPLETED", None), row
+        completion, _ = assert_completed_once(db, faults, operation_id)
+        assert completion["actor"].endswith(f":{worker.pid}")
