@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -85,6 +86,10 @@ def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -
 
 def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
     """Run everything until interrupted; the exit code."""
+    # From the first moment, so a stop asked for during start-up (the API already answers
+    # while the worker is being started) is honoured once everything runs, never by dying
+    # with the children left running.
+    stop_requested = _catch_stop_signals()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     embedded: EmbeddedPostgres | None = None
     database_url = settings.database_url
@@ -129,7 +134,7 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             "Ctrl-C stops everything.",
             flush=True,
         )
-        stop = _wait_for_signal_or_exit(children)
+        stop = _wait_for_signal_or_exit(children, stop_requested)
         return 0 if stop else 1
     finally:
         for child in children:
@@ -144,19 +149,24 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             embedded.stop()
 
 
-def _wait_for_signal_or_exit(children: list[subprocess.Popen[bytes]]) -> bool:
-    """Block until SIGINT/SIGTERM (True) or until a child dies on its own (False)."""
-    stopping = False
+def _catch_stop_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM, from now on."""
+    stop_requested = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stop_requested.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    while not stopping:
+    return stop_requested
+
+
+def _wait_for_signal_or_exit(
+    children: list[subprocess.Popen[bytes]], stop_requested: threading.Event
+) -> bool:
+    """Block until SIGINT/SIGTERM (True) or until a child dies on its own (False)."""
+    while not stop_requested.wait(0.5):
         if any(child.poll() is not None for child in children):
             print("payments dev: a process exited; stopping the others", file=sys.stderr)
             return False
-        time.sleep(0.5)
     return True

@@ -117,3 +117,42 @@ def test_dev_runs_on_a_multi_host_url(database_url: str, work_dir: Path, tmp_pat
         assert response.status_code == 201, response.text
     finally:
         assert dev.stop(timeout=30) == 0, dev.log()
+
+
+def test_dev_stopped_during_its_start_stops_everything_and_exits_zero(
+    database_url: str, work_dir: Path, tmp_path: Path
+) -> None:
+    # SIGTERM while the fake provider already answers and the API is not started yet: dev
+    # must finish starting, then stop every process it started, not die leaving them behind.
+    api_port, provider_port = free_port(), free_port()
+    env = {
+        "DATABASE_URL": database_url,
+        "PAYMENTS_DATA_DIR": str(tmp_path),
+        "PAYMENTS_FAKE_PROVIDER_DB": str(tmp_path / "ledger.sqlite3"),
+    }
+    dev = start_process(
+        "dev-stopped-early",
+        [*PYTHON_CLI, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
+        env=env,
+        log_dir=work_dir / "logs",
+    )
+    provider = f"http://127.0.0.1:{provider_port}"
+
+    def provider_answers() -> bool:
+        assert dev.alive(), dev.log()
+        try:
+            return httpx.get(f"{provider}/healthz", timeout=1).is_success
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(provider_answers, timeout=60, interval=0.05, message="dev's fake provider")
+    finally:
+        code = dev.stop(timeout=60)
+    assert code == 0, dev.log()
+    for port in (provider_port, api_port):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+        except httpx.TransportError:
+            continue
+        raise AssertionError(f"a process dev started still answers on port {port}")
