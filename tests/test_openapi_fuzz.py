@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
@@ -37,6 +37,10 @@ def test_api_conforms_to_its_openapi_document(
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case: Any) -> None:
+            # A query value that serialises to nothing (null, an empty array or object) is
+            # left out of the URL: the request sent is then valid, and such a "negative"
+            # case tests nothing (it would flag a valid request as wrongly accepted).
+            assume(not any(_vanishes(value) for value in (case.query or {}).values()))
             case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
         try:
@@ -50,3 +54,7 @@ def test_api_conforms_to_its_openapi_document(
     assert {"POST /payments", "GET /operations"} <= set(checked)
     if mode is GenerationMode.POSITIVE:
         assert {"GET /payments/{payment_id}", "GET /operations/{operation_id}"} <= set(checked)
+
+
+def _vanishes(value: object) -> bool:
+    return value is None or value == [] or value == {}
