@@ -4,7 +4,8 @@ A driver (`payments/charging.py`, `refunds/driver.py`) owns the provider calls o
 of operation. The steps that are the same for every kind live here, once:
 1. commit PROVIDER_REQUEST_SENT (fenced) before the call (`send`), or, right after a claim
    that committed it, go straight to the call (`call`);
-2. the call itself, with no transaction open (`_call`, the subclass's);
+2. the call itself, with no transaction open (`_call`): the subclass makes the request
+   (`_request`); what the provider's answer or error means is decided here, once;
 3. record what came of it, fenced: a final outcome with its stored answer and the business
    object's write in one statement (`_record_final`), FAILED_RETRYABLE (`defer`) or
    UNKNOWN_REQUIRES_RECOVERY on the recovery schedule (`record_unknown`).
@@ -17,7 +18,7 @@ import logging
 import math
 import uuid
 from abc import ABC, abstractmethod
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
 from app.failpoints import Failpoints
@@ -26,6 +27,7 @@ from app.operations import repository as operations
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
 from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
+from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
 
 SubjectT = TypeVar("SubjectT")
 logger = logging.getLogger("payments.driving")
@@ -54,10 +56,46 @@ class OperationDriver(ABC, Generic[SubjectT]):
         return {}
 
     @abstractmethod
+    async def _request(self, subject: SubjectT) -> Any:
+        """Make the provider call for `subject`; what the provider made (a charge, a refund).
+
+        Raises the provider client's errors: rejected, not sent, outcome unknown.
+        """
+
+    @abstractmethod
+    async def record_found(
+        self, ref: OwnedRef, subject: SubjectT, found: Any, *, actor: str, how: str
+    ) -> Final | FencedOut:
+        """The provider holds a definite result under the key: record it, COMPLETED."""
+
+    @abstractmethod
+    async def _record_rejected(
+        self, ref: OwnedRef, subject: SubjectT, detail: str, *, actor: str
+    ) -> Final | FencedOut:
+        """The provider refused the request as invalid, nothing done: record it, FAILED."""
+
     async def _call(
         self, sent: OwnedRef, subject: SubjectT, *, actor: str
     ) -> Final | Indefinite | FencedOut:
-        """Call the provider and record a definite answer; an indefinite one comes back."""
+        """Call the provider and record a definite answer; an indefinite one comes back.
+
+        No transaction is open across this call: it may take up to the provider timeout.
+        """
+        try:
+            found = await self._request(subject)
+        except ChargeRejected as exc:
+            return await self._record_rejected(sent, subject, str(exc), actor=actor)
+        except ChargeNotSent as exc:
+            return Indefinite(
+                sent,
+                str(exc),
+                not_sent=True,
+                retry_after_s=exc.retry_after,
+                circuit_open=isinstance(exc, CircuitOpen),
+            )
+        except OutcomeUnknown as exc:
+            return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
+        return await self.record_found(sent, subject, found, actor=actor, how="provider answered")
 
     async def send(
         self, ref: OwnedRef, trigger: Trigger, *, actor: str

@@ -21,8 +21,6 @@ from app.operations.driving import OperationDriver
 from app.operations.outcomes import (
     Declined,
     FencedOut,
-    Final,
-    Indefinite,
     Rejected,
     Succeeded,
 )
@@ -34,7 +32,6 @@ from app.payments.models import PaymentRow
 from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
-from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
 
 logger = logging.getLogger("payments.charging")
 
@@ -61,28 +58,8 @@ class ChargeDriver(OperationDriver[PaymentRow]):
     ) -> dict[uuid.UUID, PaymentRow]:
         return await payments.get_for_operations(conn, operation_ids)
 
-    async def _call(
-        self, sent: OwnedRef, subject: PaymentRow, *, actor: str
-    ) -> Final | Indefinite | FencedOut:
-        """Call the provider and record a definite answer; an indefinite one comes back.
-
-        No transaction is open across this call: it may take up to the provider timeout.
-        """
-        try:
-            charge = await self._provider.create_charge(_charge_request(subject))
-        except ChargeRejected as exc:
-            return await self._record_rejected(sent, subject, str(exc), actor=actor)
-        except ChargeNotSent as exc:
-            return Indefinite(
-                sent,
-                str(exc),
-                not_sent=True,
-                retry_after_s=exc.retry_after,
-                circuit_open=isinstance(exc, CircuitOpen),
-            )
-        except OutcomeUnknown as exc:
-            return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
-        return await self.record_found(sent, subject, charge, actor=actor, how="provider answered")
+    async def _request(self, subject: PaymentRow) -> Charge:
+        return await self._provider.create_charge(_charge_request(subject))
 
     async def lookup(
         self, ref: OwnedRef, payment: PaymentRow | None = None

@@ -15,11 +15,10 @@ from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
 from app.operations.driving import OperationDriver
-from app.operations.outcomes import FencedOut, Final, Indefinite, Rejected, Succeeded
+from app.operations.outcomes import FencedOut, Rejected, Succeeded
 from app.operations.refs import OwnedRef
 from app.operations.states import Trigger
 from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
-from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
 from app.refunds import replies
 from app.refunds import repository as refunds
 from app.refunds.models import RefundRow, RefundStatus
@@ -43,30 +42,13 @@ class RefundDriver(OperationDriver[RefundRow]):
     ) -> dict[uuid.UUID, RefundRow]:
         return await refunds.get_for_operations(conn, operation_ids)
 
-    async def _call(
-        self, sent: OwnedRef, subject: RefundRow, *, actor: str
-    ) -> Final | Indefinite | FencedOut:
-        """Call the provider (no transaction open) and record a definite answer."""
+    async def _request(self, subject: RefundRow) -> ProviderRefund:
         request = RefundRequest(
             provider_key=subject.provider_key,
             charge_id=subject.charge_id,
             amount_minor=subject.amount_minor,
         )
-        try:
-            found = await self._provider.create_refund(request)
-        except ChargeRejected as exc:
-            return await self._record_rejected(sent, subject, str(exc), actor=actor)
-        except ChargeNotSent as exc:
-            return Indefinite(
-                sent,
-                str(exc),
-                not_sent=True,
-                retry_after_s=exc.retry_after,
-                circuit_open=isinstance(exc, CircuitOpen),
-            )
-        except OutcomeUnknown as exc:
-            return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
-        return await self.record_found(sent, subject, found, actor=actor, how="provider answered")
+        return await self._provider.create_refund(request)
 
     async def lookup(
         self, ref: OwnedRef, refund: RefundRow | None = None
