@@ -8,9 +8,11 @@ the ORM unit of work and statement compilation were half the API's CPU per payme
 Connections are in autocommit mode: a statement sent through `connection()` is its own
 transaction (one round trip), and `transaction()` wraps several statements in one, committing
 when the block ends normally and rolling back on any exception. Repositories execute; they
-never commit. Every transaction is short: none is open across a provider call. psycopg
-prepares a statement on the server once it has run a few times, so the hot statements are
-parsed and planned once per connection.
+never commit. Every transaction is short: none is open across a provider call. Every
+statement is prepared on the server at its first use on a connection (`prepare_threshold`
+0; psycopg's default waits for five uses per connection and per parameter types): the
+service sends a small fixed set of statements, and parsing and planning its CTE statements
+was most of PostgreSQL's CPU per payment until a connection had warmed up.
 
 Failover (see docs/operations.md): `DATABASE_URL` may name several hosts in libpq's form
 with `target_session_attrs=read-write`; libpq then connects to whichever accepts writes.
@@ -172,6 +174,7 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
         open=False,
         kwargs={
             "autocommit": True,
+            "prepare_threshold": 0,
             "options": session_options(settings),
             "application_name": application_name,
             **connection_limits(settings),
