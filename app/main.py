@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app import health
+from app import health, heap
 from app.admin import router as admin_router
 from app.admin.desk import OperatorDesk
 from app.composition import runtime
@@ -80,6 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
                     key_ttl_s=settings.key_ttl_s,
                 ),
             )
+            heap.settle()
             yield
 
     app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)

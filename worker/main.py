@@ -22,6 +22,7 @@ import uvloop
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
+from app import heap
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.observability.logging import configure_logging
@@ -95,6 +96,7 @@ async def _serve(
             metrics=metrics,
             stopping=worker.stopping,
         )
+        heap.settle()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stopping.set)
