@@ -187,6 +187,11 @@ class Bench:
                 duration_s=self.config.max_scenario_s,
             )
         )
+        # Statistics, as autovacuum gathers them within its first minute of any longer run:
+        # without them the planner may cache a plan for the claim's key lookup that scans
+        # the tenant's rows instead of the unique key (docs/benchmark.md, "Statistics").
+        with psycopg.connect(self.db.url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
 
     # -- scenarios ----------------------------------------------------------------------
 
