@@ -8,6 +8,7 @@ replays                          completed keys sent again (stored reply, byte f
 concurrent duplicates            groups of identical requests sent at the same moment
 lookups, small table             GET /operations?idempotency_key= on a near-empty table
 reconcile backlog, N worker(s)   unknown operations drained by `payments worker --once`
+reconcile ..., lookups take 100 ms   the same, the provider answering lookups that late
 baseline: pgbench ...            the payment's SQL (and the baseline's INSERT) in pgbench
 lookups / new payments, preloaded   again, with a million more rows in the tables
 """
@@ -349,14 +350,19 @@ class Bench:
         )
         row.notes.append(f"operations table: {count[0] if count else '?'} rows")
 
-    def reconcile(self, workers: int, *, profile: Path | None = None) -> None:
+    def reconcile(
+        self, workers: int, *, profile: Path | None = None, lookup_delay_s: float | None = None
+    ) -> None:
         """Drain a backlog of unknown operations with `workers` `payments worker --once`.
 
         With `profile`, one worker runs under pyinstrument (`bench/profile_worker.py`) and
-        writes its report there.
+        writes its report there. With `lookup_delay_s`, the provider answers every lookup
+        that late (its `lookup_latency` fault), as a provider across a network does: each
+        worker is then bounded by its window of concurrent reconciliations, not by the CPU.
         """
         n = self.config.backlog
-        tag = f"{self.run_id}-rec{workers}{'p' if profile else ''}"
+        slow = "" if lookup_delay_s is None else f"s{round(lookup_delay_s * 1000)}"
+        tag = f"{self.run_id}-rec{workers}{'p' if profile else ''}{slow}"
         self.faults.clear()
         self.faults.add("error_after_commit", times=n)
         made = asyncio.run(
@@ -384,6 +390,9 @@ class Bench:
             f"reconcile: {backlog} unknown operations of {made.answered} created "
             f"({dict(made.statuses)})"
         )
+        if lookup_delay_s is not None:
+            # Two lookups at most per operation (a charge's, and a refund's never here).
+            self.faults.add("lookup_latency", times=2 * n, delay_s=lookup_delay_s)
         processes: list[Process] = []
         with self.cpu(self.trees()) as spent:
             command = [*PAYMENTS, "worker", "--once"]
@@ -395,6 +404,7 @@ class Bench:
                 )
             for process in processes:
                 process.wait_exit(timeout=600)
+        self.faults.clear()
         # The service's processes here are the workers (reaped once they exit).
         workers_cpu = spent.pop("reaped", 0.0)
         spent["app"] = spent.get("app", 0.0) + workers_cpu
@@ -410,7 +420,10 @@ class Bench:
         measurement.statuses.update(r[0] for r in rows)
         if len(done) > 1:
             measurement.elapsed_s = done[-1] - done[0]
-        name = f"reconcile backlog, {workers} worker{'s' if workers > 1 else ''}"
+        name = "reconcile backlog"
+        if lookup_delay_s is not None:
+            name += f", lookups take {round(lookup_delay_s * 1000)} ms"
+        name += f", {workers} worker{'s' if workers > 1 else ''}"
         if profile is not None:
             name += ", under the profiler"
             summary = json.loads((profile / "by_library.json").read_text())

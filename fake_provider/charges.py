@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse, Response
 
 from fake_provider.accounts import Decline, Reject, decide
 from fake_provider.dependencies import FaultsDep, LedgerDep
-from fake_provider.errors import error_response, invalid_request, unavailable
-from fake_provider.faulting import serve_with_faults
+from fake_provider.errors import error_response, invalid_request
+from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Charge, ChargeList, ChargeRequest
@@ -93,8 +93,10 @@ async def read_charges(
         account_id=None if charge is None else charge.account_id,
         idempotency_key=idempotency_key,
     )
-    if rule is not None:
-        return unavailable()
-    if charge is None:
-        return error_response(404, "not_found")
-    return JSONResponse(charge.model_dump(mode="json"))
+
+    def answer() -> Response:
+        if charge is None:
+            return error_response(404, "not_found")
+        return JSONResponse(charge.model_dump(mode="json"))
+
+    return await lookup_with_faults(request, rule, answer)

@@ -39,6 +39,21 @@ async def _wait_out(rule: FaultRule, request: Request) -> bool:
     return True
 
 
+async def lookup_with_faults(
+    request: Request, rule: FaultRule | None, answer: Callable[[], Response]
+) -> Response:
+    """`answer()` (a lookup's normal answer) under `rule`'s lookup fault.
+
+    `lookup_unavailable` answers 503 instead; `lookup_latency` answers normally after its
+    delay (what a provider far away, or busy, looks like to the worker's reconciliations).
+    """
+    if rule is not None and rule.fault == "lookup_unavailable":
+        return unavailable()
+    if rule is not None and rule.fault == "lookup_latency" and not await _wait_out(rule, request):
+        return _discarded()
+    return answer()
+
+
 async def serve_with_faults(
     request: Request, rule: FaultRule | None, process: Callable[[], Response]
 ) -> Response:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fake_provider.schemas import FaultName, FaultRuleRequest
 
-LOOKUP_FAULTS: frozenset[FaultName] = frozenset({"lookup_unavailable"})
+LOOKUP_FAULTS: frozenset[FaultName] = frozenset({"lookup_unavailable", "lookup_latency"})
 CHARGE_FAULTS: frozenset[FaultName] = frozenset(
     {
         "latency",
@@ -27,6 +27,7 @@ CHARGE_FAULTS: frozenset[FaultName] = frozenset(
 # The faults that wait, with the wait they use when the rule gives no `delay_s`.
 DEFAULT_DELAY_S: dict[FaultName, float] = {
     "latency": 1.0,
+    "lookup_latency": 1.0,
     "timeout_before_commit": 30.0,
     "timeout_after_commit": 30.0,
 }

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fake_provider.dependencies import FaultsDep, LedgerDep
-from fake_provider.errors import error_response, invalid_request, unavailable
-from fake_provider.faulting import serve_with_faults
+from fake_provider.errors import error_response, invalid_request
+from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Refund, RefundList, RefundRequest
@@ -85,8 +85,10 @@ async def read_refunds(
         account_id=None if refund is None else _account_of(ledger, refund.charge_id),
         idempotency_key=idempotency_key,
     )
-    if rule is not None:
-        return unavailable()
-    if refund is None:
-        return error_response(404, "not_found")
-    return JSONResponse(refund.model_dump(mode="json"))
+
+    def answer() -> Response:
+        if refund is None:
+            return error_response(404, "not_found")
+        return JSONResponse(refund.model_dump(mode="json"))
+
+    return await lookup_with_faults(request, rule, answer)

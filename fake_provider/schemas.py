@@ -17,6 +17,7 @@ FaultName = Literal[
     "drop_after_commit",
     "crash_after_commit",
     "lookup_unavailable",
+    "lookup_latency",
 ]
 
 # Visible ASCII, like the keys the payments API accepts from its own clients.

@@ -190,6 +190,23 @@ def test_lookup_unavailable_fails_the_lookup_only(client: httpx.Client) -> None:
     assert again.json() == charged.json()
 
 
+def test_lookup_latency_delays_the_lookup_only(client: httpx.Client) -> None:
+    key, body = new_key(), charge_body(account_id=new_account())
+    add_fault(client, fault="lookup_latency", delay_s=0.3, times=2)
+
+    charged = post_charge(client, key, body)
+    assert [rule["remaining"] for rule in fault_rules(client)] == [2]
+    started = time.monotonic()
+    found = client.get("/charges", params={"idempotency_key": key})
+    missing = client.get("/charges", params={"idempotency_key": new_key()})
+
+    assert time.monotonic() - started >= 0.6
+    assert found.status_code == 200
+    assert found.json() == charged.json()
+    assert missing.status_code == 404
+    assert fault_rules(client) == []
+
+
 def test_lookup_unavailable_leaves_the_ledger_listing_alone(client: httpx.Client) -> None:
     add_fault(client, fault="lookup_unavailable")
 
