@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
 from app.admin import repository as admin_tokens
 from app.admin.desk import OperatorDesk
@@ -48,11 +48,6 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-# Declared for the OpenAPI document (a bearer security scheme) only: the header itself is
-# read by `bearer_token`, and errors are our own 401s.
-_bearer = HTTPBearer(auto_error=False, description="The tenant's API key")
-
-
 @dataclass(frozen=True)
 class Caller:
     """The tenant a request speaks for, and the API key it used."""
@@ -61,22 +56,30 @@ class Caller:
     key_id: uuid.UUID
 
 
-async def get_tenant(
-    request: Request,
-    services: ServicesDep,
-    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Caller:
-    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise."""
-    challenge = {"www-authenticate": "Bearer"}
-    api_key = bearer_token(request.headers.get("authorization"))
-    if api_key is None:
-        raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
-    owner = await services.api_keys.authenticate(api_key)
-    if owner is None:
-        raise Unauthenticated("the API key is not valid", headers=challenge)
-    return Caller(id=owner.tenant_id, key_id=owner.key_id)
+class TenantBearer(HTTPBearer):
+    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise.
+
+    A bearer security scheme, so the OpenAPI document describes it, that does the whole
+    authentication itself: one dependency with no dependencies of its own. FastAPI resolves
+    a route's dependency tree on every request, and this one is on every tenant route.
+    """
+
+    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
+        # (HTTPBearer's own answer is the raw credentials; this one is the tenant.)
+        challenge = {"www-authenticate": "Bearer"}
+        api_key = bearer_token(request.headers.get("authorization"))
+        if api_key is None:
+            raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
+        services: Services = request.app.state.services
+        owner = await services.api_keys.authenticate(api_key)
+        if owner is None:
+            raise Unauthenticated("the API key is not valid", headers=challenge)
+        return Caller(id=owner.tenant_id, key_id=owner.key_id)
 
 
+get_tenant = TenantBearer(
+    auto_error=False, scheme_name="HTTPBearer", description="The tenant's API key"
+)
 CurrentTenant = Annotated[Caller, Depends(get_tenant)]
 
 
