@@ -1,13 +1,13 @@
 """The one place the service's parts are built and wired, for the API and the worker alike.
 
     pool -> Database ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
-    provider HTTP client ┴─> RefundDriver (provider client, failpoints) ──> Reconciler (policy)
+    provider wire client ┴─> RefundDriver (provider client, failpoints) ──> Reconciler (policy)
 
 `reconcilers` maps each operation name to the reconciler of its driver: the worker hands
 every operation it claims to the one its name picks.
 
-`runtime(settings, ...)` builds them, hands them over, and closes the HTTP client and the
-engine when the block ends. Nothing here runs at import time.
+`runtime(settings, ...)` builds them, hands them over, and closes the provider's connections
+and the engine when the block ends. Nothing here runs at import time.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
-from app.provider.lookups import LookupClient
-from app.provider.transport import build_http_client
+from app.provider.wire import CONNECT_SHARE, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds.driver import RefundDriver
@@ -63,9 +62,11 @@ async def runtime(
     settings: Settings, *, metrics: Metrics, application_name: str
 ) -> AsyncIterator[Runtime]:
     """Build the runtime for one process; close its connections when the block ends."""
-    http = build_http_client(settings.provider_url, settings.provider_timeout_s)
-    # The lookups' own lean client (`app/provider/lookups.py`): one per operation reconciled.
-    lookups = LookupClient(settings.provider_url)
+    # Charges, refunds and lookups all go through it (`app/provider/wire.py`); a connect may
+    # take a share of the call's deadline, so that one that hangs is "not sent".
+    wire = WireClient(
+        settings.provider_url, connect_timeout_s=settings.provider_timeout_s * CONNECT_SHARE
+    )
     try:
         async with open_database(settings, application_name=application_name) as db:
             breaker = CircuitBreaker(
@@ -74,11 +75,10 @@ async def runtime(
                 on_change=lambda state: metrics.breaker_state.set(int(state)),
             )
             provider = ProviderClient(
-                http,
+                wire,
                 observer=metrics.observe_provider_call,
                 deadline_s=settings.provider_timeout_s,
                 breaker=breaker,
-                lookups=lookups,
             )
             failpoints = Failpoints.parse(settings.failpoints)
             driver = ChargeDriver(
@@ -109,5 +109,4 @@ async def runtime(
                 ),
             )
     finally:
-        await lookups.aclose()
-        await http.aclose()
+        await wire.aclose()

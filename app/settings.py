@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
     # Operations a worker claims in one statement, and reconciles at most at once (each
     # claimed operation starts at once: none waits with its lease running). At most the
-    # provider client's 50 pooled connections, so no lookup waits for one.
+    # provider client's 50 kept-alive connections, so every lookup finds one to reuse.
     reconcile_batch_size: int = Field(default=16, ge=1, le=100)
     reconcile_concurrency: int = Field(default=32, ge=1, le=50)
     max_attempts: int = Field(default=10, ge=1, le=1000)

@@ -1,4 +1,4 @@
-"""The payment provider adapter: HTTP client, derived keys and the error tree."""
+"""The payment provider adapter: its client and wire client, derived keys, the error tree."""
 
 from app.provider.client import (
     Charge,
@@ -16,9 +16,10 @@ from app.provider.errors import (
     ProviderError,
 )
 from app.provider.keys import derive_provider_key
-from app.provider.transport import build_http_client, phase_timeouts
+from app.provider.wire import CONNECT_SHARE, WireClient
 
 __all__ = [
+    "CONNECT_SHARE",
     "Charge",
     "ChargeNotSent",
     "ChargeRejected",
@@ -30,7 +31,6 @@ __all__ = [
     "ProviderError",
     "ProviderRefund",
     "RefundRequest",
-    "build_http_client",
+    "WireClient",
     "derive_provider_key",
-    "phase_timeouts",
 ]

@@ -1,14 +1,13 @@
-"""Reading what the provider said: error details, Retry-After, a transport error's name."""
+"""Reading what the provider said: error details, Retry-After, what a lookup settles."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-
-import httpx
 
 from app.provider.errors import LookupFailed
 
@@ -18,10 +17,10 @@ _DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
 _MAX_DETAIL_CHARS = 200
 
 
-def error_detail(response: httpx.Response) -> str:
+def error_detail(body: bytes) -> str:
     """A short human reason from an error body, bounded so it is safe to store and show."""
     try:
-        data: Any = response.json()
+        data: Any = json.loads(body)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -32,9 +31,8 @@ def error_detail(response: httpx.Response) -> str:
     return "the provider rejected the request as invalid"
 
 
-def retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a `Retry-After` header (delta-seconds or HTTP-date), None if absent/bad."""
-    value = response.headers.get("Retry-After")
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a `Retry-After` header's value (delta-seconds or HTTP-date), None if bad."""
     if value is None:
         return None
     value = value.strip()
@@ -49,12 +47,8 @@ def retry_after(response: httpx.Response) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def describe(exc: Exception) -> str:
-    return type(exc).__name__
-
-
 def lookup_answer(
-    status: int, body: Any, provider_key: str, parse: Callable[..., _Found | None]
+    status: int, body: bytes, provider_key: str, parse: Callable[..., _Found | None]
 ) -> _Found | None:
     """What a lookup's answer settles: what `parse` finds in a `200`, None for a `404`.
 

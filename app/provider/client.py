@@ -1,43 +1,48 @@
-"""The HTTP client for the payment provider: charges and refunds.
+"""The provider client: charges and refunds, and their lookups by key.
 
-Every `httpx` exception and every answer is classified here, at the adapter boundary, into a
-`Charge` or `ProviderRefund`, `None` (lookup: not found) or one error of the tree in
-`app.provider.errors`. The rule is conservative: an answer is definite only when the
-provider's contract makes it so; everything else is "unknown", which the caller resolves by a
-lookup, never by guessing. Charges and refunds are classified by the same code:
+Every answer and every failure of the wire client (`wire.py`) is classified here, at the
+adapter boundary, into a `Charge` or `ProviderRefund`, `None` (lookup: not found) or one error
+of the tree in `app.provider.errors`. The rule is conservative: an answer is definite only when
+the provider's contract makes it so; everything else is "unknown", which the caller resolves
+by a lookup, never by guessing. Charges and refunds are classified by the same code:
 
     create_charge (POST /charges), create_refund (POST /refunds)
         201 + valid body                      -> Charge (succeeded or declined) / ProviderRefund
         400                                   -> ChargeRejected
         429, 503                              -> ChargeNotSent (with Retry-After)
-        ConnectError, ConnectTimeout,
-        PoolTimeout, deadline exceeded before
-        any byte of the request was written   -> ChargeNotSent
+        could not connect (refused, DNS, TLS
+        handshake, connect timeout), or the
+        deadline exceeded, before any byte of
+        the request was written on any
+        attempt                               -> ChargeNotSent
         anything else (other statuses, bad
-        body, read/write errors and timeouts,
-        protocol errors, deadline exceeded
-        once the request may have been sent)  -> OutcomeUnknown
+        body, write and read errors, the
+        connection closed, a malformed
+        answer, the deadline exceeded once
+        the request may have been written)    -> OutcomeUnknown
 
     find_charge (GET /charges?idempotency_key=K), find_refund (GET /refunds?idempotency_key=K)
         200 + valid body for K                -> Charge / ProviderRefund
         404                                   -> None
         anything else, any transport error    -> LookupFailed
-    (through the lean `LookupClient` of `lookups.py` when one is given, else through httpx)
 
-Both sends go through the circuit breaker; lookups never do.
+A send is written once: the wire client never sends it again on its own, even when the
+kept-alive connection it went on turns out to have been closed by the provider (the
+provider may have read it first: unknown). Only a lookup is asked again on a new
+connection, and a call that wrote any byte of its request never ends "not sent". Both sends
+go through the circuit breaker; lookups never do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
-
-from app.provider.answers import describe, error_detail, lookup_answer, retry_after
+from app.provider.answers import error_detail, lookup_answer, retry_after
 from app.provider.breaker import CircuitBreaker
 from app.provider.errors import (
     ChargeNotSent,
@@ -47,9 +52,8 @@ from app.provider.errors import (
     OutcomeUnknown,
     ProviderError,
 )
-from app.provider.lookups import LookupClient, LookupTransportError
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
-from app.provider.transport import SendProgress, build_http_client
+from app.provider.wire import NotSent, Progress, WireClient, WireError
 
 __all__ = [
     "Charge",
@@ -58,7 +62,6 @@ __all__ = [
     "ProviderClient",
     "ProviderRefund",
     "RefundRequest",
-    "build_http_client",
 ]
 
 Observer = Callable[[str, str, float], None]
@@ -72,10 +75,6 @@ untranslated exception. An observer must not raise.
 
 _T = TypeVar("_T")
 _Found = TypeVar("_Found", Charge, ProviderRefund)
-
-# httpx raises these only while acquiring or opening a connection, before any byte of the
-# request was written, so the provider cannot have seen the request.
-_NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 # Statuses the provider documents as "not processed": safe to send again with the same key.
 _NOT_PROCESSED_STATUSES = frozenset({429, 503})
@@ -104,24 +103,22 @@ class RefundRequest:
 class ProviderClient:
     """Creates and looks up charges and refunds at the provider, translating every failure.
 
-    The caller builds and owns `http` (see `build_http_client`), including its base URL,
-    timeouts and lifetime. httpx timeouts apply per phase (connect, write, each read), so a
-    call can outlast any one of them; `deadline_s`, when given, bounds each whole call, which
-    lets the owner's lease be set safely longer than the longest provider call. `lookups`,
-    when given, carries the lookups instead of `http` (the caller owns and closes it too).
+    The caller builds and owns `wire` (its base URL, connect timeout and lifetime).
+    `deadline_s`, when given, bounds each whole call (every attempt of it), which lets the
+    owner's lease be set safely longer than the longest provider call; the wire client's
+    connect timeout should be a share of it (`wire.CONNECT_SHARE`), so that a connect that
+    hangs is "not sent" before the deadline fires.
     """
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        wire: WireClient,
         *,
         observer: Observer | None = None,
         deadline_s: float | None = None,
         breaker: CircuitBreaker | None = None,
-        lookups: LookupClient | None = None,
     ) -> None:
-        self._http = http
-        self._lookups = lookups
+        self._wire = wire
         self._observer = observer
         self._deadline_s = deadline_s
         self._breaker = breaker
@@ -130,7 +127,7 @@ class ProviderClient:
         """Send the charge under its provider key and classify the answer.
 
         Returns the charge when the provider definitely processed it (approved or declined).
-        Raises `ChargeNotSent`, `ChargeRejected` or `OutcomeUnknown`; nothing else from httpx.
+        Raises `ChargeNotSent`, `ChargeRejected` or `OutcomeUnknown`; no `WireError` escapes.
         """
         body = {
             "amount_minor": request.amount_minor,
@@ -167,7 +164,7 @@ class ProviderClient:
         path: str,
         body: dict[str, Any],
         key: str,
-        parse: Callable[[httpx.Response], _Found | None],
+        parse: Callable[[bytes], _Found | None],
     ) -> _Found:
         started = time.perf_counter()
         outcome = "interrupted"
@@ -217,47 +214,43 @@ class ProviderClient:
         path: str,
         body: dict[str, Any],
         key: str,
-        parse: Callable[[httpx.Response], _Found | None],
+        parse: Callable[[bytes], _Found | None],
     ) -> _Found:
-        progress = SendProgress()
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        progress = Progress()
         try:
-            response = await self._within_deadline(
-                self._http.post(
-                    path,
-                    json=body,
-                    headers={"Idempotency-Key": key},
-                    extensions=progress.extensions(),
-                )
+            answer = await self._within_deadline(
+                self._wire.post(path, payload, idempotency_key=key, progress=progress)
             )
-        except _NOT_SENT_ERRORS as exc:
-            raise ChargeNotSent(f"could not reach the provider ({describe(exc)})") from exc
+        except NotSent as exc:
+            raise ChargeNotSent(f"could not reach the provider ({exc})") from exc
         except TimeoutError as exc:
-            # Our own deadline. Fired while still connecting, nothing was sent; once the
-            # request may have been written, only a lookup can tell what happened.
-            if progress.never_sent:
+            # Our own deadline. Fired before any byte of the request was written (on any
+            # attempt), nothing was sent; once it may have been, only a lookup can tell.
+            if not progress.written:
                 raise ChargeNotSent(
                     "could not reach the provider (deadline exceeded while connecting)"
                 ) from exc
             raise OutcomeUnknown("the provider call exceeded its deadline") from exc
-        except httpx.HTTPError as exc:
-            raise OutcomeUnknown(f"no definite answer from the provider ({describe(exc)})") from exc
+        except WireError as exc:
+            raise OutcomeUnknown(f"no definite answer from the provider ({exc})") from exc
 
-        status = response.status_code
+        status = answer.status
         # An answer below 500 is the provider working, whatever it says.
         answered = status < 500
         if status == 201:
-            found = parse(response)
+            found = parse(answer.body)
             if found is None:
                 raise OutcomeUnknown(
                     "the provider answered 201 with an unreadable body", unhealthy=False
                 )
             return found
         if status == 400:
-            raise ChargeRejected(error_detail(response), unhealthy=False)
+            raise ChargeRejected(error_detail(answer.body), unhealthy=False)
         if status in _NOT_PROCESSED_STATUSES:
             raise ChargeNotSent(
                 f"the provider answered {status} (not processed)",
-                retry_after=retry_after(response),
+                retry_after=retry_after(answer.retry_after),
                 unhealthy=not answered,
             )
         if status == 409:
@@ -272,21 +265,12 @@ class ProviderClient:
         self, path: str, provider_key: str, parse: Callable[..., _Found | None]
     ) -> _Found | None:
         try:
-            if self._lookups is not None:
-                answer = await self._within_deadline(
-                    self._lookups.get(path, idempotency_key=provider_key)
-                )
-                return lookup_answer(answer.status, answer.body, provider_key, parse)
-            response = await self._within_deadline(
-                self._http.get(path, params={"idempotency_key": provider_key})
-            )
+            answer = await self._within_deadline(self._wire.get(path, idempotency_key=provider_key))
         except TimeoutError as exc:
             raise LookupFailed("the lookup exceeded its deadline") from exc
-        except LookupTransportError as exc:
+        except WireError as exc:
             raise LookupFailed(f"the lookup failed ({exc})") from exc
-        except httpx.HTTPError as exc:
-            raise LookupFailed(f"the lookup failed ({describe(exc)})") from exc
-        return lookup_answer(response.status_code, response, provider_key, parse)
+        return lookup_answer(answer.status, answer.body, provider_key, parse)
 
     async def _within_deadline(self, call: Awaitable[_T]) -> _T:
         if self._deadline_s is None:

@@ -1,23 +1,25 @@
 """What can go wrong when we talk to the payment provider.
 
 The provider client translates every transport error and unexpected answer into one of these,
-so no `httpx` exception crosses the adapter boundary. The tree decides what the caller does
-next: a definite answer may be recorded as final or retried with the same key, an indefinite
-one must be reconciled by looking the charge up, never guessed.
+so no error of the wire client crosses the adapter boundary. The tree decides what the caller
+does next: a definite answer may be recorded as final or retried with the same key, an
+indefinite one must be reconciled by looking the charge up, never guessed.
 
     ProviderError
     ├── ChargeNotSent    definite: the provider certainly did not process the charge
-    │   │                (connection refused, connect or pool timeout before any byte was
-    │   │                sent, or a 429/503 the provider documents as "not processed").
+    │   │                (could not connect, or the deadline fired, before any byte of
+    │   │                the request was written on any attempt; or a 429/503 the
+    │   │                provider documents as "not processed").
     │   │                Safe to send again later with the same key. Carries `retry_after`.
     │   └── CircuitOpen  not even tried: the circuit breaker is open (`breaker.py`);
     │                    `retry_after` is the rest of its cool-down.
     ├── ChargeRejected   definite: the provider refused the request as invalid (400);
     │                    nothing was charged and sending it again would not help.
     ├── OutcomeUnknown   indefinite: the request was or may have been sent and no definite
-    │                    answer came back (read or write timeout, write error, connection
-    │                    lost mid-request, protocol error, any other 5xx, 409, an unexpected
-    │                    status, an unparseable body). The charge may exist: look it up.
+    │                    answer came back (the deadline fired once it may have been
+    │                    written, a write or read error, the connection lost mid-request,
+    │                    a malformed answer, any other 5xx, 409, an unexpected status, an
+    │                    unparseable body). The charge may exist: look it up.
     └── LookupFailed     a lookup by key could not tell whether the charge exists (any
                          transport error, 5xx, unexpected answer). Nothing can be concluded.
 

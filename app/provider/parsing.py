@@ -6,8 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
-
 
 @dataclass(frozen=True)
 class Charge:
@@ -27,11 +25,9 @@ class ProviderRefund:
     amount_minor: int
 
 
-def parse_charge(
-    response: httpx.Response | bytes, *, expected_key: str | None = None
-) -> Charge | None:
-    """The charge in `response` (or a body), or None when it is not a well-formed charge."""
-    data = _object(response, expected_key)
+def parse_charge(body: bytes, *, expected_key: str | None = None) -> Charge | None:
+    """The charge in `body`, or None when it is not a well-formed charge."""
+    data = _object(body, expected_key)
     if data is None:
         return None
     charge_id = data.get("charge_id")
@@ -48,11 +44,9 @@ def parse_charge(
     return None
 
 
-def parse_refund(
-    response: httpx.Response | bytes, *, expected_key: str | None = None
-) -> ProviderRefund | None:
-    """The refund in `response` (or a body), or None when it is not a well-formed refund."""
-    data = _object(response, expected_key)
+def parse_refund(body: bytes, *, expected_key: str | None = None) -> ProviderRefund | None:
+    """The refund in `body`, or None when it is not a well-formed refund."""
+    data = _object(body, expected_key)
     if data is None:
         return None
     refund_id, charge_id = data.get("refund_id"), data.get("charge_id")
@@ -64,9 +58,9 @@ def parse_refund(
     return ProviderRefund(refund_id=refund_id, charge_id=charge_id, amount_minor=amount_minor)
 
 
-def _object(response: httpx.Response | bytes, expected_key: str | None) -> dict[str, Any] | None:
+def _object(body: bytes, expected_key: str | None) -> dict[str, Any] | None:
     try:
-        data: Any = json.loads(response) if isinstance(response, bytes) else response.json()
+        data: Any = json.loads(body)
     except ValueError:
         return None
     if not isinstance(data, dict):

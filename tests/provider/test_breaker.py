@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
-import httpx
 import pytest
-import respx
 
-from app.provider import ChargeRequest, ProviderClient, build_http_client
+from app.provider import ChargeRequest, ProviderClient, WireClient
 from app.provider.breaker import PROBE_WAIT_S, Admission, BreakerState, CircuitBreaker
 from app.provider.errors import ChargeRejected, CircuitOpen, OutcomeUnknown
+from tests.provider.conftest import Run
+from tests.support.scripted_server import answer, json_answer, serving
 
-BASE_URL = "http://provider.test"
 REQUEST = ChargeRequest(
     provider_key="payment-1", amount_minor=100, currency="EUR", account_id="a", reference="r"
 )
@@ -93,13 +91,12 @@ def test_a_probe_without_a_verdict_lets_the_next_send_probe() -> None:
     assert breaker.before_send() == Admission(probe=True)
 
 
-def test_the_client_sends_nothing_while_open_and_lookups_pass() -> None:
-    async def scenario(router: respx.MockRouter) -> None:
+def test_the_client_sends_nothing_while_open_and_lookups_pass(run: Run) -> None:
+    async def scenario() -> None:
         breaker = CircuitBreaker(failures=2, cooldown_s=60)
-        async with build_http_client(BASE_URL, 2.0) as http:
-            client = ProviderClient(http, deadline_s=2.0, breaker=breaker)
-            charges = router.post("/charges").mock(return_value=httpx.Response(502))
-            lookups = router.get("/charges").mock(return_value=httpx.Response(404))
+        async with serving(lambda n: answer(502) if n <= 2 else answer(404)) as server:
+            wire = WireClient(server.url)
+            client = ProviderClient(wire, deadline_s=2.0, breaker=breaker)
             for _ in range(2):
                 with contextlib.suppress(OutcomeUnknown):
                     await client.create_charge(REQUEST)
@@ -108,24 +105,25 @@ def test_the_client_sends_nothing_while_open_and_lookups_pass() -> None:
                 await client.create_charge(REQUEST)
             assert refused.value.retry_after is not None
             assert 59 < refused.value.retry_after <= 60
-            assert charges.call_count == 2
+            assert len(server.requests) == 2
             assert await client.find_charge("payment-1") is None
-            assert lookups.call_count == 1
+            assert [r.line.split(" ")[0] for r in server.requests] == ["POST", "POST", "GET"]
+            await wire.aclose()
 
-    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
-        asyncio.run(scenario(router))
+    run(scenario())
 
 
-def test_an_answer_with_an_error_is_the_provider_working() -> None:
-    async def scenario(router: respx.MockRouter) -> None:
+def test_an_answer_with_an_error_is_the_provider_working(run: Run) -> None:
+    async def scenario() -> None:
         breaker = CircuitBreaker(failures=1, cooldown_s=60)
-        async with build_http_client(BASE_URL, 2.0) as http:
-            client = ProviderClient(http, deadline_s=2.0, breaker=breaker)
-            router.post("/charges").mock(return_value=httpx.Response(400, json={"detail": "x"}))
+        async with serving(lambda _: json_answer(400, {"detail": "x"})) as server:
+            wire = WireClient(server.url)
+            client = ProviderClient(wire, deadline_s=2.0, breaker=breaker)
             for _ in range(3):
                 with contextlib.suppress(ChargeRejected):
                     await client.create_charge(REQUEST)
             assert _state(breaker) is BreakerState.CLOSED
+            assert len(server.requests) == 3
+            await wire.aclose()
 
-    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
-        asyncio.run(scenario(router))
+    run(scenario())

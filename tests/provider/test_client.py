@@ -1,25 +1,27 @@
-"""Unit tests of the provider client's classification, with the HTTP layer mocked.
+"""The provider client's classification of charges and their lookups, over a real socket.
 
-Each test mocks one provider answer (or transport failure) and checks what the client turns
-it into. The real fake provider is exercised by the system tests, not here.
+Each test has a scripted server (`tests/support/scripted_server.py`) give one answer, or fail
+in one way on the wire, and checks what the client, wired as the service wires it (the wire
+client, its connect timeout a share of the deadline), turns it into. The fake provider is
+exercised by the system tests, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any, TypeVar
 
-import httpx
 import pytest
-import respx
 
 from app.provider import (
+    CONNECT_SHARE,
     Charge,
     ChargeNotSent,
     ChargeRejected,
@@ -29,14 +31,27 @@ from app.provider import (
     OutcomeUnknown,
     ProviderClient,
     ProviderError,
-    build_http_client,
+    WireClient,
     derive_provider_key,
-    phase_timeouts,
 )
+from app.provider.wire import NotSent, WireError
+from tests.provider.conftest import Run
 from tests.support.listeners import unaccepting_listener
 from tests.support.processes import free_port
+from tests.support.scripted_server import (
+    CLOSE,
+    HANG,
+    RESET,
+    SPLIT,
+    STOP,
+    Script,
+    Server,
+    answer,
+    chunked,
+    json_answer,
+    serving,
+)
 
-BASE_URL = "http://provider.test"
 KEY = "payment-7f1c6a2e-2d2b-4d51-9a8e-3c1b0f4e5a66"
 REQUEST = ChargeRequest(
     provider_key=KEY,
@@ -45,47 +60,31 @@ REQUEST = ChargeRequest(
     account_id="acc_123",
     reference="order-42",
 )
+SENT_BODY = {
+    "amount_minor": 1050,
+    "currency": "EUR",
+    "account_id": "acc_123",
+    "reference": "order-42",
+}
+SUCCEEDED = Charge(charge_id="ch_1", status="succeeded", decline_code=None)
 
-# The provider timeout, used as the service uses it: per-phase timeouts and call deadline.
+# The provider timeout, used as the service uses it: the call's deadline, and a share of it
+# for connecting.
 TIMEOUT_S = 2.0
 
-T = TypeVar("T")
+E = TypeVar("E", bound=ProviderError)
 Observed = list[tuple[str, str, float]]
+Call = Callable[[ProviderClient], Any]
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine to completion; the tests stay plain sync functions."""
-    return asyncio.run(coro)
-
-
-def create(observed: Observed | None = None, deadline_s: float = TIMEOUT_S) -> Charge:
-    """Call `create_charge(REQUEST)` through a fresh client, wired as the service wires it."""
-
-    async def go() -> Charge:
-        async with build_http_client(BASE_URL, timeout_s=TIMEOUT_S) as http:
-            client = ProviderClient(
-                http,
-                observer=None if observed is None else _recorder(observed),
-                deadline_s=deadline_s,
-            )
-            return await client.create_charge(REQUEST)
-
-    return run(go())
-
-
-def find(key: str = KEY, observed: Observed | None = None) -> Charge | None:
-    """Call `find_charge(key)` through a fresh client."""
-
-    async def go() -> Charge | None:
-        async with build_http_client(BASE_URL, timeout_s=TIMEOUT_S) as http:
-            client = ProviderClient(
-                http,
-                observer=None if observed is None else _recorder(observed),
-                deadline_s=TIMEOUT_S,
-            )
-            return await client.find_charge(key)
-
-    return run(go())
+def wired(
+    url: str, deadline_s: float = TIMEOUT_S, observed: Observed | None = None
+) -> tuple[WireClient, ProviderClient]:
+    """A provider client on its own wire client, as `app/composition.py` builds it."""
+    wire = WireClient(url, connect_timeout_s=deadline_s * CONNECT_SHARE)
+    observer = None if observed is None else _recorder(observed)
+    return wire, ProviderClient(wire, observer=observer, deadline_s=deadline_s)
 
 
 def _recorder(observed: Observed) -> Observer:
@@ -93,6 +92,63 @@ def _recorder(observed: Observed) -> Observer:
         observed.append((operation, outcome, seconds))
 
     return observe
+
+
+def calls(
+    run: Run,
+    script: Script,
+    *call: Call,
+    deadline_s: float = TIMEOUT_S,
+    observed: Observed | None = None,
+) -> tuple[list[object], Server]:
+    """Make each call in turn through one client against `script`; each result or error."""
+
+    async def scenario() -> tuple[list[object], Server]:
+        async with serving(script) as server:
+            wire, client = wired(server.url, deadline_s, observed)
+            got: list[object] = []
+            try:
+                for one in call:
+                    try:
+                        got.append(await one(client))
+                    except ProviderError as exc:
+                        got.append(exc)
+            finally:
+                await wire.aclose()
+            return got, server
+
+    return run(scenario())
+
+
+def create(
+    run: Run, script: Script, *, deadline_s: float = TIMEOUT_S, observed: Observed | None = None
+) -> object:
+    """`create_charge(REQUEST)` once: the charge or the error."""
+    got, _ = calls(
+        run, script, lambda c: c.create_charge(REQUEST), deadline_s=deadline_s, observed=observed
+    )
+    return got[0]
+
+
+def find(run: Run, script: Script, observed: Observed | None = None) -> object:
+    """`find_charge(KEY)` once: the charge, None or the error."""
+    got, _ = calls(run, script, lambda c: c.find_charge(KEY), observed=observed)
+    return got[0]
+
+
+def create_at(
+    run: Run, url: str, *, deadline_s: float = TIMEOUT_S, connect_timeout_s: float | None = None
+) -> object:
+    """`create_charge(REQUEST)` at `url`, with no server of ours behind it."""
+
+    async def go() -> object:
+        wire = WireClient(url, connect_timeout_s=connect_timeout_s)
+        try:
+            return await ProviderClient(wire, deadline_s=deadline_s).create_charge(REQUEST)
+        except ProviderError as exc:
+            return exc
+
+    return run(go())
 
 
 def charge_body(**overrides: Any) -> dict[str, Any]:
@@ -112,149 +168,143 @@ def charge_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-@pytest.fixture
-def provider() -> Iterator[respx.MockRouter]:
-    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
-        yield router
+def made(http_status: int = 201, **overrides: Any) -> Script:
+    return lambda _: json_answer(http_status, charge_body(**overrides))
+
+
+def raised(result: object, error: type[E]) -> E:
+    """`result`, which must be an `error`."""
+    assert isinstance(result, error), result
+    return result
 
 
 # --- create_charge: definite answers -------------------------------------------------------
 
 
-def test_succeeded_charge(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(201, json=charge_body())
-
-    assert create() == Charge(charge_id="ch_1", status="succeeded", decline_code=None)
+def test_succeeded_charge(run: Run) -> None:
+    assert create(run, made()) == SUCCEEDED
 
 
-def test_declined_charge_carries_decline_code(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(
-        201, json=charge_body(status="declined", decline_code="insufficient_funds")
-    )
-
-    assert create() == Charge(
+def test_declined_charge_carries_decline_code(run: Run) -> None:
+    assert create(run, made(status="declined", decline_code="insufficient_funds")) == Charge(
         charge_id="ch_1", status="declined", decline_code="insufficient_funds"
     )
 
 
-def test_declined_charge_without_decline_code(provider: respx.MockRouter) -> None:
+def test_declined_charge_without_decline_code(run: Run) -> None:
     body = charge_body(status="declined")
     del body["decline_code"]
-    provider.post("/charges").respond(201, json=body)
 
-    assert create() == Charge(charge_id="ch_1", status="declined", decline_code=None)
-
-
-def test_succeeded_charge_ignores_stray_decline_code(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(201, json=charge_body(decline_code="card_declined"))
-
-    assert create().decline_code is None
-
-
-def test_sends_idempotency_key_and_exact_body(provider: respx.MockRouter) -> None:
-    route = provider.post("/charges").respond(201, json=charge_body())
-
-    create()
-
-    assert route.call_count == 1
-    sent = route.calls.last.request
-    assert sent.method == "POST"
-    assert sent.url == f"{BASE_URL}/charges"
-    assert sent.headers["Idempotency-Key"] == KEY
-    assert sent.headers["Content-Type"] == "application/json"
-    assert json.loads(sent.content) == {
-        "amount_minor": 1050,
-        "currency": "EUR",
-        "account_id": "acc_123",
-        "reference": "order-42",
-    }
-
-
-def test_400_is_rejected_with_the_providers_detail(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(
-        400, json={"error": "invalid_request", "detail": "account is closed"}
+    assert create(run, lambda _: json_answer(201, body)) == Charge(
+        charge_id="ch_1", status="declined", decline_code=None
     )
 
-    with pytest.raises(ChargeRejected) as caught:
-        create()
-    assert caught.value.detail == "account is closed"
+
+def test_succeeded_charge_ignores_stray_decline_code(run: Run) -> None:
+    found = create(run, made(decline_code="card_declined"))
+
+    assert isinstance(found, Charge)
+    assert found.decline_code is None
 
 
-def test_400_without_a_readable_body_is_still_rejected(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(400, content=b"<html>bad</html>")
+def test_sends_idempotency_key_and_exact_body(run: Run) -> None:
+    got, server = calls(run, made(), lambda c: c.create_charge(REQUEST))
 
-    with pytest.raises(ChargeRejected) as caught:
-        create()
-    assert caught.value.detail == "the provider rejected the request as invalid"
+    assert got == [SUCCEEDED]
+    [sent] = server.requests
+    assert sent.line == "POST /charges HTTP/1.1"
+    assert sent.header("Idempotency-Key") == KEY
+    assert sent.header("Content-Type") == "application/json"
+    assert sent.header("Content-Length") == str(len(sent.body))
+    assert json.loads(sent.body) == SENT_BODY
 
 
-def test_400_detail_is_bounded(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(400, json={"detail": "x" * 5000})
+def test_a_chunked_answer_is_read(run: Run) -> None:
+    body = json.dumps(charge_body()).encode()
 
-    with pytest.raises(ChargeRejected) as caught:
-        create()
-    assert len(caught.value.detail) == 200
+    assert create(run, lambda _: chunked(201, body, at=10)) == SUCCEEDED
+
+
+def test_an_answer_in_slow_parts_is_read(run: Run) -> None:
+    whole = json_answer(201, charge_body())
+
+    assert (
+        create(run, lambda _: whole[:20] + SPLIT + whole[20:60] + SPLIT + whole[60:]) == SUCCEEDED
+    )
+
+
+def test_400_is_rejected_with_the_providers_detail(run: Run) -> None:
+    reply = json_answer(400, {"error": "invalid_request", "detail": "account is closed"})
+
+    assert raised(create(run, lambda _: reply), ChargeRejected).detail == "account is closed"
+
+
+def test_400_without_a_readable_body_is_still_rejected(run: Run) -> None:
+    rejected = raised(create(run, lambda _: answer(400, b"<html>bad</html>")), ChargeRejected)
+
+    assert rejected.detail == "the provider rejected the request as invalid"
+
+
+def test_400_detail_is_bounded(run: Run) -> None:
+    rejected = raised(
+        create(run, lambda _: json_answer(400, {"detail": "x" * 5000})), ChargeRejected
+    )
+
+    assert len(rejected.detail) == 200
 
 
 @pytest.mark.parametrize("status", [429, 503])
-def test_not_processed_statuses_are_not_sent(provider: respx.MockRouter, status: int) -> None:
-    provider.post("/charges").respond(status, json={"error": "unavailable"})
+def test_not_processed_statuses_are_not_sent(run: Run, status: int) -> None:
+    not_sent = raised(
+        create(run, lambda _: json_answer(status, {"error": "unavailable"})), ChargeNotSent
+    )
 
-    with pytest.raises(ChargeNotSent) as caught:
-        create()
-    assert caught.value.retry_after is None
+    assert not_sent.retry_after is None
 
 
 @pytest.mark.parametrize(
     ("header", "expected"),
     [("7", 7.0), (" 0 ", 0.0), ("1.5", None), ("-3", None), ("soon", None), ("", None)],
 )
-def test_retry_after_seconds(
-    provider: respx.MockRouter, header: str, expected: float | None
-) -> None:
-    provider.post("/charges").respond(503, headers={"Retry-After": header})
+def test_retry_after_seconds(run: Run, header: str, expected: float | None) -> None:
+    reply = answer(503, headers=f"Retry-After:{header}\r\n")
+    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
 
-    with pytest.raises(ChargeNotSent) as caught:
-        create()
-    assert caught.value.retry_after == expected
+    assert not_sent.retry_after == expected
 
 
-def test_retry_after_http_date(provider: respx.MockRouter) -> None:
+def test_retry_after_http_date(run: Run) -> None:
     when = datetime.now(UTC) + timedelta(seconds=120)
-    provider.post("/charges").respond(
-        429, headers={"Retry-After": format_datetime(when, usegmt=True)}
-    )
+    reply = answer(429, headers=f"Retry-After: {format_datetime(when, usegmt=True)}\r\n")
+    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
 
-    with pytest.raises(ChargeNotSent) as caught:
-        create()
-    assert caught.value.retry_after is not None
-    assert 100 <= caught.value.retry_after <= 120
+    assert not_sent.retry_after is not None
+    assert 100 <= not_sent.retry_after <= 120
 
 
-def test_retry_after_date_in_the_past_is_zero(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(503, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
+def test_retry_after_date_in_the_past_is_zero(run: Run) -> None:
+    reply = answer(503, headers="retry-after: Wed, 21 Oct 2015 07:28:00 GMT\r\n")
+    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
 
-    with pytest.raises(ChargeNotSent) as caught:
-        create()
-    assert caught.value.retry_after == 0.0
+    assert not_sent.retry_after == 0.0
 
 
 # --- create_charge: indefinite answers -----------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [200, 202, 204, 301, 401, 404, 409, 422, 500, 502, 504])
-def test_other_statuses_are_unknown(provider: respx.MockRouter, status: int) -> None:
-    provider.post("/charges").respond(status, json=charge_body())
+def test_other_statuses_are_unknown(run: Run, status: int) -> None:
+    reply = answer(204) if status == 204 else json_answer(status, charge_body())
 
-    with pytest.raises(OutcomeUnknown):
-        create()
+    raised(create(run, lambda _: reply), OutcomeUnknown)
 
 
-def test_409_key_reuse_is_unknown(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(409, json={"error": "idempotency_key_reused"})
+def test_409_key_reuse_is_unknown(run: Run) -> None:
+    unknown = raised(
+        create(run, lambda _: json_answer(409, {"error": "idempotency_key_reused"})), OutcomeUnknown
+    )
 
-    with pytest.raises(OutcomeUnknown, match="different body"):
-        create()
+    assert "different body" in unknown.detail
 
 
 @pytest.mark.parametrize(
@@ -275,200 +325,313 @@ def test_409_key_reuse_is_unknown(provider: respx.MockRouter) -> None:
         ),
     ],
 )
-def test_201_with_unreadable_body_is_unknown(provider: respx.MockRouter, content: bytes) -> None:
-    provider.post("/charges").respond(201, content=content)
+def test_201_with_unreadable_body_is_unknown(run: Run, content: bytes) -> None:
+    unknown = raised(create(run, lambda _: answer(201, content)), OutcomeUnknown)
 
-    with pytest.raises(OutcomeUnknown, match="unreadable"):
-        create()
-
-
-def stalls_after(event: str) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
-    """A mock transport step that reports `event` as httpcore would, then never answers."""
-
-    async def stall(request: httpx.Request) -> httpx.Response:
-        await request.extensions["trace"](event, {})
-        await asyncio.sleep(60)
-        raise AssertionError("the deadline should have ended the call")
-
-    return stall
+    assert "unreadable" in unknown.detail
 
 
 @pytest.mark.parametrize(
-    "event", ["connection.connect_tcp.started", "connection.start_tls.started"]
-)
-def test_deadline_while_connecting_is_not_sent(provider: respx.MockRouter, event: str) -> None:
-    provider.post("/charges").mock(side_effect=stalls_after(event))
-
-    with pytest.raises(ChargeNotSent, match="while connecting"):
-        create(deadline_s=0.05)
-
-
-@pytest.mark.parametrize(
-    "event", ["http11.send_request_headers.started", "http2.send_request_headers.started"]
-)
-def test_deadline_once_writing_is_unknown(provider: respx.MockRouter, event: str) -> None:
-    provider.post("/charges").mock(side_effect=stalls_after(event))
-
-    with pytest.raises(OutcomeUnknown, match="deadline"):
-        create(deadline_s=0.05)
-
-
-@pytest.mark.parametrize("error", [httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout])
-def test_failures_before_sending_are_not_sent(
-    provider: respx.MockRouter, error: type[httpx.HTTPError]
-) -> None:
-    provider.post("/charges").mock(side_effect=error)
-
-    with pytest.raises(ChargeNotSent) as caught:
-        create()
-    assert isinstance(caught.value.__cause__, error)
-    assert caught.value.retry_after is None
-
-
-@pytest.mark.parametrize(
-    "error",
+    "reply",
     [
-        httpx.ReadTimeout,
-        httpx.WriteTimeout,
-        httpx.WriteError,
-        httpx.ReadError,
-        httpx.CloseError,
-        httpx.RemoteProtocolError,
-        httpx.LocalProtocolError,
-        httpx.ProxyError,
-        httpx.UnsupportedProtocol,
-        httpx.DecodingError,
-        httpx.TooManyRedirects,
+        pytest.param(CLOSE, id="closed-after-the-request"),
+        pytest.param(RESET, id="reset-after-the-request"),
+        pytest.param(json_answer(201, charge_body())[:-5] + CLOSE, id="answer-cut-short"),
+        pytest.param(json_answer(201, charge_body())[:40] + RESET, id="reset-mid-answer"),
+        pytest.param(b"SMTP ready\r\n\r\n", id="not-http"),
+        pytest.param(b"HTTP/1.1 201 OK\r\nbroken header\r\n\r\n", id="malformed-header"),
+        pytest.param(b"HTTP/1.1 201 OK\r\ncontent-length: x\r\n\r\n", id="bad-length"),
+        pytest.param(
+            b"HTTP/1.1 201 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", id="bad-chunk"
+        ),
+        pytest.param(
+            b"HTTP/1.1 101 Switching\r\nconnection: upgrade\r\nupgrade: x\r\n\r\n", id="upgrade"
+        ),
+        pytest.param(answer(201, b"x" * (1 << 20 + 1)), id="body-too-big"),
     ],
 )
-def test_failures_after_sending_may_have_sent_are_unknown(
-    provider: respx.MockRouter, error: type[httpx.HTTPError]
+def test_failures_once_the_request_was_written_are_unknown(run: Run, reply: bytes) -> None:
+    unknown = raised(create(run, lambda _: reply), OutcomeUnknown)
+
+    assert isinstance(unknown.__cause__, WireError)
+    assert not isinstance(unknown.__cause__, NotSent)
+
+
+def test_deadline_once_writing_is_unknown(run: Run) -> None:
+    started = time.monotonic()
+    unknown = raised(create(run, lambda _: HANG, deadline_s=0.2), OutcomeUnknown)
+
+    assert "deadline" in unknown.detail
+    assert time.monotonic() - started < 2
+
+
+def test_deadline_bounds_the_whole_call_and_is_unknown(run: Run) -> None:
+    # The head comes at once, the body never: the deadline ends the call, not any one read.
+    whole = json_answer(201, charge_body())
+    unknown = raised(create(run, lambda _: whole[:60] + HANG, deadline_s=0.2), OutcomeUnknown)
+
+    assert "deadline" in unknown.detail
+
+
+# --- create_charge: not sent ---------------------------------------------------------------
+
+
+def test_connection_refused_is_not_sent(run: Run) -> None:
+    not_sent = raised(create_at(run, f"http://127.0.0.1:{free_port()}"), ChargeNotSent)
+
+    assert isinstance(not_sent.__cause__, NotSent)
+    assert not_sent.retry_after is None
+
+
+def test_an_unknown_host_is_not_sent(run: Run) -> None:
+    not_sent = raised(create_at(run, "http://no-such-host.invalid"), ChargeNotSent)
+
+    assert isinstance(not_sent.__cause__, NotSent)
+
+
+def test_connect_that_hangs_times_out_before_the_deadline_and_is_not_sent(run: Run) -> None:
+    started = time.monotonic()
+    with unaccepting_listener() as url:
+        not_sent = raised(create_at(run, url, deadline_s=1.0, connect_timeout_s=0.4), ChargeNotSent)
+
+    # The connect timeout, not the deadline: the wire client said it could not connect.
+    assert isinstance(not_sent.__cause__, NotSent)
+    assert "TimeoutError" in str(not_sent.__cause__)
+    assert time.monotonic() - started < 1.0
+
+
+def test_deadline_while_connecting_is_not_sent(run: Run) -> None:
+    with unaccepting_listener() as url:
+        not_sent = raised(create_at(run, url, deadline_s=0.2), ChargeNotSent)
+
+    assert "while connecting" in not_sent.detail
+
+
+@asynccontextmanager
+async def tls_listener(handle: Handler) -> AsyncIterator[str]:
+    """`https://` on a server that `handle`s each connection, knowing nothing of TLS."""
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with listener:
+        yield f"https://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+
+
+def create_over_tls(run: Run, handle: Handler, *, deadline_s: float) -> object:
+    async def go() -> object:
+        async with tls_listener(handle) as url:
+            wire = WireClient(url, connect_timeout_s=deadline_s * CONNECT_SHARE)
+            try:
+                return await ProviderClient(wire, deadline_s=deadline_s).create_charge(REQUEST)
+            except ProviderError as exc:
+                return exc
+
+    return run(go())
+
+
+async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        await reader.read()  # until the client gives up
+    finally:
+        writer.close()
+
+
+async def _not_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+    finally:
+        writer.close()
+
+
+def test_a_tls_handshake_that_hangs_is_not_sent(run: Run) -> None:
+    not_sent = raised(create_over_tls(run, _silent, deadline_s=0.5), ChargeNotSent)
+
+    assert isinstance(not_sent.__cause__, NotSent)
+    assert "TimeoutError" in str(not_sent.__cause__)
+
+
+def test_a_failed_tls_handshake_is_not_sent(run: Run) -> None:
+    not_sent = raised(create_over_tls(run, _not_tls, deadline_s=2.0), ChargeNotSent)
+
+    assert isinstance(not_sent.__cause__, NotSent)
+
+
+def test_deadline_during_a_tls_handshake_is_not_sent(run: Run) -> None:
+    async def go() -> object:
+        async with tls_listener(_silent) as url:
+            # No connect timeout of its own: the deadline fires while it shakes hands.
+            wire = WireClient(url)
+            try:
+                return await ProviderClient(wire, deadline_s=0.2).create_charge(REQUEST)
+            except ProviderError as exc:
+                return exc
+
+    assert "while connecting" in raised(run(go()), ChargeNotSent).detail
+
+
+# --- create_charge on a kept-alive connection ----------------------------------------------
+
+
+def test_charges_reuse_one_connection(run: Run) -> None:
+    got, server = calls(
+        run,
+        lambda n: json_answer(404, {}) if n == 2 else json_answer(201, charge_body()),
+        lambda c: c.create_charge(REQUEST),
+        lambda c: c.find_charge(KEY),
+        lambda c: c.create_charge(REQUEST),
+    )
+
+    assert got == [SUCCEEDED, None, SUCCEEDED]
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize(
+    "drop",
+    [pytest.param(CLOSE, id="closed"), pytest.param(RESET, id="reset")],
+)
+def test_a_charge_whose_kept_alive_connection_fails_is_unknown_and_not_sent_again(
+    run: Run, drop: bytes
 ) -> None:
-    provider.post("/charges").mock(side_effect=error)
+    # The server reads the second charge on the kept connection and drops it unanswered: the
+    # provider may have processed it (as a provider that closed the connection while it sat
+    # idle may not have), so only a lookup can tell. The third charge takes a new connection.
+    got, server = calls(
+        run,
+        lambda n: drop if n == 2 else json_answer(201, charge_body()),
+        lambda c: c.create_charge(REQUEST),
+        lambda c: c.create_charge(REQUEST),
+        lambda c: c.create_charge(REQUEST),
+    )
 
-    with pytest.raises(OutcomeUnknown) as caught:
-        create()
-    assert isinstance(caught.value.__cause__, error)
+    assert got[0] == got[2] == SUCCEEDED
+    unknown = raised(got[1], OutcomeUnknown)
+    assert isinstance(unknown.__cause__, WireError)
+    assert not isinstance(unknown.__cause__, NotSent)
+    assert [r.connection for r in server.requests] == [1, 1, 2]
 
 
-def test_deadline_bounds_the_whole_call_and_is_unknown() -> None:
-    async def slow(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(5)
-        return httpx.Response(201, json=charge_body())
+def test_a_charge_written_on_a_kept_alive_connection_is_never_not_sent(run: Run) -> None:
+    # The second charge is read on the kept connection, which is then closed unanswered, and
+    # the provider stops listening: whatever happens next, it may have the charge.
+    got, server = calls(
+        run,
+        lambda n: STOP if n == 2 else json_answer(201, charge_body()),
+        lambda c: c.create_charge(REQUEST),
+        lambda c: c.create_charge(REQUEST),
+    )
 
-    async def go() -> None:
-        async with httpx.AsyncClient(
-            base_url=BASE_URL, transport=httpx.MockTransport(slow)
-        ) as http:
-            await ProviderClient(http, deadline_s=0.05).create_charge(REQUEST)
-
-    with pytest.raises(OutcomeUnknown, match="deadline"):
-        run(go())
+    assert got[0] == SUCCEEDED
+    unknown = raised(got[1], OutcomeUnknown)
+    assert not isinstance(unknown.__cause__, NotSent)
+    assert len(server.requests) == 2
 
 
 # --- observer ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("respond", "outcome"),
+    ("reply", "outcome"),
     [
-        (httpx.Response(201, json=charge_body()), "succeeded"),
-        (httpx.Response(201, json=charge_body(status="declined")), "declined"),
-        (httpx.Response(400), "rejected"),
-        (httpx.Response(503), "not_sent"),
-        (httpx.Response(500), "unknown"),
+        (json_answer(201, charge_body()), "succeeded"),
+        (json_answer(201, charge_body(status="declined")), "declined"),
+        (answer(400), "rejected"),
+        (answer(503), "not_sent"),
+        (answer(500), "unknown"),
+        (RESET, "unknown"),
     ],
 )
-def test_observer_sees_each_charge_outcome(
-    provider: respx.MockRouter, respond: httpx.Response, outcome: str
-) -> None:
-    provider.post("/charges").mock(return_value=respond)
+def test_observer_sees_each_charge_outcome(run: Run, reply: bytes, outcome: str) -> None:
     observed: Observed = []
 
-    with contextlib.suppress(ProviderError):
-        create(observed)
+    create(run, lambda _: reply, observed=observed)
 
     assert [(op, label) for op, label, _ in observed] == [("charge", outcome)]
     assert observed[0][2] >= 0
 
 
-def test_observer_sees_transport_failures(provider: respx.MockRouter) -> None:
-    provider.post("/charges").mock(side_effect=httpx.ConnectError)
+def test_observer_sees_transport_failures(run: Run) -> None:
     observed: Observed = []
 
-    with pytest.raises(ChargeNotSent):
-        create(observed)
+    async def go() -> None:
+        wire = WireClient(f"http://127.0.0.1:{free_port()}")
+        client = ProviderClient(wire, observer=_recorder(observed), deadline_s=TIMEOUT_S)
+        with pytest.raises(ChargeNotSent):
+            await client.create_charge(REQUEST)
 
+    run(go())
     assert [(op, label) for op, label, _ in observed] == [("charge", "not_sent")]
 
 
 @pytest.mark.parametrize(
-    ("respond", "outcome"),
+    ("reply", "outcome"),
     [
-        (httpx.Response(200, json=charge_body()), "found"),
-        (httpx.Response(404), "not_found"),
-        (httpx.Response(503), "failed"),
+        (json_answer(200, charge_body()), "found"),
+        (answer(404), "not_found"),
+        (answer(503), "failed"),
+        (CLOSE, "failed"),
     ],
 )
-def test_observer_sees_each_lookup_outcome(
-    provider: respx.MockRouter, respond: httpx.Response, outcome: str
-) -> None:
-    provider.get("/charges").mock(return_value=respond)
+def test_observer_sees_each_lookup_outcome(run: Run, reply: bytes, outcome: str) -> None:
     observed: Observed = []
 
-    with contextlib.suppress(LookupFailed):
-        find(observed=observed)
+    find(run, lambda _: reply, observed=observed)
 
     assert [(op, label) for op, label, _ in observed] == [("lookup", outcome)]
 
 
-def test_no_observer_is_fine(provider: respx.MockRouter) -> None:
-    provider.post("/charges").respond(500)
-
-    with pytest.raises(OutcomeUnknown):
-        create(observed=None)
+def test_no_observer_is_fine(run: Run) -> None:
+    raised(create(run, lambda _: answer(500), observed=None), OutcomeUnknown)
 
 
 # --- find_charge ---------------------------------------------------------------------------
 
 
-def test_lookup_found(provider: respx.MockRouter) -> None:
-    route = provider.get("/charges").respond(
-        200, json=charge_body(status="declined", decline_code="card_declined")
+def test_lookup_found(run: Run) -> None:
+    got, server = calls(
+        run,
+        made(200, status="declined", decline_code="card_declined"),
+        lambda c: c.find_charge(KEY),
     )
 
-    assert find() == Charge(charge_id="ch_1", status="declined", decline_code="card_declined")
-    sent = route.calls.last.request
-    assert sent.url.path == "/charges"
-    assert sent.url.params["idempotency_key"] == KEY
+    assert got == [Charge(charge_id="ch_1", status="declined", decline_code="card_declined")]
+    assert server.requests[0].line == f"GET /charges?idempotency_key={KEY} HTTP/1.1"
 
 
-def test_lookup_not_found(provider: respx.MockRouter) -> None:
-    provider.get("/charges").respond(404, json={"error": "not_found"})
-
-    assert find() is None
+def test_lookup_not_found(run: Run) -> None:
+    assert find(run, lambda _: json_answer(404, {"error": "not_found"})) is None
 
 
 @pytest.mark.parametrize("status", [201, 204, 400, 409, 429, 500, 502, 503])
-def test_lookup_other_statuses_fail(provider: respx.MockRouter, status: int) -> None:
-    provider.get("/charges").respond(status, json=charge_body())
+def test_lookup_other_statuses_fail(run: Run, status: int) -> None:
+    reply = answer(204) if status == 204 else json_answer(status, charge_body())
 
-    with pytest.raises(LookupFailed):
-        find()
+    raised(find(run, lambda _: reply), LookupFailed)
 
 
 @pytest.mark.parametrize(
-    "error",
-    [httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.RemoteProtocolError],
+    "reply",
+    [
+        pytest.param(CLOSE, id="closed"),
+        pytest.param(RESET, id="reset"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", id="malformed"),
+    ],
 )
-def test_lookup_transport_errors_fail(
-    provider: respx.MockRouter, error: type[httpx.HTTPError]
-) -> None:
-    provider.get("/charges").mock(side_effect=error)
+def test_lookup_transport_errors_fail(run: Run, reply: bytes) -> None:
+    failed = raised(find(run, lambda _: reply), LookupFailed)
 
-    with pytest.raises(LookupFailed) as caught:
-        find()
-    assert isinstance(caught.value.__cause__, error)
+    assert isinstance(failed.__cause__, WireError)
+
+
+def test_lookup_at_a_provider_that_refuses_or_hangs_fails(run: Run) -> None:
+    async def go(url: str, deadline_s: float) -> object:
+        wire = WireClient(url, connect_timeout_s=deadline_s * CONNECT_SHARE)
+        try:
+            return await ProviderClient(wire, deadline_s=deadline_s).find_charge(KEY)
+        except ProviderError as exc:
+            return exc
+
+    raised(run(go(f"http://127.0.0.1:{free_port()}", TIMEOUT_S)), LookupFailed)
+    with unaccepting_listener() as url:
+        raised(run(go(url, 0.5)), LookupFailed)
 
 
 @pytest.mark.parametrize(
@@ -482,22 +645,20 @@ def test_lookup_transport_errors_fail(
         ),
     ],
 )
-def test_lookup_unreadable_body_fails(provider: respx.MockRouter, content: bytes) -> None:
-    provider.get("/charges").respond(200, content=content)
+def test_lookup_unreadable_body_fails(run: Run, content: bytes) -> None:
+    failed = raised(find(run, lambda _: answer(200, content)), LookupFailed)
 
-    with pytest.raises(LookupFailed, match="unreadable"):
-        find()
+    assert "unreadable" in failed.detail
 
 
-def test_lookup_accepts_a_body_without_the_key_echoed(provider: respx.MockRouter) -> None:
+def test_lookup_accepts_a_body_without_the_key_echoed(run: Run) -> None:
     body = charge_body()
     del body["idempotency_key"]
-    provider.get("/charges").respond(200, json=body)
 
-    assert find() == Charge(charge_id="ch_1", status="succeeded", decline_code=None)
+    assert find(run, lambda _: json_answer(200, body)) == SUCCEEDED
 
 
-# --- the error tree, keys and the HTTP client ----------------------------------------------
+# --- the error tree and keys ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -511,7 +672,7 @@ def test_lookup_accepts_a_body_without_the_key_echoed(provider: respx.MockRouter
 )
 def test_error_tree(error: type[ProviderError], outcome: str) -> None:
     assert issubclass(error, ProviderError)
-    assert not issubclass(error, httpx.HTTPError)
+    assert not issubclass(error, WireError)
     assert error.outcome == outcome
 
 
@@ -521,46 +682,3 @@ def test_derived_key_comes_from_the_payment_id() -> None:
     assert derive_provider_key(payment_id) == KEY
     assert derive_provider_key(payment_id) == derive_provider_key(uuid.UUID(str(payment_id)))
     assert derive_provider_key(uuid.uuid4()) != KEY
-
-
-def test_build_http_client() -> None:
-    async def go() -> None:
-        async with build_http_client("http://provider.test:8100", timeout_s=3.5) as http:
-            assert http.base_url == "http://provider.test:8100"
-            assert http.timeout == phase_timeouts(3.5)
-            assert http.follow_redirects is False
-
-    run(go())
-
-
-@pytest.mark.parametrize("deadline_s", [0.1, 1.0, 5.0, 120.0])
-def test_phases_before_sending_time_out_before_the_deadline(deadline_s: float) -> None:
-    timeout = phase_timeouts(deadline_s)
-    assert timeout.connect is not None
-    assert timeout.pool is not None
-    # A call may wait for a pooled connection and then open a new one: both within it.
-    assert timeout.pool + timeout.connect < deadline_s
-    assert timeout.read == timeout.write == deadline_s
-
-
-# --- the wiring the service uses, against a real socket ------------------------------------
-
-
-def service_wiring_create(base_url: str, timeout_s: float) -> Charge:
-    """`create_charge` through the client exactly as `create_app` builds it."""
-
-    async def go() -> Charge:
-        async with build_http_client(base_url, timeout_s) as http:
-            return await ProviderClient(http, deadline_s=timeout_s).create_charge(REQUEST)
-
-    return run(go())
-
-
-def test_connect_that_hangs_is_not_sent() -> None:
-    with unaccepting_listener() as url, pytest.raises(ChargeNotSent):
-        service_wiring_create(url, timeout_s=1.0)
-
-
-def test_connection_refused_is_not_sent() -> None:
-    with pytest.raises(ChargeNotSent):
-        service_wiring_create(f"http://127.0.0.1:{free_port()}", timeout_s=1.0)

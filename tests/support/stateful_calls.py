@@ -30,9 +30,10 @@ from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
-from app.provider.client import Charge, ChargeRequest, ProviderClient, build_http_client
+from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import ChargeNotSent, ChargeRejected, LookupFailed, ProviderError
 from app.provider.keys import derive_provider_key
+from app.provider.wire import WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from tests.support.spawning import AsyncDb
@@ -52,8 +53,8 @@ class Calls:
         self, async_db: AsyncDb, provider_url: str, db: Db, locker: psycopg.Connection[Any]
     ):
         self.async_db, self.db, self.locker = async_db, db, locker
-        self.http = build_http_client(provider_url, 10)
-        self.provider = ProviderClient(self.http, deadline_s=10)
+        self.wire = WireClient(provider_url, connect_timeout_s=4)
+        self.provider = ProviderClient(self.wire, deadline_s=10)
         self.ledger = httpx.Client(base_url=provider_url, timeout=10)
         driver = ChargeDriver(
             db=async_db.db, provider=self.provider, lease_s=LEASE_S, failpoints=Failpoints()
@@ -72,7 +73,7 @@ class Calls:
             try:
                 yield calls
             finally:
-                async_db.run(calls.http.aclose())
+                async_db.run(calls.wire.aclose())
                 calls.ledger.close()
 
     def _db(self, call: Callable[[Connection], Awaitable[T]]) -> T:
