@@ -4,9 +4,11 @@ A started process holds about 150,000 long-lived objects (the app, its routes an
 the libraries' modules), and CPython's oldest-generation collection walks all of them:
 measured under load in the API, each such pass stopped the event loop for up to 90 ms,
 every request in flight with it, and was most of the p99 of new payments. Once start-up is
-done, `settle()` collects what start-up left behind and moves everything that survived to
-the permanent generation (`gc.freeze`), which no collection walks; later passes walk only
-what the process made since. Nothing is kept alive that was not already.
+done, `settle()` moves every object tracked so far to the permanent generation
+(`gc.freeze`), which no collection walks; later passes walk only what the process made
+since. It does not collect first: a full pass at that point finds under a hundred
+unreachable objects (kept for good by the freeze, a few kilobytes) and would add 100 ms of
+CPU to every start.
 """
 
 from __future__ import annotations
@@ -15,6 +17,5 @@ import gc
 
 
 def settle() -> None:
-    """After start-up: collect once, then exempt the survivors from every later pass."""
-    gc.collect()
+    """After start-up: exempt everything alive now from every later collection."""
     gc.freeze()
