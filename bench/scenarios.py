@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -41,7 +42,7 @@ from bench.report import BASELINE_HTTP, BASELINE_ORM, BASELINE_PGBENCH, WINDOW, 
 from bench.stats import Measurement
 from bench.system import Database, api_env, create_tenant, start_api, start_provider
 from tests.support.faults import FaultInjector
-from tests.support.processes import PAYMENTS, Process, free_port, start_process
+from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
 
 
 def log(message: str) -> None:
@@ -353,16 +354,23 @@ class Bench:
     def reconcile(
         self, workers: int, *, profile: Path | None = None, lookup_delay_s: float | None = None
     ) -> None:
-        """Drain a backlog of unknown operations with `workers` `payments worker --once`.
+        """Drain a backlog of unknown operations with `workers` running workers.
 
-        With `profile`, one worker runs under pyinstrument (`bench/profile_worker.py`) and
-        writes its report there. With `lookup_delay_s`, the provider answers every lookup
-        that late (its `lookup_latency` fault), as a provider across a network does: each
-        worker is then bounded by its window of concurrent reconciliations, not by the CPU.
+        The workers are started first and the backlog is made due once every one of them is
+        up, as it would find workers that have long been running: the rate, the latency and
+        the CPU count the draining, not the processes' start (about 1 s of CPU each, on
+        imports), which on two cores would otherwise compete with the drain itself.
+
+        With `profile`, one `payments worker --once` runs under pyinstrument
+        (`bench/profile_worker.py`, its start included) and writes its report there. With
+        `lookup_delay_s`, the provider answers every lookup that late (its `lookup_latency`
+        fault), as a provider across a network does: each worker is then bounded by its
+        window of concurrent reconciliations, not by the CPU.
         """
         n = self.config.backlog
         slow = "" if lookup_delay_s is None else f"s{round(lookup_delay_s * 1000)}"
         tag = f"{self.run_id}-rec{workers}{'p' if profile else ''}{slow}"
+        like = f"{tag}-%"
         self.faults.clear()
         self.faults.add("error_after_commit", times=n)
         made = asyncio.run(
@@ -375,38 +383,62 @@ class Bench:
             )
         )
         self.faults.clear()
-        like = f"{tag}-%"
-        with psycopg.connect(self.db.url, autocommit=True) as conn:
-            # Make the whole backlog due now, as if its backoff had run out.
-            cursor = conn.execute(
-                "UPDATE operations SET next_check_at = now() WHERE tenant_id = %s "
-                "AND idempotency_key LIKE %s AND state = 'UNKNOWN_REQUIRES_RECOVERY'",
-                (self.tenant_id, like),
-            )
-            backlog = cursor.rowcount
-            started_row = conn.execute("SELECT clock_timestamp()").fetchone()
-        assert started_row is not None
-        log(
-            f"reconcile: {backlog} unknown operations of {made.answered} created "
-            f"({dict(made.statuses)})"
+        backlog_sql = (
+            "UPDATE operations SET next_check_at = now() + make_interval(secs => %s) "
+            "WHERE tenant_id = %s AND idempotency_key LIKE %s "
+            "AND state = 'UNKNOWN_REQUIRES_RECOVERY'"
         )
+        with psycopg.connect(self.db.url, autocommit=True) as conn:
+            # Not due until every worker is up (the first retries' backoff is short).
+            conn.execute(backlog_sql, (3600, self.tenant_id, like))
         if lookup_delay_s is not None:
             # Two lookups at most per operation (a charge's, and a refund's never here).
             self.faults.add("lookup_latency", times=2 * n, delay_s=lookup_delay_s)
         processes: list[Process] = []
-        with self.cpu(self.trees()) as spent:
-            command = [*PAYMENTS, "worker", "--once"]
-            if profile is not None:
-                command = [sys.executable, "-m", "bench.profile_worker", "--output", str(profile)]
+        if profile is None:
+            env = {**self.env, "PAYMENTS_RECONCILE_INTERVAL_S": "0.1"}
             for _ in range(workers):
                 processes.append(
-                    start_process("worker-once", command, env=self.env, log_dir=self.log_dir)
+                    start_process("worker", [*PAYMENTS, "worker"], env=env, log_dir=self.log_dir)
                 )
             for process in processes:
-                process.wait_exit(timeout=600)
+                wait_until(
+                    partial(_logged, process, "worker started"),
+                    timeout=120,
+                    message=f"{process.name} to start",
+                )
+        trees = self.trees(**{f"worker{i}": p for i, p in enumerate(processes)})
+        with self.cpu(trees) as spent:
+            with psycopg.connect(self.db.url, autocommit=True) as conn:
+                # Make the whole backlog due now, as if its backoff had run out.
+                backlog = conn.execute(backlog_sql, (0, self.tenant_id, like)).rowcount
+                started_row = conn.execute("SELECT clock_timestamp()").fetchone()
+            assert started_row is not None
+            log(
+                f"reconcile: {backlog} unknown operations of {made.answered} created "
+                f"({dict(made.statuses)})"
+            )
+            if profile is not None:
+                command = [sys.executable, "-m", "bench.profile_worker", "--output", str(profile)]
+                once = start_process("worker-once", command, env=self.env, log_dir=self.log_dir)
+                once.wait_exit(timeout=600)
+            else:
+                # One connection, polled a few times a second: the completion times come
+                # from the rows, so the polling only bounds the CPU window's end.
+                with psycopg.connect(self.db.url, autocommit=True) as conn:
+                    wait_until(
+                        partial(_drained, conn, self.tenant_id, like),
+                        timeout=600,
+                        interval=0.25,
+                        message="the backlog to drain",
+                    )
+        for process in processes:
+            process.stop()
         self.faults.clear()
-        # The service's processes here are the workers (reaped once they exit).
+        # The service's processes here are the workers (reaped once they exit, if --once).
         workers_cpu = spent.pop("reaped", 0.0)
+        for i in range(len(processes)):
+            workers_cpu += spent.pop(f"worker{i}", 0.0)
         spent["app"] = spent.get("app", 0.0) + workers_cpu
         with psycopg.connect(self.db.url) as conn:
             rows = conn.execute(
@@ -437,9 +469,10 @@ class Bench:
             cpu_s=spent,
         )
         first = done[0] if done else float("nan")
+        since = "launch of `worker --once`" if profile else "the backlog falling due"
         row.notes.append(
             f"{len(done)} of {backlog} COMPLETED; rate from first to last completion; latency "
-            f"from launch of `worker --once` (start to first completion {first:.2f} s); "
+            f"from {since} (to the first completion {first:.2f} s); "
             f"'app' CPU is the workers' ({workers_cpu:.1f} s in all)"
         )
         self.record(row)
@@ -535,3 +568,18 @@ class Bench:
             f"{version[0] if version else '?'} ({where})",
             settings[0] if settings else "?",
         )
+
+
+def _logged(process: Process, text: str) -> bool:
+    return text in process.log()
+
+
+def _drained(conn: psycopg.Connection[Any], tenant_id: uuid.UUID, like: str) -> bool:
+    """No operation of the backlog is still unknown or in flight."""
+    row = conn.execute(
+        "SELECT count(*) FROM operations WHERE state IN "
+        "('UNKNOWN_REQUIRES_RECOVERY', 'RECEIVED', 'PROVIDER_REQUEST_SENT') "
+        "AND tenant_id = %s AND idempotency_key LIKE %s",
+        (tenant_id, like),
+    ).fetchone()
+    return row is not None and row[0] == 0
