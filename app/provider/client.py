@@ -11,8 +11,9 @@ by a lookup, never by guessing. Charges and refunds are classified by the same c
         400                                   -> ChargeRejected
         429, 503                              -> ChargeNotSent (with Retry-After)
         could not connect (refused, DNS, TLS
-        handshake, connect timeout), or the
-        deadline exceeded, before any byte of
+        handshake, connect timeout), no
+        connection free in time (all busy), or
+        the deadline exceeded, before any byte of
         the request was written on any
         attempt                               -> ChargeNotSent
         anything else (other statuses, bad

@@ -9,8 +9,9 @@ by httptools' C parser (`reading.py`).
 
 What went wrong is said in two words, because a send's classification rests on them:
 
-    NotSent    could not connect (refused, DNS, TLS handshake, `connect_timeout_s`), and no
-               byte of the request was written on any attempt: the provider cannot have it.
+    NotSent    could not connect (refused, DNS, TLS handshake, `connect_timeout_s`), or no
+               connection was free within `connect_timeout_s`, and no byte of the request
+               was written on any attempt: the provider cannot have it.
     WireError  anything else without a whole, well-formed answer (a write or read error, the
                connection closed before the answer ended, an answer that is not HTTP/1.1, a
                body over `MAX_BODY`): once a byte of the request may have been written, the
@@ -88,11 +89,13 @@ class _Connection:
 class WireClient:
     """Requests to one provider over a small pool of kept-alive connections.
 
-    `max_idle` connections are kept, each at most `keepalive_s` idle (shorter than typical
-    server idle timeouts, so we rarely write into one the provider is closing). No bound on
-    open connections: the callers bound their own concurrency (the worker's window, the
-    API's requests). `connect_timeout_s` bounds opening a connection (TCP and TLS); give it
-    a share of the call's deadline (`CONNECT_SHARE`) so a connect that hangs is "not sent".
+    At most `max_connections` calls are under way at once, so a burst of requests does not
+    open a connection each to the provider; a call that finds none free within
+    `connect_timeout_s` is `NotSent` (it wrote nothing). `max_idle` connections are kept,
+    each at most `keepalive_s` idle (shorter than typical server idle timeouts, so we rarely
+    write into one the provider is closing). `connect_timeout_s` also bounds opening a
+    connection (TCP and TLS); give it a share of the call's deadline (`CONNECT_SHARE`) so a
+    connect that hangs, or a wait for a free one, is "not sent".
     https works as http, with the system's trust store and the URL's host name checked.
     """
 
@@ -101,6 +104,7 @@ class WireClient:
         base_url: str,
         *,
         connect_timeout_s: float | None = None,
+        max_connections: int = 50,
         max_idle: int = 50,
         keepalive_s: float = 2.0,
     ):
@@ -116,6 +120,8 @@ class WireClient:
         authority = host if default_port else f"{host}:{self._port}"
         self._headers = f"Host: {authority}\r\nAccept: application/json\r\nUser-Agent: payments\r\n"
         self._connect_timeout_s = connect_timeout_s
+        self._max_connections = max_connections
+        self._slots = asyncio.Semaphore(max_connections)
         self._max_idle = max_idle
         self._keepalive_s = keepalive_s
         self._idle: list[_Connection] = []
@@ -159,6 +165,19 @@ class WireClient:
     async def _request(self, request: bytes, progress: Progress, *, again: bool) -> Answer:
         """Send `request` on a pooled connection, or a new one; `again`: once more on a new
         connection should the pooled one fail (only for a request that changes nothing)."""
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                await self._slots.acquire()
+        except TimeoutError as exc:
+            raise NotSent(
+                f"all {self._max_connections} connections to the provider stayed busy"
+            ) from exc
+        try:
+            return await self._exchange_pooled(request, progress, again=again)
+        finally:
+            self._slots.release()
+
+    async def _exchange_pooled(self, request: bytes, progress: Progress, *, again: bool) -> Answer:
         conn = self._reuse()
         if conn is not None:
             try:

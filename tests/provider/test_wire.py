@@ -209,6 +209,41 @@ def test_an_answer_that_stops_halfway_fails_at_the_deadline(run: Run) -> None:
     assert "deadline" in str(found[0])
 
 
+def test_a_call_that_finds_every_connection_busy_is_not_sent(run: Run) -> None:
+    async def scenario() -> tuple[BaseException | WireAnswer, Server]:
+        holding = asyncio.Event()
+
+        def script(n: int) -> bytes:
+            if n == 1:
+                holding.set()
+                return HANG
+            return charge(status=201)
+
+        async with serving(script) as server:
+            wire = WireClient(server.url, connect_timeout_s=0.2, max_connections=1)
+            first = asyncio.create_task(wire.post("/charges", b"{}", idempotency_key="k1"))
+            await holding.wait()  # the first call holds the only connection
+            progress = Progress()
+            try:
+                await wire.post("/charges", b"{}", idempotency_key="k2", progress=progress)
+            except NotSent as exc:
+                second: BaseException | WireAnswer = exc
+            assert not progress.written
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+            # The slot is free again once the first call ended.
+            third = await wire.post("/charges", b"{}", idempotency_key="k3")
+            assert third.status == 201
+            await wire.aclose()
+            return second, server
+
+    second, server = run(scenario())
+
+    assert isinstance(second, NotSent)
+    assert "busy" in str(second)
+    assert [r.header("Idempotency-Key") for r in server.requests] == ["k1", "k3"]
+
+
 def test_connection_refused_fails(run: Run) -> None:
     async def scenario() -> None:
         wire = WireClient(f"http://127.0.0.1:{free_port()}")
