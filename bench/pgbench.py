@@ -52,14 +52,14 @@ def run_pgbench(
     duration_s: int,
     variables: Mapping[str, str],
 ) -> PgbenchRun:
-    """`pgbench -n -M extended -c clients -j threads -T duration_s -f script -l`."""
+    """`pgbench -n -M prepared -c clients -j threads -T duration_s -f script -l`."""
     program = POSTGRES_BIN_PATH / "pgbench"
     with tempfile.TemporaryDirectory(prefix="payments-pgbench-") as log_dir:
         args = [
             str(program),
             "-n",
             "-M",
-            "extended",
+            "prepared",
             "-c",
             str(clients),
             "-j",

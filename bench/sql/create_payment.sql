@@ -1,6 +1,7 @@
 -- The SQL of one successful POST /payments, statement by statement, as the API sends it
 -- (app/operations/repository.py, app/payments/repository.py); run by `python -m bench` with
--- pgbench -n -M extended. Not included: the provider call between the two statements.
+-- pgbench -n -M prepared, as the service prepares its statements. Not included: the provider
+-- call between the two statements.
 -- Variables: :tenant (uuid) and :api_key_hash, given with -D.
 \set amount random(100, 100000)
 
