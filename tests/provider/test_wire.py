@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -67,10 +68,15 @@ def lookups(
     return run(scenario())
 
 
-def posts(
-    run: Run, script: Script, *, times: int = 1, base: str = ""
+def exchanges(
+    run: Run,
+    script: Script,
+    call: Callable[[WireClient], Awaitable[WireAnswer]],
+    *,
+    times: int = 1,
+    base: str = "",
 ) -> tuple[list[object], Server]:
-    """`times` POSTs of one body to /charges through one wire client; each answer or error."""
+    """`call` made `times` over through one wire client; each answer or error."""
 
     async def scenario() -> tuple[list[object], Server]:
         async with serving(script) as server:
@@ -80,9 +86,7 @@ def posts(
                 for _ in range(times):
                     try:
                         async with asyncio.timeout(2.0):
-                            got.append(
-                                await wire.post("/charges", b'{"a":1}', idempotency_key="k-1")
-                            )
+                            got.append(await call(wire))
                     except WireError as exc:
                         got.append(exc)
             finally:
@@ -90,6 +94,19 @@ def posts(
             return got, server
 
     return run(scenario())
+
+
+def posts(
+    run: Run, script: Script, *, times: int = 1, base: str = ""
+) -> tuple[list[object], Server]:
+    """`times` POSTs of one body to /charges through one wire client; each answer or error."""
+    return exchanges(
+        run,
+        script,
+        lambda wire: wire.post("/charges", b'{"a":1}', idempotency_key="k-1"),
+        times=times,
+        base=base,
+    )
 
 
 # --- lookups through the provider client ---------------------------------------------------
@@ -346,23 +363,9 @@ def test_answers_are_bounded(run: Run, reply: bytes, match: str) -> None:
 
 def gets(run: Run, script: Script, *, times: int) -> tuple[list[object], Server]:
     """`times` lookups through one wire client; each answer or error."""
-
-    async def scenario() -> tuple[list[object], Server]:
-        async with serving(script) as server:
-            wire = WireClient(server.url)
-            got: list[object] = []
-            try:
-                for _ in range(times):
-                    try:
-                        async with asyncio.timeout(2.0):
-                            got.append(await wire.get("/charges", idempotency_key="k-1"))
-                    except WireError as exc:
-                        got.append(exc)
-            finally:
-                await wire.aclose()
-            return got, server
-
-    return run(scenario())
+    return exchanges(
+        run, script, lambda wire: wire.get("/charges", idempotency_key="k-1"), times=times
+    )
 
 
 def test_a_lookup_on_a_reused_connection_that_fails_is_asked_again_once_only(run: Run) -> None:
