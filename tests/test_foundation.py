@@ -139,6 +139,14 @@ def test_openapi_describes_every_endpoint_header_and_error(api: Process) -> None
         "502",
         "503",
     }
+    # The tenant's API key: a bearer scheme, on every tenant route.
+    assert document["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The tenant's API key",
+    }
+    for path, method in (("/payments", "post"), ("/payments/{payment_id}", "get")):
+        assert paths[path][method]["security"] == [{"HTTPBearer": []}]
     schema = create["requestBody"]["content"]["application/json"]["schema"]
     assert set(schema["properties"]) == {
         "amount",
