@@ -201,6 +201,20 @@ def internal_error_body() -> bytes:
     )
 
 
+def database_error_response(exc: Exception) -> Response:
+    """The answer to a database error: 503 when transient; anything else is raised again."""
+    if not is_transient_database_error(exc):
+        raise exc
+    # The database is away or refused this transaction. Nothing half-done is exposed: a
+    # request that owned an operation left it leased, and recovery or a retry with the same
+    # key carries it on.
+    logger.warning("database unavailable: %s", type(exc).__name__)
+    return ServiceUnavailable(
+        "the database is temporarily unavailable; retry with the same Idempotency-Key",
+        headers={"retry-after": "1"},
+    ).response()
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
@@ -228,16 +242,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return Response(dump_json(body), status_code=exc.status_code, media_type=PROBLEM_JSON)
 
     async def on_database_error(request: Request, exc: Exception) -> Response:
-        if not is_transient_database_error(exc):
-            raise exc
-        # The database is away or refused this transaction. Nothing half-done is exposed:
-        # a request that owned an operation left it leased, and recovery or a retry with
-        # the same key carries it on.
-        logger.warning("database unavailable: %s", type(exc).__name__)
-        return ServiceUnavailable(
-            "the database is temporarily unavailable; retry with the same Idempotency-Key",
-            headers={"retry-after": "1"},
-        ).response()
+        return database_error_response(exc)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)

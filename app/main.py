@@ -1,4 +1,4 @@
-"""The API application: `create_app(settings)`.
+"""The API application: `create_app(settings)`; servers run `serving_app(settings)`.
 
 The lifespan builds the engine, the session maker and the provider's HTTP client, wires the
 services and hands them to handlers through `app.state`; nothing is built at import time.
@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from app import health, heap
 from app.admin import router as admin_router
@@ -22,6 +23,7 @@ from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
 from app.events import router as events_router
+from app.http.fast_path import with_fast_payments
 from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
@@ -84,6 +86,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
 
     app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(ObserveRequests, metrics=metrics)
     app.include_router(payments_router.router)
@@ -96,3 +99,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(console_router.router)
     return app
+
+
+def serving_app(settings: Settings) -> ASGIApp:
+    """What the server runs: `create_app`'s app, with `POST /payments` on its fast path."""
+    app = create_app(settings)
+    metrics: Metrics = app.state.metrics
+    return with_fast_payments(app, metrics=metrics)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
-from app.main import create_app
+from app.main import serving_app
 from app.observability.logging import configure_logging
 from app.observability.metrics import MULTIPROC_DIR_VARIABLE
 from app.settings import Settings
@@ -30,10 +30,10 @@ SERVER_OPTIONS: dict[str, Any] = {
 }
 
 
-def build_app() -> FastAPI:
+def build_app() -> ASGIApp:
     """App factory for uvicorn: each worker process reads the settings itself."""
     configure_logging()
-    return create_app(Settings.from_env())
+    return serving_app(Settings.from_env())
 
 
 def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
@@ -56,7 +56,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
             if made is not None:
                 shutil.rmtree(made, ignore_errors=True)
         return
-    uvicorn.run(create_app(settings), host=host, port=port, **SERVER_OPTIONS)
+    uvicorn.run(serving_app(settings), host=host, port=port, **SERVER_OPTIONS)
 
 
 def _metrics_folder() -> Path | None:

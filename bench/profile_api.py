@@ -1,6 +1,6 @@
 """The API under pyinstrument: where a process serving `POST /payments` spends its time.
 
-Runs the service's own app (`app.main.create_app`) in one uvicorn process, wrapped so that
+Runs the service's own app (`app.main.serving_app`) in one uvicorn process, wrapped so that
 `POST /_bench/profile/start` and `POST /_bench/profile/stop` start and stop a statistical
 profiler of the event loop thread (every 1 ms, whole stacks, idle included). The stop call
 writes the report to `--output`: a call tree (`profile.txt`), the functions by own time
@@ -23,7 +23,7 @@ import uvicorn
 from pyinstrument import Profiler
 from pyinstrument.frame import Frame
 
-from app.main import create_app
+from app.main import serving_app
 from app.observability.logging import configure_logging
 from app.server import SERVER_OPTIONS
 from app.settings import Settings
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
     configure_logging()
-    app = ProfileControl(create_app(Settings.from_env()), args.output)
+    app = ProfileControl(serving_app(Settings.from_env()), args.output)
     # uvicorn re-raises the stop signal once it has shut down; with a handler of our own in
     # place, that ends the process normally instead of killing it mid-cleanup.
     for sig in (signal.SIGTERM, signal.SIGINT):
