@@ -82,11 +82,18 @@ async def read_charges(
     idempotency_key: IdempotencyKeyQuery = None,
 ) -> Response:
     """The charge under `idempotency_key`, or without it the whole ledger (admin API only)."""
-    if idempotency_key is None:
-        if not request.app.state.admin:
-            return error_response(404, "not_found")
-        charges = ledger.charges()
-        return JSONResponse(ChargeList(charges=charges).model_dump(mode="json"))
+    if idempotency_key is not None:
+        return await lookup_charge(request, idempotency_key, ledger, faults)
+    if not request.app.state.admin:
+        return error_response(404, "not_found")
+    charges = ledger.charges()
+    return JSONResponse(ChargeList(charges=charges).model_dump(mode="json"))
+
+
+async def lookup_charge(
+    request: Request, idempotency_key: str, ledger: Ledger, faults: FaultBook
+) -> Response:
+    """`GET /charges?idempotency_key=K` once the key is valid; `fast_lookups` serves it too."""
     charge = ledger.find(idempotency_key)
     rule = faults.take(
         LOOKUP_FAULTS,

@@ -1,14 +1,17 @@
-"""`POST /charges` served beside FastAPI rather than through it: the provider's hot path.
+"""The provider's hot paths served beside FastAPI rather than through it.
 
 FastAPI's route machinery (middleware stack, routing, dependency solving, validating the
 parsed body field by field) cost more CPU per charge than the charge itself, and every
-benchmark runs the provider on the machine it measures. `with_fast_charges(app)` answers
-`POST /charges` directly and hands every other request to `app`.
+benchmark runs the provider on the machine it measures. `with_fast_paths(app)` answers
+`POST /charges` here, the lookups by key (`GET /charges?idempotency_key=K`, and the same for
+refunds) in `fast_lookups`, and hands every other request to `app`.
 
-The FastAPI route stays, for the OpenAPI schema and for anyone serving `create_app` alone;
-both end in `charges.charge`. Only the validation is repeated here, and it answers exactly
-as FastAPI does: the same checks in the same order, the same `detail` text (the tests compare
-the two on every kind of bad request).
+The FastAPI routes stay, for the OpenAPI schema and for anyone serving `create_app` alone;
+both paths end in the same functions (`charges.charge`, `charges.lookup_charge`,
+`refunds.lookup_refund`). For a charge, the validation is repeated here, and it answers
+exactly as FastAPI does: the same checks in the same order, the same `detail` text (the tests
+compare the two on every kind of bad request). The lookups repeat none: a lookup FastAPI
+might refuse is left to FastAPI.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fake_provider.charges import charge
 from fake_provider.errors import invalid_request
+from fake_provider.fast_lookups import serve_lookup
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, ChargeRequest
 
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
@@ -35,14 +39,17 @@ _KEY_HEADER = b"idempotency-key"
 _KEY_LOCATION = "header.Idempotency-Key"
 
 
-def with_fast_charges(app: FastAPI) -> ASGIApp:
-    """`app`, with `POST /charges` answered without going through FastAPI."""
+def with_fast_paths(app: FastAPI) -> ASGIApp:
+    """`app`, with `POST /charges` and the lookups by key answered without FastAPI."""
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/charges":
-            await _create_charge(app, scope, receive, send)
-        else:
-            await app(scope, receive, send)
+        if scope["type"] == "http":
+            if scope["method"] == "POST" and scope["path"] == "/charges":
+                await _create_charge(app, scope, receive, send)
+                return
+            if await serve_lookup(app, scope, receive, send):
+                return
+        await app(scope, receive, send)
 
     return serve
 

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
-from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS
+from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Refund, RefundList, RefundRequest
 
@@ -75,10 +75,17 @@ async def read_refunds(
     idempotency_key: IdempotencyKeyQuery = None,
 ) -> Response:
     """The refund under `idempotency_key`, or without it every refund (admin API only)."""
-    if idempotency_key is None:
-        if not request.app.state.admin:
-            return error_response(404, "not_found")
-        return JSONResponse(RefundList(refunds=ledger.refunds()).model_dump(mode="json"))
+    if idempotency_key is not None:
+        return await lookup_refund(request, idempotency_key, ledger, faults)
+    if not request.app.state.admin:
+        return error_response(404, "not_found")
+    return JSONResponse(RefundList(refunds=ledger.refunds()).model_dump(mode="json"))
+
+
+async def lookup_refund(
+    request: Request, idempotency_key: str, ledger: Ledger, faults: FaultBook
+) -> Response:
+    """`GET /refunds?idempotency_key=K` once the key is valid; `fast_lookups` serves it too."""
     refund = ledger.find_refund(idempotency_key)
     rule = faults.take(
         LOOKUP_FAULTS,

@@ -8,7 +8,7 @@ import uvicorn
 
 from fake_provider.app import create_app
 from fake_provider.connection import DroppableHttpToolsProtocol
-from fake_provider.fast_path import with_fast_charges
+from fake_provider.fast_path import with_fast_paths
 
 
 def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
@@ -17,7 +17,7 @@ def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
     The ledger file and its parent folders are created at startup if missing.
     """
     config = uvicorn.Config(
-        with_fast_charges(create_app(db_path, admin=admin)),
+        with_fast_paths(create_app(db_path, admin=admin)),
         host=host,
         port=port,
         # uvloop and httptools: C implementations of the event loop and the HTTP parser,
