@@ -26,7 +26,7 @@ from app.payments.charging import ChargeDriver
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
-from app.provider.wire import CONNECT_SHARE, WireClient
+from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds.driver import RefundDriver
@@ -57,6 +57,16 @@ class Runtime:
         }
 
 
+def provider_connections(settings: Settings) -> int:
+    """Connections the provider client keeps: enough for a worker's whole window.
+
+    Each reconciliation makes one provider call at a time, so a worker whose window is
+    larger than the client's default would have lookups wait for a connection (and give
+    up as "not sent" after the connect share of their deadline) with the provider idle.
+    """
+    return max(DEFAULT_MAX_CONNECTIONS, settings.reconcile_concurrency)
+
+
 @asynccontextmanager
 async def runtime(
     settings: Settings, *, metrics: Metrics, application_name: str
@@ -64,8 +74,12 @@ async def runtime(
     """Build the runtime for one process; close its connections when the block ends."""
     # Charges, refunds and lookups all go through it (`app/provider/wire.py`); a connect may
     # take a share of the call's deadline, so that one that hangs is "not sent".
+    connections = provider_connections(settings)
     wire = WireClient(
-        settings.provider_url, connect_timeout_s=settings.provider_timeout_s * CONNECT_SHARE
+        settings.provider_url,
+        connect_timeout_s=settings.provider_timeout_s * CONNECT_SHARE,
+        max_connections=connections,
+        max_idle=connections,
     )
     try:
         async with open_database(settings, application_name=application_name) as db:

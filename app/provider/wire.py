@@ -86,6 +86,10 @@ class _Connection:
         self.writer.close()
 
 
+# Calls under way at once to the provider, and connections kept idle, unless told otherwise.
+DEFAULT_MAX_CONNECTIONS = 50
+
+
 class WireClient:
     """Requests to one provider over a small pool of kept-alive connections.
 
@@ -104,8 +108,8 @@ class WireClient:
         base_url: str,
         *,
         connect_timeout_s: float | None = None,
-        max_connections: int = 50,
-        max_idle: int = 50,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_idle: int = DEFAULT_MAX_CONNECTIONS,
         keepalive_s: float = 2.0,
     ):
         parts = urlsplit(base_url)

@@ -13,6 +13,9 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
+from app.composition import provider_connections
+from app.provider.wire import DEFAULT_MAX_CONNECTIONS
+from app.settings import Settings
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import wait_until
@@ -68,3 +71,11 @@ def test_a_worker_fills_its_window_and_never_owns_more(
         assert (row["state"], row["lease_owner"]) == ("COMPLETED", None), row
         completion, _ = assert_completed_once(db, faults, operation_id)
         assert completion["actor"].endswith(f":{worker.pid}")
+
+
+def test_the_provider_client_has_a_connection_for_every_reconciliation_in_the_window() -> None:
+    # Past the client's default, lookups would queue for a connection with the provider idle.
+    wide = Settings(reconcile_concurrency=DEFAULT_MAX_CONNECTIONS * 2)
+    assert provider_connections(wide) == DEFAULT_MAX_CONNECTIONS * 2
+    narrow = Settings(reconcile_concurrency=4)
+    assert provider_connections(narrow) == DEFAULT_MAX_CONNECTIONS
