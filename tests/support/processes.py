@@ -106,15 +106,19 @@ def start_process(
     ready_url: str | None = None,
     url: str | None = None,
     timeout: float = 30.0,
+    cwd: Path | None = None,
 ) -> Process:
-    """Start `args` with `env` added to this environment; wait for `ready_url` to answer 2xx."""
+    """Start `args` with `env` added to this environment; wait for `ready_url` to answer 2xx.
+
+    It runs in the repository (or in `cwd`: `python -m` then imports that tree's code).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
     full_env = {**os.environ, **(env or {})}
     with log_path.open("wb") as log:
         popen = subprocess.Popen(
             list(args),
-            cwd=REPO_ROOT,
+            cwd=cwd or REPO_ROOT,
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,242 @@
+"""`python -m bench.compare BEFORE AFTER`: two revisions of the API, measured side by side.
+
+On this machine the same code measures up to a third apart from one full run to the next,
+more than most single steps gain. A comparison therefore runs both revisions at once, each
+its own API process on one database, fake provider and tenant, and alternates the same load
+between them, round after round: whatever the machine does meanwhile falls on both. The
+first round warms both up and is not counted; the table gives every round, and the medians.
+
+    python -m bench.compare HEAD~1 HEAD                       # replays, 5 rounds of 8 s
+    python -m bench.compare HEAD~1 HEAD --scenario payments --rounds 7
+
+A revision is anything `git worktree add` takes (a commit, a branch, a tag), checked out
+in a temporary worktree that is removed afterwards; `.` is the working tree as it is. Both
+run on the schema of this checkout's migrations, so compare revisions with the same schema.
+Results go to `bench/results/<UTC time>-compare.md` and `.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+from bench.loadgen import Request, Target, run_load
+from bench.machine import describe_machine, tree_cpu_s
+from bench.scenarios import payment_body, post_payment
+from bench.system import (
+    RESULTS_DIR,
+    api_env,
+    bench_database,
+    create_tenant,
+    start_provider,
+)
+from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+
+SCENARIOS = ("replays", "payments", "lookups")
+MADE = 3000
+
+
+@dataclass(frozen=True)
+class Round:
+    """One revision's share of one round: its throughput and its API's CPU per request."""
+
+    revision: str
+    round: int
+    answered: int
+    per_s: float
+    api_cpu_ms: float
+    statuses: dict[str, int]
+
+
+@contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """The tree of `revision`: this checkout for `.`, else a temporary worktree."""
+    if revision == ".":
+        yield REPO_ROOT
+        return
+    folder = Path(tempfile.mkdtemp(prefix="payments-compare-")) / "tree"
+    git = ["git", "-C", str(REPO_ROOT)]
+    subprocess.run([*git, "worktree", "add", "--detach", str(folder), revision], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(folder)], check=True)
+        folder.parent.rmdir()
+
+
+def start_api(tree: Path, env: dict[str, str], log_dir: Path) -> Process:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    return start_process(
+        f"api-{tree.name}",
+        [*PAYMENTS, "serve", "--port", str(port)],
+        env=env,
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+        timeout=60,
+        cwd=tree,
+    )
+
+
+def _maker(scenario: str, tag: str, round_: int) -> Callable[[int], Request]:
+    if scenario == "replays":
+        return lambda i: post_payment(f"{tag}-{i % MADE}", payment_body(i % MADE, tag))
+    if scenario == "lookups":
+        return lambda i: Request("GET", f"/operations?idempotency_key={quote(f'{tag}-{i % MADE}')}")
+    fresh = f"{tag}-r{round_}-{uuid.uuid4().hex[:6]}"
+    return lambda i: post_payment(f"{fresh}-{i}", payment_body(i, fresh))
+
+
+def compare(
+    revisions: tuple[str, str], *, scenario: str, rounds: int, seconds: float, concurrency: int
+) -> tuple[list[Round], dict[str, object]]:
+    log_dir = Path(tempfile.mkdtemp(prefix="payments-compare-logs-"))
+    results: list[Round] = []
+    with ExitStack() as stack:
+        trees = [stack.enter_context(checkout(revision)) for revision in revisions]
+        db = stack.enter_context(bench_database(durable=True))
+        provider = start_provider(log_dir)
+        stack.callback(provider.stop)
+        assert provider.url is not None
+        env = api_env(db.url, provider.url)
+        _, api_key = create_tenant(env, "compare")
+        apis = []
+        for tree in trees:
+            api = start_api(tree, env, log_dir)
+            stack.callback(api.stop)
+            apis.append(api)
+        headers = {"authorization": f"Bearer {api_key}"}
+        targets = [Target.from_url(str(api.url), headers=headers) for api in apis]
+        tag = uuid.uuid4().hex[:8]
+        made = asyncio.run(
+            run_load(
+                targets[-1],
+                _made(tag),
+                total=MADE,
+                concurrency=concurrency,
+                duration_s=300,
+            )
+        )
+        print(f"compare: {made.answered} payments made, {dict(made.statuses)}", flush=True)
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            version = conn.execute("SHOW server_version").fetchone()
+            durability = conn.execute(
+                "SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings"
+                " WHERE name IN ('fsync', 'synchronous_commit')"
+            ).fetchone()
+        machine = describe_machine(
+            REPO_ROOT,
+            postgres_version=str(version[0] if version else "?"),
+            postgres_settings=str(durability[0] if durability else "?"),
+        )
+        for round_ in range(rounds + 1):
+            for revision, api, target in zip(revisions, apis, targets, strict=True):
+                before = tree_cpu_s([api.pid])
+                measured = asyncio.run(
+                    run_load(
+                        target,
+                        _maker(scenario, tag, round_),
+                        total=10**9,
+                        concurrency=concurrency,
+                        duration_s=seconds,
+                    )
+                )
+                cpu_s = tree_cpu_s([api.pid]) - before
+                done = max(measured.answered, 1)
+                row = Round(
+                    revision=revision,
+                    round=round_,
+                    answered=measured.answered,
+                    per_s=round(measured.throughput, 1),
+                    api_cpu_ms=round(1000 * cpu_s / done, 3),
+                    statuses={str(k): v for k, v in sorted(measured.statuses.items())},
+                )
+                print(
+                    f"round {round_}{' (warm-up)' if round_ == 0 else ''}: {revision}: "
+                    f"{row.per_s}/s, API CPU {row.api_cpu_ms} ms per request, {row.statuses}",
+                    flush=True,
+                )
+                if round_ > 0:
+                    results.append(row)
+    return results, machine
+
+
+def _made(tag: str) -> Callable[[int], Request]:
+    return lambda i: post_payment(f"{tag}-{i}", payment_body(i, tag))
+
+
+def report(results: list[Round], revisions: tuple[str, str], scenario: str) -> str:
+    lines = [
+        f"| {scenario} | " + " | ".join(f"{r} per s | {r} API CPU ms" for r in revisions) + " |",
+        "|---|" + "---:|" * (2 * len(revisions)),
+    ]
+    rounds = sorted({row.round for row in results})
+    for number in rounds:
+        cells = []
+        for revision in revisions:
+            row = next(r for r in results if r.round == number and r.revision == revision)
+            cells += [f"{row.per_s:,.1f}", f"{row.api_cpu_ms:.3f}"]
+        lines.append(f"| round {number} | " + " | ".join(cells) + " |")
+    medians = []
+    for revision in revisions:
+        own = [r for r in results if r.revision == revision]
+        medians += [
+            f"**{statistics.median(r.per_s for r in own):,.1f}**",
+            f"**{statistics.median(r.api_cpu_ms for r in own):.3f}**",
+        ]
+    lines.append("| median | " + " | ".join(medians) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
+    parser.add_argument("before", help="a git revision, or . for the working tree")
+    parser.add_argument("after", help="a git revision, or . for the working tree")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="replays")
+    parser.add_argument("--rounds", type=int, default=5, help="measured rounds (after a warm-up)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="load per revision per round")
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    revisions = (args.before, args.after)
+    started = time.time()
+    results, machine = compare(
+        revisions,
+        scenario=args.scenario,
+        rounds=args.rounds,
+        seconds=args.seconds,
+        concurrency=args.concurrency,
+    )
+    table = report(results, revisions, args.scenario)
+    print(table)
+    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    header = (
+        f"# Comparison {stamp}: {args.before} against {args.after}, {args.scenario}\n\n"
+        f"- machine: {machine}\n- {args.rounds} rounds of {args.seconds} s per revision, "
+        f"{args.concurrency} connections, alternated; round 0 (warm-up) not counted\n\n"
+    )
+    (RESULTS_DIR / f"{stamp}-compare.md").write_text(header + table + "\n")
+    payload = {"revisions": revisions, "scenario": args.scenario, "machine": machine}
+    payload["rounds"] = [asdict(row) for row in results]
+    (RESULTS_DIR / f"{stamp}-compare.json").write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"results: {RESULTS_DIR / f'{stamp}-compare.md'}")
+
+
+if __name__ == "__main__":
+    main()

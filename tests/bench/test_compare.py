@@ -1,0 +1,40 @@
+"""`python -m bench.compare`: its table of rounds and medians, and its checkouts."""
+
+from __future__ import annotations
+
+import subprocess
+
+from bench.compare import Round, checkout, report
+from tests.support.processes import REPO_ROOT
+
+
+def _round(revision: str, number: int, per_s: float, cpu_ms: float) -> Round:
+    return Round(revision, number, answered=100, per_s=per_s, api_cpu_ms=cpu_ms, statuses={})
+
+
+def test_the_table_gives_every_round_and_each_revisions_medians() -> None:
+    rounds = [
+        _round("old", 1, 900.0, 1.3),
+        _round("new", 1, 1000.0, 1.0),
+        _round("old", 2, 700.0, 1.5),
+        _round("new", 2, 1200.0, 0.9),
+        _round("old", 3, 800.0, 1.1),
+        _round("new", 3, 1100.0, 1.2),
+    ]
+    table = report(rounds, ("old", "new"), "replays").splitlines()
+    assert table[0] == "| replays | old per s | old API CPU ms | new per s | new API CPU ms |"
+    assert table[2] == "| round 1 | 900.0 | 1.300 | 1,000.0 | 1.000 |"
+    assert table[-1] == "| median | **800.0** | **1.300** | **1,100.0** | **1.000** |"
+
+
+def test_a_revision_is_checked_out_beside_the_repository_and_removed_after() -> None:
+    with checkout(".") as here:
+        assert here == REPO_ROOT
+    with checkout("HEAD") as tree:
+        assert (tree / "app" / "main.py").is_file()
+        assert tree != REPO_ROOT
+    assert not tree.parent.exists()
+    listed = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "worktree", "list"], capture_output=True, text=True
+    ).stdout
+    assert str(tree) not in listed
