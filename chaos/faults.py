@@ -36,6 +36,7 @@ import psycopg
 
 from chaos.cluster import Cluster, worker_lease_name
 from chaos.config import ChaosConfig
+from fake_provider.faults import CRASH_EXIT_STATUS
 from tests.support.processes import Process
 
 PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
@@ -260,16 +261,28 @@ class Schedule:
         deadline = time.monotonic() + self.config.window_wait_s
         while time.monotonic() < deadline and not self.stop.is_set():
             if not provider.alive():
-                if fault == "crash_after_commit" and provider.popen.wait() == 75:
-                    record.crashed = True
-                    record.consumed = times
-                    record.used_up_at = time.time()
+                self._note_crash(provider, armed)
                 self._revive_provider(armed)
                 return
             self._update_consumed(armed)
             if rule_id not in armed or self._outage_due():
                 return
             time.sleep(0.05)
+
+    @staticmethod
+    def _note_crash(provider: Process, armed: dict[str, ProviderFaultRecord]) -> None:
+        """A provider that exited as `crash_after_commit` exits: the first such rule acted.
+
+        Rules apply in the order they were armed, so it is the earliest one still armed.
+        """
+        if provider.popen.wait() != CRASH_EXIT_STATUS:
+            return
+        for record in armed.values():
+            if record.fault == "crash_after_commit":
+                record.crashed = True
+                record.consumed = record.times
+                record.used_up_at = time.time()
+                return
 
     def _outage_due(self) -> bool:
         return self._outage is not None and time.time() >= self._outage[0] - self._calm_s
@@ -286,26 +299,35 @@ class Schedule:
         self._outage = None
         url = f"{self.cluster.provider_url}/_faults"
         self._update_consumed(armed)
-        try:
-            httpx.delete(url, timeout=2).raise_for_status()
-            armed.clear()
-            if self.stop.wait(max(0.0, start - time.time())):
+        for attempt in (1, 2):
+            try:
+                httpx.delete(url, timeout=2).raise_for_status()
+                armed.clear()
+                if self.stop.wait(max(0.0, start - time.time())):
+                    return
+                response = httpx.post(
+                    url,
+                    json={
+                        "fault": OUTAGE_FAULT,
+                        "times": OUTAGE_CALLS,
+                        "delay_s": self.config.outage_hang_s,
+                    },
+                    timeout=2,
+                )
+                response.raise_for_status()
+                break
+            except httpx.HTTPError as exc:
+                provider = self.cluster.provider
+                if attempt == 1 and provider is not None and not provider.alive():
+                    # The rotation's last rule crashed the provider (crash_after_commit) as
+                    # the outage came due: bring it back, then clear and arm on the new one.
+                    self._note_crash(provider, armed)
+                    self._revive_provider(armed)
+                    continue
+                self.log.errors.append(f"arming the outage: {exc}")
+                armed.clear()
+                self._revive_provider(armed)
                 return
-            response = httpx.post(
-                url,
-                json={
-                    "fault": OUTAGE_FAULT,
-                    "times": OUTAGE_CALLS,
-                    "delay_s": self.config.outage_hang_s,
-                },
-                timeout=2,
-            )
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            self.log.errors.append(f"arming the outage: {exc}")
-            armed.clear()
-            self._revive_provider(armed)
-            return
         rule_id = response.json()["id"]
         record = ProviderFaultRecord(fault="outage", times=OUTAGE_CALLS, armed_at=time.time())
         self.log.provider.append(record)
