@@ -93,13 +93,18 @@ def start_api(tree: Path, env: dict[str, str], log_dir: Path) -> Process:
     )
 
 
+def _payments(tag: str) -> Callable[[int], Request]:
+    """Payment `i` of the keys tagged `tag`: always the same key and body for the same `i`."""
+    return lambda i: post_payment(f"{tag}-{i}", payment_body(i, tag))
+
+
 def _maker(scenario: str, tag: str, round_: int) -> Callable[[int], Request]:
     if scenario == "replays":
-        return lambda i: post_payment(f"{tag}-{i % MADE}", payment_body(i % MADE, tag))
+        made = _payments(tag)
+        return lambda i: made(i % MADE)
     if scenario == "lookups":
         return lambda i: Request("GET", f"/operations?idempotency_key={quote(f'{tag}-{i % MADE}')}")
-    fresh = f"{tag}-r{round_}-{uuid.uuid4().hex[:6]}"
-    return lambda i: post_payment(f"{fresh}-{i}", payment_body(i, fresh))
+    return _payments(f"{tag}-r{round_}-{uuid.uuid4().hex[:6]}")
 
 
 def compare(
@@ -126,7 +131,7 @@ def compare(
         made = asyncio.run(
             run_load(
                 targets[-1],
-                _made(tag),
+                _payments(tag),
                 total=MADE,
                 concurrency=concurrency,
                 duration_s=300,
@@ -175,10 +180,6 @@ def compare(
                 if round_ > 0:
                     results.append(row)
     return results, machine
-
-
-def _made(tag: str) -> Callable[[int], Request]:
-    return lambda i: post_payment(f"{tag}-{i}", payment_body(i, tag))
 
 
 def report(results: list[Round], revisions: tuple[str, str], scenario: str) -> str:
