@@ -5,14 +5,21 @@
     python3 tasks.py test    the full test suite, two processes of tests at a time on two cores
                              (extra arguments go to pytest; `-n 0` runs it in one)
     python3 tasks.py lint    ruff and mypy (strict)
+    python3 tasks.py lock    compile requirements.lock and requirements-dev.lock from
+                             pyproject.toml (extra arguments go to `uv pip compile`, e.g.
+                             `--upgrade-package starlette` or `--upgrade`)
 
-Each creates `.venv` and installs the project into it on first use, and again whenever
-pyproject.toml changes.
+Each of dev, test and lint creates `.venv` and installs into it on first use, and again
+whenever the lock or pyproject.toml changes: the exact versions of requirements.lock (dev) or
+requirements-dev.lock (test, lint), each file checked against its hash, then the project itself
+without dependencies. A lock that no longer matches pyproject.toml's dependency lists is
+refused: run `python3 tasks.py lock`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -23,25 +30,130 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
+PIP = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+
+# The lock of each set of extras: the runtime's (the image installs it too) and the one with
+# the dev extras (the tests, the checks, CI).
+LOCKS = {"": "requirements.lock", "dev": "requirements-dev.lock"}
+# The line of a lock's header that records which dependency lists it was compiled from.
+DIGEST_LINE = "# pyproject-sha256: "
+
+
+def dependency_lists(pyproject: Path, extras: str) -> dict[str, list[str]]:
+    """The lists of pyproject.toml that a lock of `extras` is compiled from.
+
+    The build system's requirements are among them: the project is installed from the lock
+    without build isolation, so the lock carries setuptools too.
+    """
+    import tomllib  # here, so that Python 3.10 still gets the message of ensure_venv
+
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    lists: dict[str, list[str]] = {
+        "build-system.requires": list(data["build-system"]["requires"]),
+        "project.dependencies": list(data["project"]["dependencies"]),
+    }
+    if extras:
+        optional = data["project"]["optional-dependencies"][extras]
+        lists[f"project.optional-dependencies.{extras}"] = list(optional)
+    return lists
+
+
+def dependencies_digest(pyproject: Path, extras: str) -> str:
+    """The sha256 of those lists (not of the file: comments and other tables leave it be)."""
+    lists = dependency_lists(pyproject, extras)
+    return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()
+
+
+def recorded_digest(lock: Path) -> str | None:
+    """The digest that the header of `lock` records, if it has one."""
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            return None
+        if line.startswith(DIGEST_LINE):
+            return line.removeprefix(DIGEST_LINE).split()[0]
+    return None
+
+
+def lock_problem(root: Path, extras: str) -> str | None:
+    """Why the lock of `extras` under `root` cannot be installed, or None if it can."""
+    lock = root / LOCKS[extras]
+    if not lock.exists():
+        return f"{lock.name} is missing: run python3 tasks.py lock"
+    if recorded_digest(lock) != dependencies_digest(root / "pyproject.toml", extras):
+        return (
+            f"{lock.name} is out of date: pyproject.toml's dependency lists changed since it"
+            " was compiled; run python3 tasks.py lock (and commit the locks)"
+        )
+    return None
 
 
 def ensure_venv(extras: str) -> None:
-    """Create `.venv` and install the project with `extras`, if not already current."""
+    """Create `.venv` and install the lock of `extras` and the project, if not already current."""
     if sys.version_info < (3, 11):  # noqa: UP036 - runs before the project is installed
         sys.exit("payments needs Python 3.11 or newer")
+    problem = lock_problem(ROOT, extras)
+    if problem:
+        sys.exit(f"refusing to install: {problem}")
+    lock = ROOT / LOCKS[extras]
     stamp = VENV / f".installed-{extras or 'base'}"
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    digest = hashlib.sha256(lock.read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and PYTHON.exists():
         return
     if not PYTHON.exists():
         print("creating .venv", flush=True)
         venv.create(VENV, with_pip=True)
-    target = f".[{extras}]" if extras else "."
-    print(f"installing {target} into .venv", flush=True)
-    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
-    subprocess.run([*pip, "-e", target], check=True, cwd=ROOT)
+    print(f"installing {lock.name} and the project into .venv", flush=True)
+    subprocess.run([*PIP, "--require-hashes", "-r", lock.name], check=True, cwd=ROOT)
+    subprocess.run([*PIP, "--no-deps", "--no-build-isolation", "-e", "."], check=True, cwd=ROOT)
     stamp.write_text(digest)
+
+
+def uv_pin(pyproject: Path) -> str:
+    """The `uv==X` requirement of the dev extras: the version that compiles the locks."""
+    dev = dependency_lists(pyproject, "dev")["project.optional-dependencies.dev"]
+    return next(req for req in dev if req.replace(" ", "").startswith("uv=="))
+
+
+def lock(args: list[str]) -> int:
+    """Compile both locks with uv, each headed by the digest of the lists it came from."""
+    if sys.version_info < (3, 11):  # noqa: UP036 - runs before the project is installed
+        sys.exit("payments needs Python 3.11 or newer")
+    pyproject = ROOT / "pyproject.toml"
+    uv = BIN / "uv"
+    if not uv.exists():
+        if not PYTHON.exists():
+            print("creating .venv", flush=True)
+            venv.create(VENV, with_pip=True)
+        print(f"installing {uv_pin(pyproject)} into .venv", flush=True)
+        subprocess.run([*PIP, uv_pin(pyproject)], check=True, cwd=ROOT)
+    for extras, name in LOCKS.items():
+        build = "\n".join(dependency_lists(pyproject, extras)["build-system.requires"])
+        command = [
+            str(uv), "pip", "compile", "--quiet", "--universal", "--generate-hashes",
+            "--python-version", "3.11", "--custom-compile-command", "python3 tasks.py lock",
+            "pyproject.toml", "-", "--output-file", name,
+            *(["--extra", extras] if extras else []),
+            *args,
+        ]  # fmt: skip
+        print(f"compiling {name}", flush=True)
+        result = subprocess.run(command, input=build, text=True, cwd=ROOT)
+        if result.returncode:
+            return result.returncode
+        path = ROOT / name
+        body = [
+            line
+            for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if not line.startswith(DIGEST_LINE)
+        ]
+        header = (
+            f"{DIGEST_LINE}{dependencies_digest(pyproject, extras)}\n"
+            "# (of pyproject.toml's build-system.requires, project.dependencies"
+            + (f" and optional-dependencies.{extras}" if extras else "")
+            + "; tasks.py refuses the lock once they change)\n"
+        )
+        body = [line for line in body if not line.startswith("# (of pyproject.toml's ")]
+        path.write_text(header + "".join(body), encoding="utf-8")
+    return 0
 
 
 def run(args: list[str]) -> int:
@@ -68,6 +180,8 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_venv("dev")
         return run([str(PYTHON), "-m", "pytest", *parallel(rest), *rest])
+    if command == "lock":
+        return lock(rest)
     if command == "lint":
         ensure_venv("dev")
         checks = [
