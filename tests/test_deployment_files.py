@@ -2,7 +2,8 @@
 
 Checked: the fake provider stays on the compose network with its admin API off, no service
 runs as root, the database password comes from an env file rather than the compose file,
-and the image holds every package the `payments` command imports.
+the image holds every package the `payments` command imports, and it installs its
+dependencies from requirements.lock, hashes checked, and nothing beside them.
 """
 
 from __future__ import annotations
@@ -116,6 +117,29 @@ def test_the_image_holds_every_package_the_command_needs() -> None:
     assert packages == {"app", "worker", "fake_provider", "client"}
     missing = (packages | {"migrations", "alembic.ini", "pyproject.toml"}) - copied
     assert not missing, f"not in the image: {sorted(missing)}"
+
+
+def test_the_image_installs_the_hashed_lock_and_nothing_else() -> None:
+    instructions = dockerfile_instructions()
+    copied = {
+        Path(source).name
+        for name, rest in instructions
+        if name == "COPY"
+        for source in rest.split()[:-1]
+    }
+    installs = [rest for name, rest in instructions if name == "RUN" and "pip install" in rest]
+
+    assert "requirements.lock" in copied
+    assert any(
+        "--require-hashes" in run.split() and "requirements.lock" in run.split() for run in installs
+    ), "the image must install requirements.lock with --require-hashes"
+    for run in installs:
+        for command in run.split("&&"):
+            words = command.split()
+            if words[:2] != ["pip", "install"]:
+                continue
+            # Anything else pip installs must bring no dependencies of its own along.
+            assert "--require-hashes" in words or "--no-deps" in words, command
 
 
 def _compose_command() -> list[str] | None:
