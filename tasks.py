@@ -139,20 +139,15 @@ def lock(args: list[str]) -> int:
         result = subprocess.run(command, input=build, text=True, cwd=ROOT)
         if result.returncode:
             return result.returncode
+        # uv writes the whole file afresh; the digest goes on top of its header.
         path = ROOT / name
-        body = [
-            line
-            for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-            if not line.startswith(DIGEST_LINE)
-        ]
         header = (
             f"{DIGEST_LINE}{dependencies_digest(pyproject, extras)}\n"
             "# (of pyproject.toml's build-system.requires, project.dependencies"
             + (f" and optional-dependencies.{extras}" if extras else "")
             + "; tasks.py refuses the lock once they change)\n"
         )
-        body = [line for line in body if not line.startswith("# (of pyproject.toml's ")]
-        path.write_text(header + "".join(body), encoding="utf-8")
+        path.write_text(header + path.read_text(encoding="utf-8"), encoding="utf-8")
     return 0
 
 
