@@ -118,3 +118,45 @@ def test_every_variable_the_project_sets_is_known() -> None:
         "PAYMENTS_MAX_ATTEMPT",
         "PAYMENTS_WEBHOOK_TIMEOUTS",
     }, misspelt
+
+
+def test_the_tenant_rate_limit_is_on_by_default_and_zero_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_only(monkeypatch)
+    settings = Settings.from_env()
+    assert (settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst) == (100.0, 200)
+    set_only(monkeypatch, PAYMENTS_TENANT_RATE_LIMIT_PER_S="0")
+    assert Settings.from_env().tenant_rate_limit_per_s == 0
+    set_only(
+        monkeypatch, PAYMENTS_TENANT_RATE_LIMIT_PER_S="2.5", PAYMENTS_TENANT_RATE_LIMIT_BURST="5"
+    )
+    settings = Settings.from_env()
+    assert (settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst) == (2.5, 5)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PAYMENTS_TENANT_RATE_LIMIT_PER_S", "-1"),
+        ("PAYMENTS_TENANT_RATE_LIMIT_PER_S", "fast"),
+        ("PAYMENTS_TENANT_RATE_LIMIT_BURST", "0"),
+    ],
+)
+def test_an_invalid_tenant_rate_limit_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    set_only(monkeypatch, **{name: value})
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env()
+
+
+def test_the_test_systems_turn_the_tenant_rate_limit_off() -> None:
+    from tests.support.system import system_env
+
+    env = system_env("postgresql://u@h/db", "http://127.0.0.1:1")
+    assert env["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "0"
+    on = system_env(
+        "postgresql://u@h/db", "http://127.0.0.1:1", PAYMENTS_TENANT_RATE_LIMIT_PER_S="5"
+    )
+    assert on["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "5"
