@@ -160,3 +160,25 @@ def test_the_test_systems_turn_the_tenant_rate_limit_off() -> None:
         "postgresql://u@h/db", "http://127.0.0.1:1", PAYMENTS_TENANT_RATE_LIMIT_PER_S="5"
     )
     assert on["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "5"
+
+
+def test_a_failpoint_may_raise_a_database_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import psycopg
+
+    from app.failpoints import Failpoints
+
+    set_only(
+        monkeypatch,
+        PAYMENTS_FAILPOINTS="after_claim=raise:40001,before_record=0",
+        PAYMENTS_TEST_MODE="1",
+    )
+    failpoints = Failpoints.parse(Settings.from_env().failpoints)
+    with pytest.raises(psycopg.errors.SerializationFailure) as raised:
+        asyncio.run(failpoints.reach("after_claim"))
+    assert raised.value.sqlstate == "40001"
+    asyncio.run(failpoints.reach("before_record"))
+    set_only(monkeypatch, PAYMENTS_FAILPOINTS="after_claim=raise:ZZZZZ", PAYMENTS_TEST_MODE="1")
+    with pytest.raises(SettingsError, match="SQLSTATE"):
+        Settings.from_env()
