@@ -16,13 +16,14 @@ from app.admin import repository as admin_tokens
 from app.admin.desk import OperatorDesk
 from app.admin.models import Operator
 from app.db.database import Database
-from app.errors import Unauthenticated
+from app.errors import RateLimited, Unauthenticated
 from app.http.auth import bearer_token
 from app.observability.metrics import Metrics
 from app.payments.service import PaymentService
 from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.cache import ApiKeyCache
+from app.tenants.rate_limit import TenantRateLimiter
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Services:
     metrics: Metrics
     api_keys: ApiKeyCache
     operators: OperatorDesk
+    rate_limiter: TenantRateLimiter
 
 
 async def get_services(request: Request) -> Services:
@@ -57,7 +59,8 @@ class Caller:
 
 
 class TenantBearer(HTTPBearer):
-    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise.
+    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise, and 429
+    when the tenant is over its request rate (`app.tenants.rate_limit`).
 
     A bearer security scheme, so the OpenAPI document describes it, that does the whole
     authentication itself: one dependency with no dependencies of its own. FastAPI resolves
@@ -74,6 +77,12 @@ class TenantBearer(HTTPBearer):
         owner = await services.api_keys.authenticate(api_key)
         if owner is None:
             raise Unauthenticated("the API key is not valid", headers=challenge)
+        wait_s = services.rate_limiter.acquire(owner.tenant_id)
+        if wait_s is not None:
+            raise RateLimited(
+                f"too many requests for this tenant; retry after {wait_s} s",
+                headers={"retry-after": str(wait_s)},
+            )
         return Caller(id=owner.tenant_id, key_id=owner.key_id)
 
 

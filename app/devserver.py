@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from psycopg import AsyncConnection
@@ -27,6 +28,32 @@ from app.tenants.repository import create_tenant, find_key_owner
 
 DEMO_KEY_FILE = "demo-api-key"
 DEMO_ADMIN_FILE = "demo-admin-token"
+# The data folder holds the demo credentials: only their owner may read them.
+PRIVATE_DIR_MODE = 0o700
+# Started by root, the embedded PostgreSQL runs as a user of its own, which must pass through
+# the folder to its data in `postgres/`: others may pass, never list or read.
+PASSABLE_DIR_MODE = 0o711
+SECRET_FILE_MODE = 0o600
+
+
+def private_dir(path: Path, *, passable: bool = False) -> None:
+    """Make `path` (and its parents) if missing, and let only its owner into it."""
+    mode = PASSABLE_DIR_MODE if passable else PRIVATE_DIR_MODE
+    path.mkdir(parents=True, exist_ok=True, mode=mode)
+    # mkdir's mode is filtered by the umask, and a folder from an earlier run may be open.
+    path.chmod(mode)
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable and writable by its owner only.
+
+    Created with that mode, so it is never readable by others, not even for a moment; a
+    file left by an earlier run with a wider mode is narrowed before it is written.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_FILE_MODE)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), SECRET_FILE_MODE)
+        out.write(text)
 
 
 def _demo_api_key(settings: Settings, database_url: str) -> str:
@@ -44,7 +71,7 @@ def _demo_api_key(settings: Settings, database_url: str) -> str:
                     return known
             async with conn.transaction():
                 _tenant, api_key = await create_tenant(conn, "demo")
-        key_file.write_text(api_key + "\n")
+        write_secret(key_file, api_key + "\n")
         return api_key
 
     return asyncio.run(run())
@@ -64,7 +91,7 @@ def _demo_admin_token(settings: Settings, database_url: str) -> str:
                 if await admin_tokens.authenticate(conn, known) is not None:
                     return known
             _row, token = await admin_tokens.create_token(conn, "dev")
-        token_file.write_text(token + "\n")
+        write_secret(token_file, token + "\n")
         return token
 
     return asyncio.run(run())
@@ -90,12 +117,14 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
     # while the worker is being started) is honoured once everything runs, never by dying
     # with the children left running.
     stop_requested = _catch_stop_signals()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     embedded: EmbeddedPostgres | None = None
     database_url = settings.database_url
     if database_url is None:
         embedded = EmbeddedPostgres(settings.data_dir / "postgres")
         database_url = embedded.start()
+        # Starting it may have opened the folder to the server's own user: close it again.
+        private_dir(settings.data_dir, passable=embedded.service_user is not None)
     children: list[subprocess.Popen[bytes]] = []
     try:
         upgrade_head(database_url)

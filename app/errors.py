@@ -109,6 +109,10 @@ class Unauthenticated(ProblemError):
     status, code, title = 401, "UNAUTHENTICATED", "Missing or unknown API key"
 
 
+class RateLimited(ProblemError):
+    status, code, title = 429, "RATE_LIMITED", "Too many requests"
+
+
 class IdempotencyKeyMissing(ProblemError):
     status, code, title = 400, "IDEMPOTENCY_KEY_MISSING", "Idempotency-Key header required"
 

@@ -11,6 +11,11 @@ otherwise a few microseconds wide:
     before_record   the provider answered (or a lookup found the charge), nothing recorded yet
     webhook_before_record
                     a worker's webhook attempt was answered, the attempt not recorded yet
+
+`name=raise:SQLSTATE` instead raises there the database error of that SQLSTATE
+(`after_claim=raise:40001`, a serialization failure; `raise:XX000`, an internal error), as
+if a statement had failed: the tests see how the API answers a database error without
+having to break the database.
 """
 
 from __future__ import annotations
@@ -18,26 +23,56 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+import psycopg
+import psycopg.errors
+
+_RAISE = "raise:"
+
 
 class Failpoints:
     """The failpoints configured for this process."""
 
-    def __init__(self, delays: Mapping[str, float] | None = None):
+    def __init__(
+        self,
+        delays: Mapping[str, float] | None = None,
+        errors: Mapping[str, str] | None = None,
+    ):
         self._delays = dict(delays or {})
+        self._errors = dict(errors or {})
 
     @classmethod
     def parse(cls, spec: str) -> Failpoints:
-        """Parse `name=seconds,name=seconds`; raise ValueError on anything else."""
+        """Parse `name=seconds` and `name=raise:SQLSTATE` items separated by commas; raise
+        ValueError on anything else."""
         delays: dict[str, float] = {}
+        errors: dict[str, str] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             name, sep, value = item.partition("=")
-            if not sep or not name.strip():
-                raise ValueError(f"expected name=seconds, got {item!r}")
-            delays[name.strip()] = float(value)
-        return cls(delays)
+            name, value = name.strip(), value.strip()
+            if not sep or not name:
+                raise ValueError(f"expected name=seconds or name=raise:SQLSTATE, got {item!r}")
+            if value.startswith(_RAISE):
+                sqlstate = value.removeprefix(_RAISE)
+                try:
+                    psycopg.errors.lookup(sqlstate)
+                except KeyError:
+                    raise ValueError(f"expected a known SQLSTATE, got {item!r}") from None
+                errors[name] = sqlstate
+            else:
+                delays[name] = float(value)
+        return cls(delays, errors)
 
     async def reach(self, name: str) -> None:
-        """Wait here if the failpoint `name` is set."""
+        """Wait here if the failpoint `name` is set, or raise its database error."""
+        sqlstate = self._errors.get(name)
+        if sqlstate is not None:
+            raise database_error(sqlstate, f"failpoint {name}")
         delay = self._delays.get(name)
         if delay:
             await asyncio.sleep(delay)
+
+
+def database_error(sqlstate: str, message: str) -> psycopg.Error:
+    """The psycopg error a server answering `sqlstate` raises (its class, its `sqlstate`)."""
+    error: psycopg.Error = psycopg.errors.lookup(sqlstate)(message)
+    return error

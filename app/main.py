@@ -33,6 +33,7 @@ from app.refunds import router as refunds_router
 from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
+from app.tenants.rate_limit import TenantRateLimiter
 from app.webhooks import router as webhooks_router
 
 DESCRIPTION = """
@@ -80,6 +81,10 @@ def create_app(settings: Settings) -> FastAPI:
                     subjects=parts.subjects,
                     lease_s=settings.lease_s,
                     key_ttl_s=settings.key_ttl_s,
+                ),
+                rate_limiter=TenantRateLimiter(
+                    rate_per_s=settings.tenant_rate_limit_per_s,
+                    burst=settings.tenant_rate_limit_burst,
                 ),
             )
             heap.settle()

@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     data_dir: Path = Path(".data")
+    # Each tenant's requests per second on one API process (a token bucket holding `burst`);
+    # 0 turns the limit off. Per process: N API processes let a tenant make N times this.
+    tenant_rate_limit_per_s: float = Field(default=100.0, ge=0, le=1_000_000)
+    tenant_rate_limit_burst: int = Field(default=200, ge=1, le=10_000_000)
     db_pool_size: int = Field(default=20, ge=1, le=200)
     # Connecting to one host, and waiting for a free pooled connection, give up after this.
     db_connect_timeout_s: float = Field(default=5.0, ge=1, le=60)

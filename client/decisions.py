@@ -9,7 +9,8 @@ and stops at once on what a retry can never change.
     201 payment SUCCEEDED                    Done
     202 outcome unknown yet                  Retry, paced by the server (Retry-After)
     409 IDEMPOTENCY_REQUEST_IN_PROGRESS      Retry, paced by the server (Retry-After)
-    503, 500, 504, 429, 408, 425, other 502  Retry after a failure: backoff, spends budget
+    503, 500, 504, 429, 408, 425, other 502  Retry after a failure: backoff (never shorter
+                                             than Retry-After), spends budget
     connection error, timeout                Retry after a failure: backoff, spends budget
     402 decline                              PaymentDeclined
     502 PROVIDER_REJECTED                    PaymentRejected
@@ -261,8 +262,12 @@ def read_decision(answer: Answer, *, key: str | None = None) -> Mapping[str, Any
     error = error_for(answer, key=key)
     if error is not None:
         return Fail(error)
+    # Paced like any failure, but never sooner than the API's Retry-After (a 429 or 503).
     return Retry(
-        reason=f"HTTP {answer.status}: not answered now", failure=True, status=answer.status
+        reason=f"HTTP {answer.status}: not answered now",
+        failure=True,
+        status=answer.status,
+        retry_after_s=answer.retry_after_s,
     )
 
 

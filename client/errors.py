@@ -136,7 +136,8 @@ class RetryBudgetExhausted(OutcomeUnknown):
 
 
 class ApiUnavailable(PaymentsError):
-    """A single read got no usable answer now (connection error, timeout, 5xx); call again."""
+    """A single read got no usable answer now (connection error, timeout, 5xx, 429); call
+    again (after `Retry-After` for a 429 or 503)."""
 
 
 class UnexpectedResponse(PaymentsError):

@@ -118,3 +118,67 @@ def test_every_variable_the_project_sets_is_known() -> None:
         "PAYMENTS_MAX_ATTEMPT",
         "PAYMENTS_WEBHOOK_TIMEOUTS",
     }, misspelt
+
+
+def test_the_tenant_rate_limit_is_on_by_default_and_zero_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_only(monkeypatch)
+    settings = Settings.from_env()
+    assert (settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst) == (100.0, 200)
+    set_only(monkeypatch, PAYMENTS_TENANT_RATE_LIMIT_PER_S="0")
+    assert Settings.from_env().tenant_rate_limit_per_s == 0
+    set_only(
+        monkeypatch, PAYMENTS_TENANT_RATE_LIMIT_PER_S="2.5", PAYMENTS_TENANT_RATE_LIMIT_BURST="5"
+    )
+    settings = Settings.from_env()
+    assert (settings.tenant_rate_limit_per_s, settings.tenant_rate_limit_burst) == (2.5, 5)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PAYMENTS_TENANT_RATE_LIMIT_PER_S", "-1"),
+        ("PAYMENTS_TENANT_RATE_LIMIT_PER_S", "fast"),
+        ("PAYMENTS_TENANT_RATE_LIMIT_BURST", "0"),
+    ],
+)
+def test_an_invalid_tenant_rate_limit_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    set_only(monkeypatch, **{name: value})
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env()
+
+
+def test_the_test_systems_turn_the_tenant_rate_limit_off() -> None:
+    from tests.support.system import system_env
+
+    env = system_env("postgresql://u@h/db", "http://127.0.0.1:1")
+    assert env["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "0"
+    on = system_env(
+        "postgresql://u@h/db", "http://127.0.0.1:1", PAYMENTS_TENANT_RATE_LIMIT_PER_S="5"
+    )
+    assert on["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "5"
+
+
+def test_a_failpoint_may_raise_a_database_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import psycopg
+
+    from app.failpoints import Failpoints
+
+    set_only(
+        monkeypatch,
+        PAYMENTS_FAILPOINTS="after_claim=raise:40001,before_record=0",
+        PAYMENTS_TEST_MODE="1",
+    )
+    failpoints = Failpoints.parse(Settings.from_env().failpoints)
+    with pytest.raises(psycopg.errors.SerializationFailure) as raised:
+        asyncio.run(failpoints.reach("after_claim"))
+    assert raised.value.sqlstate == "40001"
+    asyncio.run(failpoints.reach("before_record"))
+    set_only(monkeypatch, PAYMENTS_FAILPOINTS="after_claim=raise:ZZZZZ", PAYMENTS_TEST_MODE="1")
+    with pytest.raises(SettingsError, match="SQLSTATE"):
+        Settings.from_env()

@@ -8,6 +8,7 @@ from app.admin.delivery_views import event_json
 from app.admin.desk import Detail, ProviderView
 from app.admin.queries import Overview
 from app.clock import iso
+from app.operations.history import full_history
 from app.operations.refs import Snapshot
 from app.operations.views import operation_json
 
@@ -16,7 +17,10 @@ def admin_operation_json(snapshot: Snapshot, *, with_history: bool) -> dict[str,
     """The tenant's representation of the operation, plus what only operators see."""
     operation = snapshot.operation
     body = operation_json(snapshot)
-    if not with_history:
+    if with_history:
+        # Operators see who acted by name, and why: the tenant's view hides both.
+        body["history"] = full_history(snapshot.history)
+    else:
         del body["history"]
     lease = operation.lease_expires_at
     body.update(

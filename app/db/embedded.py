@@ -87,6 +87,11 @@ class EmbeddedPostgres:
         self.database = database
         self.port: int | None = None
 
+    @property
+    def service_user(self) -> str | None:
+        """The user the server runs as when it is not this process's user (started as root)."""
+        return _run_as()
+
     def _pg(self, program: str, *args: str, timeout: float = 60) -> None:
         result = subprocess.run(
             [str(POSTGRES_BIN_PATH / program), *args],

@@ -11,7 +11,7 @@ from app.errors import NotFound, ValidationFailed, dump_json
 from app.events import reads
 from app.events.schemas import EventList, EventOut
 from app.events.views import event_json, parse_id
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
+from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION
 from app.http.query import only_query
 
 router = APIRouter(tags=["events"])
@@ -21,7 +21,7 @@ router = APIRouter(tags=["events"])
     "/events",
     response_model=EventList,
     summary="List the tenant's events in order",
-    responses={**UNAUTHENTICATED, **VALIDATION},
+    responses={**TENANT_AUTH, **VALIDATION},
     dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_events(
@@ -56,7 +56,7 @@ async def list_events(
     "/events/{event_id}",
     response_model=EventOut,
     summary="Read an event",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**TENANT_AUTH, **NOT_FOUND},
 )
 async def get_event(event_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     parsed = parse_id(event_id)

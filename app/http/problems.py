@@ -46,6 +46,15 @@ def problem(description: str, headers: dict[str, str] | None = None) -> dict[str
 UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
     401: problem("UNAUTHENTICATED: missing or unknown API key")
 }
+RATE_LIMITED: dict[int | str, dict[str, Any]] = {
+    429: problem(
+        "RATE_LIMITED: the tenant is over its request rate (per API process); nothing done, "
+        "retry after `Retry-After`",
+        {"Retry-After": "seconds to wait, a whole number, at least 1"},
+    )
+}
+# What authenticating a tenant can answer, on every tenant route.
+TENANT_AUTH: dict[int | str, dict[str, Any]] = {**UNAUTHENTICATED, **RATE_LIMITED}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: problem("NOT_FOUND: no such resource for this tenant")
 }

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, dump_json
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
+from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION
 from app.operations import reads
 from app.operations.models import OperationName
 from app.operations.schemas import OperationOut
@@ -22,7 +22,7 @@ router = APIRouter(tags=["operations"])
     "/operations/{operation_id}",
     response_model=OperationOut,
     summary="Read an operation",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
 )
 async def get_operation(operation_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     """The operation's state, result once terminal, and history."""
@@ -47,7 +47,7 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
     "/operations",
     response_model=OperationOut,
     summary="Find the operation for an Idempotency-Key",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
 )
 async def find_operation(
     tenant: CurrentTenant,

@@ -13,8 +13,11 @@ class TransitionOut(BaseModel):
     from_state: str | None
     to_state: str
     trigger: str
-    actor: str
-    reason: str | None
+    actor: str = Field(
+        description="Who moved it: `system` (the service), `provider` (its answer settled "
+        "the outcome) or `operator` (a person at the payment service)"
+    )
+    reason: str | None = Field(description="Always null here; operators see the reason")
     at: str
 
 

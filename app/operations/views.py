@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from app.clock import iso
+from app.operations.history import tenant_history
 from app.operations.refs import Snapshot
 from app.operations.states import TERMINAL
 
@@ -13,7 +14,8 @@ from app.operations.states import TERMINAL
 def operation_json(snapshot: Snapshot) -> dict[str, Any]:
     """The operation with its result (once terminal) and its audited history.
 
-    The snapshot must have been read `with_history`.
+    The tenant's view: the history names neutral actors and no reasons (see
+    `app.operations.history`). The snapshot must have been read `with_history`.
     """
     operation = snapshot.operation
     result: dict[str, Any] | None = None
@@ -33,15 +35,5 @@ def operation_json(snapshot: Snapshot) -> dict[str, Any]:
         "created_at": iso(operation.created_at),
         "updated_at": iso(operation.updated_at),
         "result": result,
-        "history": [
-            {
-                "from_state": t.from_state,
-                "to_state": t.to_state,
-                "trigger": t.trigger,
-                "actor": t.actor,
-                "reason": t.reason,
-                "at": iso(t.created_at),
-            }
-            for t in snapshot.history
-        ],
+        "history": tenant_history(snapshot.history),
     }

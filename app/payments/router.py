@@ -14,7 +14,7 @@ from app.flows.keyed import MAX_WAIT_S
 from app.flows.replies import render
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.idempotency.keys import parse_idempotency_key
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
@@ -49,7 +49,7 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     400: problem("IDEMPOTENCY_KEY_MISSING or IDEMPOTENCY_KEY_INVALID; nothing stored"),
-    **UNAUTHENTICATED,
+    **TENANT_AUTH,
     402: problem(
         "Declined by the provider; `code` is the provider's decline code "
         "(`card_declined`, `insufficient_funds`, ...). Stored and replayed."
@@ -140,7 +140,7 @@ async def create_payment(
     "/payments/{payment_id}",
     response_model=PaymentOut,
     summary="Read a payment",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
 )
 async def get_payment(payment_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     """The payment's current representation."""

@@ -14,7 +14,7 @@ from app.flows.keyed import MAX_WAIT_S
 from app.flows.replies import render
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.idempotency.keys import parse_idempotency_key
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
@@ -36,7 +36,7 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
         "model": OperationOut,
     },
     400: problem("IDEMPOTENCY_KEY_MISSING or IDEMPOTENCY_KEY_INVALID; nothing stored"),
-    **UNAUTHENTICATED,
+    **TENANT_AUTH,
     **NOT_FOUND,
     409: problem(
         "PAYMENT_NOT_REFUNDABLE (the payment is not SUCCEEDED or PARTIALLY_REFUNDED; nothing "
@@ -126,7 +126,7 @@ async def create_refund(
     "/refunds/{refund_id}",
     response_model=RefundOut,
     summary="Read a refund",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
 )
 async def get_refund(refund_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     """The refund's current representation."""
@@ -142,7 +142,7 @@ async def get_refund(refund_id: str, tenant: CurrentTenant, services: ServicesDe
     "/payments/{payment_id}/refunds",
     response_model=RefundList,
     summary="List a payment's refunds, oldest first",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
 )
 async def list_refunds(
     payment_id: str,

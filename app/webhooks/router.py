@@ -12,7 +12,7 @@ from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, ValidationFailed, dump_json
 from app.events.views import parse_id as parse_event_id
 from app.http.body import read_json_object
-from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
+from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.http.query import only_query
 from app.webhooks import deliveries, delivery_reads, endpoints
 from app.webhooks.schemas import (
@@ -43,7 +43,7 @@ After = Annotated[str | None, Query(max_length=64, description="Continue after t
     response_model=EndpointOut,
     summary="Register a webhook endpoint; its signing secret is shown only here",
     responses={
-        **UNAUTHENTICATED,
+        **TENANT_AUTH,
         413: problem("PAYLOAD_TOO_LARGE"),
         415: problem("UNSUPPORTED_MEDIA_TYPE"),
         422: problem("VALIDATION_ERROR: bad body, or a URL that may not receive webhooks"),
@@ -83,7 +83,7 @@ async def create_endpoint(request: Request, tenant: CurrentTenant, services: Ser
     "/webhook-endpoints",
     response_model=EndpointList,
     summary="List webhook endpoints",
-    responses={**UNAUTHENTICATED, **VALIDATION},
+    responses={**TENANT_AUTH, **VALIDATION},
     dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_endpoints(
@@ -99,7 +99,7 @@ async def list_endpoints(
     "/webhook-endpoints/{endpoint_id}",
     response_model=EndpointOut,
     summary="Read a webhook endpoint (without its secret)",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**TENANT_AUTH, **NOT_FOUND},
 )
 async def get_endpoint(endpoint_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     parsed = _endpoint_id(endpoint_id)
@@ -115,7 +115,7 @@ async def get_endpoint(endpoint_id: str, tenant: CurrentTenant, services: Servic
     status_code=204,
     response_class=Response,
     summary="Delete a webhook endpoint; what is still pending for it is cancelled",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**TENANT_AUTH, **NOT_FOUND},
 )
 async def delete_endpoint(
     endpoint_id: str, tenant: CurrentTenant, services: ServicesDep
@@ -131,7 +131,7 @@ async def delete_endpoint(
     "/webhook-endpoints/{endpoint_id}/rotate-secret",
     response_model=EndpointOut,
     summary="A new signing secret; the old one keeps signing for 24 hours",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**TENANT_AUTH, **NOT_FOUND},
 )
 async def rotate_secret(endpoint_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     parsed = _endpoint_id(endpoint_id)
@@ -148,7 +148,7 @@ async def rotate_secret(endpoint_id: str, tenant: CurrentTenant, services: Servi
     "/webhook-endpoints/{endpoint_id}/deliveries",
     response_model=DeliveryList,
     summary="An endpoint's deliveries, newest first, with every attempt",
-    responses={**UNAUTHENTICATED, **NOT_FOUND, **VALIDATION},
+    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
     dependencies=[Depends(only_query("after", "limit"))],
 )
 async def list_deliveries(
@@ -174,7 +174,7 @@ async def list_deliveries(
     status_code=202,
     response_model=RedeliveryOut,
     summary="Send an event again to every endpoint subscribed to its type",
-    responses={**UNAUTHENTICATED, **NOT_FOUND},
+    responses={**TENANT_AUTH, **NOT_FOUND},
 )
 async def redeliver(event_id: str, tenant: CurrentTenant, services: ServicesDep) -> Any:
     parsed = parse_event_id(event_id)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
-from bench.compare import Round, checkout, report
+from bench.compare import Round, checkout, known_settings, report
+from bench.system import api_env
 from tests.support.processes import REPO_ROOT
 
 
@@ -38,3 +40,27 @@ def test_a_revision_is_checked_out_beside_the_repository_and_removed_after() -> 
         ["git", "-C", str(REPO_ROOT), "worktree", "list"], capture_output=True, text=True
     ).stdout
     assert str(tree) not in listed
+
+
+def test_the_bench_api_is_never_rate_limited() -> None:
+    env = api_env("postgresql://u@h/db", "http://127.0.0.1:1")
+    assert env["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "0"
+
+
+def test_a_revision_is_not_given_settings_it_does_not_know(tmp_path: Path) -> None:
+    # An older revision refuses to start on a PAYMENTS_* variable it does not know.
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "settings.py").write_text(
+        'provider_url: str = ""\nOTHER = {"PAYMENTS_FAKE_PROVIDER_ADMIN": "x"}\n'
+    )
+    env = {
+        "DATABASE_URL": "postgresql://u@h/db",
+        "PATH": "/bin",
+        "PAYMENTS_PROVIDER_URL": "http://127.0.0.1:1",
+        "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+        "PAYMENTS_TENANT_RATE_LIMIT_PER_S": "0",
+    }
+    assert known_settings(tmp_path, env) == {
+        name: value for name, value in env.items() if "RATE_LIMIT" not in name
+    }
+    assert known_settings(REPO_ROOT, env) == env

@@ -150,6 +150,11 @@ def unavailable(retry_after: str | None = "1") -> httpx.Response:
     )
 
 
+def rate_limited(retry_after: str | None = "1") -> httpx.Response:
+    """The tenant is over its request rate: nothing was done."""
+    return problem(429, "RATE_LIMITED", retry_after=retry_after)
+
+
 def connect_error(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("connection refused", request=request)
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from client import (
+    ApiUnavailable,
     AuthenticationError,
     Backoff,
     IdempotencyKeyExpired,
@@ -42,6 +43,7 @@ from tests.client.fakes import (
     operation_body,
     payment_body,
     problem,
+    rate_limited,
     read_timeout,
     sync_client,
     unavailable,
@@ -115,6 +117,53 @@ def test_retry_after_is_honoured(variant: str) -> None:
     create(variant, api, fake, {"backoff": Backoff(base_s=0.1, cap_s=0.2)})
     # A failure waits at least Retry-After; 202 and 409 wait exactly what the server said.
     assert fake.sleeps == [7.0, 3.0, 1.0]
+
+
+def test_a_rate_limited_payment_waits_out_retry_after_and_is_sent_again(variant: str) -> None:
+    api = ScriptedApi(rate_limited("5"), rate_limited("2"), created())
+    fake = FakeTime()
+    payment = create(variant, api, fake, {"backoff": Backoff(base_s=0.1, cap_s=0.2)})
+    assert payment.status == "SUCCEEDED"
+    # Never sooner than the API said (the backoff alone would wait at most 0.2 s).
+    assert fake.sleeps == [5.0, 2.0]
+    assert len(api.requests) == 3
+    assert len(set(api.keys())) == 1
+
+
+def test_a_rate_limited_payment_without_retry_after_backs_off(variant: str) -> None:
+    api = ScriptedApi(rate_limited(None), created())
+    fake = FakeTime()
+    create(variant, api, fake, {"backoff": Backoff(base_s=1.0, cap_s=4.0)})
+    assert len(fake.sleeps) == 1
+    assert 0.0 <= fake.sleeps[0] <= 1.0
+
+
+def test_a_rate_limit_longer_than_the_deadline_ends_with_the_key_to_resume(variant: str) -> None:
+    api = ScriptedApi(rate_limited("120"))
+    fake = FakeTime()
+    with pytest.raises(OutcomeUnknown) as raised:
+        create(variant, api, fake, idempotency_key="key-429", deadline=30.0)
+    assert fake.sleeps == []
+    assert raised.value.idempotency_key == "key-429"
+    assert raised.value.last_status == 429
+
+
+def test_a_rate_limited_poll_waits_out_retry_after(variant: str) -> None:
+    final = {"status_code": 201, "body": payment_body()}
+    api = ScriptedApi(
+        rate_limited("4"), httpx.Response(200, json=operation_body("COMPLETED", final))
+    )
+    fake = FakeTime()
+    payment = wait(variant, api, fake, {"backoff": Backoff(base_s=0.1, cap_s=0.2)})
+    assert payment.status == "SUCCEEDED"
+    assert fake.sleeps == [4.0]
+
+
+def test_a_rate_limited_single_read_raises_api_unavailable() -> None:
+    api = ScriptedApi(rate_limited("3"))
+    with sync_client(api, FakeTime()) as payments, pytest.raises(ApiUnavailable) as raised:
+        payments.get_operation(OPERATION_ID)
+    assert raised.value.status == 429
 
 
 def test_retry_after_as_an_http_date_is_measured_against_the_date_header(variant: str) -> None:

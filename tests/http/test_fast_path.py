@@ -2,8 +2,16 @@
 
 One app, served in this process against the real database and fake provider: each request
 is sent twice, once through `with_fast_payments` and once through the FastAPI app alone,
-with keys that differ only in their first letter, and the two answers must match in status,
-headers and body (ids, timestamps and request ids aside, which differ by nature).
+with keys, accounts and request ids that differ only in a per-path prefix, and the two
+answers must match in status, every header (names, order and values) and body. Values that
+differ by nature (ids, timestamps, a generated request id, the per-path prefix) are replaced
+by placeholders before comparing; no header is left out.
+
+Every kind of answer is compared: refusals, 201 and its replay, declines and rejections,
+422 conflicts, 409 in progress (with and without `Prefer: wait`), 202, the provider's 503,
+429 over the tenant's rate, and a database error's 503 and 500 (a failpoint raises them).
+And the route's surroundings (middleware, exception handlers, dependencies) are pinned: the
+fast path reproduces them by hand, so adding one must fail here until it does too.
 """
 
 from __future__ import annotations
@@ -13,24 +21,45 @@ import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
+from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
+from psycopg_pool import PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.dependencies import get_services, get_tenant
+from app.errors import ProblemError
 from app.http.fast_path import with_fast_payments
+from app.http.middleware import ObserveRequests
 from app.main import create_app
 from app.observability.metrics import Metrics
+from app.payments.router import create_payment
 from app.settings import Settings
 from tests.conftest import TenantHandle
+from tests.support.faults import FaultInjector
 from tests.support.payments import payment_body
 
 ROUTE_HEADER = b"x-test-path"
-_VARYING_HEADERS = {"x-request-id", "location", "date"}
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CHARGE = re.compile(r"ch_[0-9a-f]{32}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+_HTTP_DATE = re.compile(r"[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT")
+
+# The session's provider timeout (2 s) is too short to hold a request in flight for long
+# enough; backoff this short makes every 202's Retry-After 1 s, not a random 1 or 2.
+_SETTINGS = {
+    "PAYMENTS_PROVIDER_TIMEOUT_S": "6",
+    "PAYMENTS_LEASE_S": "15",
+    "PAYMENTS_BACKOFF_BASE_S": "0.2",
+    "PAYMENTS_BACKOFF_MAX_S": "0.4",
+}
+# The provider answers this slowly for the in-flight cases.
+_SLOW_S = 3.0
 
 
 class RouteRecorder:
@@ -48,15 +77,19 @@ class RouteRecorder:
 
 Seen = list[tuple[str, str]]
 Scenario = Callable[[httpx.AsyncClient, Seen], Awaitable[None]]
+Serve = Callable[..., None]
 
 
 @pytest.fixture
-def serve(base_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Callable[[Scenario], None]:
-    """Run a scenario against one app, both paths in front of it, its lifespan around it."""
-    for name, value in base_env.items():
-        monkeypatch.setenv(name, value)
+def serve(base_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Serve:
+    """Run a scenario against one app, both paths in front of it, its lifespan around it.
 
-    def run(scenario: Scenario) -> None:
+    Keyword arguments are settings (full variable names) on top of the session's.
+    """
+
+    def run(scenario: Scenario, **settings: str) -> None:
+        for name, value in {**base_env, **_SETTINGS, **settings}.items():
+            monkeypatch.setenv(name, value)
         app = create_app(Settings.from_env())
         seen: Seen = []
         app.add_middleware(RouteRecorder, seen=seen)
@@ -74,7 +107,7 @@ def serve(base_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Callable
             transport = httpx.ASGITransport(app=either, raise_app_exceptions=False)
             async with (
                 app.router.lifespan_context(app),
-                httpx.AsyncClient(transport=transport, base_url="http://api") as http,
+                httpx.AsyncClient(transport=transport, base_url="http://api", timeout=30) as http,
             ):
                 await scenario(http, seen)
 
@@ -83,77 +116,282 @@ def serve(base_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Callable
     return run
 
 
-def _good(account: str, **overrides: Any) -> bytes:
+Answer = tuple[int, list[tuple[str, str]], Any]
+
+
+def _placeholders(text: str, prefix: str) -> str:
+    text = _UUID.sub("<id>", text)
+    text = _CHARGE.sub("<charge>", text)
+    text = _TIME.sub("<time>", text)
+    text = _HTTP_DATE.sub("<date>", text)
+    return text.replace(prefix, "<k>")
+
+
+def _normalized(response: httpx.Response, prefix: str) -> Answer:
+    """Status, every header in order (values with placeholders), and the body."""
+    headers = [
+        (name.decode("latin-1").lower(), _placeholders(value.decode("latin-1"), prefix))
+        for name, value in response.headers.raw
+    ]
+    lengths = [value for name, value in headers if name == "content-length"]
+    assert lengths == [str(len(response.content))], headers
+    text = _placeholders(response.content.decode(), prefix)
+    return response.status_code, headers, json.loads(text) if text else None
+
+
+@dataclass(frozen=True)
+class Path:
+    """One of the two paths, and what makes its requests its own."""
+
+    name: str
+    prefix: str
+
+    def headers(self, headers: dict[str, str]) -> dict[str, str]:
+        sent = {name: value.replace("{k}", self.prefix) for name, value in headers.items()}
+        if self.name == "route":
+            sent[ROUTE_HEADER.decode()] = "route"
+        return sent
+
+    def body(self, body: bytes) -> bytes:
+        return body.replace(b"{k}", self.prefix.encode())
+
+
+def _paths() -> tuple[Path, Path]:
+    run = uuid.uuid4().hex[:8]
+    return Path("fast", f"f{run}"), Path("route", f"r{run}")
+
+
+async def _post(
+    http: httpx.AsyncClient, path: Path, headers: dict[str, str], body: bytes
+) -> Answer:
+    response = await http.post("/payments", content=path.body(body), headers=path.headers(headers))
+    return _normalized(response, path.prefix)
+
+
+def _body(account: str = "acc_{k}", **overrides: Any) -> bytes:
     return json.dumps(payment_body(account_id=account, **overrides)).encode()
 
 
 def _cases(api_key: str) -> list[tuple[str, dict[str, str], bytes]]:
-    """(what, headers, body); `{k}` in a header is the key's per-path prefix."""
+    """(what, headers, body); `{k}` in a header or the body is the path's own prefix."""
     auth = {"authorization": f"Bearer {api_key}"}
     json_type = {"content-type": "application/json"}
-    account = f"acc_{uuid.uuid4().hex[:12]}"
-    good = _good(account)
-    ok = {**auth, **json_type}
+    good = _body()
+    ok = {**auth, **json_type, "x-request-id": "{k}-request"}
     return [
         ("no credentials", {**json_type, "idempotency-key": "{k}-a"}, good),
         ("unknown key", {"authorization": "Bearer pk_nope", **json_type}, good),
         ("no idempotency key", ok, good),
         ("bad idempotency key", {**ok, "idempotency-key": "has space"}, good),
         ("two idempotency keys", {**ok, "idempotency-key": "{k}-b, {k}-c"}, good),
-        ("not json", {**auth, "content-type": "text/plain", "idempotency-key": "{k}-d"}, good),
+        ("not json", {**ok, "content-type": "text/plain", "idempotency-key": "{k}-d"}, good),
         ("too large", {**ok, "idempotency-key": "{k}-e"}, b"{" + b" " * 70_000 + b"}"),
         ("malformed", {**ok, "idempotency-key": "{k}-f"}, b'{"amount": '),
         ("duplicate member", {**ok, "idempotency-key": "{k}-g"}, b'{"a": 1, "a": 2}'),
-        ("invalid", {**ok, "idempotency-key": "{k}-h"}, _good(account, amount="-1")),
-        ("unknown currency", {**ok, "idempotency-key": "{k}-i"}, _good(account, currency="XX")),
+        ("invalid", {**ok, "idempotency-key": "{k}-h"}, _body(amount="-1")),
+        ("unknown currency", {**ok, "idempotency-key": "{k}-i"}, _body(currency="XX")),
         ("charged", {**ok, "idempotency-key": "{k}-j"}, good),
         ("replayed", {**ok, "idempotency-key": "{k}-j"}, good),
-        ("reused", {**ok, "idempotency-key": "{k}-j"}, _good(account, amount="11.00")),
+        ("replayed, quoted key", {**ok, "idempotency-key": '"{k}-j"'}, good),
+        ("reused", {**ok, "idempotency-key": "{k}-j"}, _body(amount="11.00")),
         ("waited", {**ok, "idempotency-key": "{k}-k", "prefer": "wait=1"}, good),
+        ("declined", {**ok, "idempotency-key": "{k}-l"}, _body("acc_decline_card_declined")),
         (
-            "declined",
+            "declined, replayed",
             {**ok, "idempotency-key": "{k}-l"},
-            _good("acc_decline_card_declined"),
+            _body("acc_decline_card_declined"),
         ),
-        ("rejected", {**ok, "idempotency-key": "{k}-m"}, _good("acc_reject")),
+        ("rejected", {**ok, "idempotency-key": "{k}-m"}, _body("acc_reject")),
+        ("generated request id", {**auth, **json_type, "idempotency-key": "{k}-n"}, good),
     ]
 
 
-def _normalized(response: Any, prefix: str) -> tuple[int, dict[str, str], Any]:
-    text = response.content.decode()
-    headers = {
-        name: value for name, value in response.headers.items() if name not in _VARYING_HEADERS
-    }
-    assert int(headers.pop("content-length")) == len(response.content)
-    text = _TIME.sub("<time>", _CHARGE.sub("<charge>", _UUID.sub("<id>", text)))
-    text = text.replace(f'"{prefix}-', '"<k>-')
-    return response.status_code, headers, json.loads(text) if text else None
-
-
 def test_every_answer_is_the_routes_answer(
-    serve: Callable[[Scenario], None], tenant: TenantHandle
+    serve: Serve, tenant: TenantHandle, faults: FaultInjector
 ) -> None:
     cases = _cases(tenant.api_key)
+    ok = {
+        "authorization": f"Bearer {tenant.api_key}",
+        "content-type": "application/json",
+        "x-request-id": "{k}-request",
+    }
     compared: dict[str, int] = {}
 
+    async def compare(what: str, answers: list[list[Answer]]) -> None:
+        fast, route = answers
+        assert len(fast) == len(route)
+        for step, (one, other) in enumerate(zip(fast, route, strict=True)):
+            assert one == other, f"{what}, answer {step + 1}"
+            compared[f"{what} ({step + 1})"] = one[0]
+
+    async def unknown_outcome(http: httpx.AsyncClient, path: Path) -> list[Answer]:
+        # The provider charges, then fails: the outcome is unknown (202); a retry with the
+        # same key looks the charge up and answers with it.
+        faults.add("error_after_commit", account_id=path.body(b"acc_{k}_unknown").decode())
+        headers = {**ok, "idempotency-key": "{k}-unknown"}
+        body = _body("acc_{k}_unknown")
+        return [await _post(http, path, headers, body), await _post(http, path, headers, body)]
+
+    async def provider_unavailable(http: httpx.AsyncClient, path: Path) -> list[Answer]:
+        faults.add("unavailable", account_id=path.body(b"acc_{k}_down").decode())
+        headers = {**ok, "idempotency-key": "{k}-down"}
+        return [await _post(http, path, headers, _body("acc_{k}_down"))]
+
+    async def in_flight(http: httpx.AsyncClient, path: Path) -> list[Answer]:
+        # The provider takes 3 s: meanwhile the same key is in progress (409), also for a
+        # request that waits 1 s for it; one that waits long enough gets the outcome.
+        account = "acc_{k}_slow"
+        faults.add("latency", account_id=path.body(account.encode()).decode(), delay_s=_SLOW_S)
+        headers = {**ok, "idempotency-key": "{k}-slow"}
+        body = _body(account)
+        first = asyncio.create_task(_post(http, path, headers, body))
+        await _until_sent(http, path.headers({**ok, "idempotency-key": "{k}-slow"}))
+        busy = await _post(http, path, headers, body)
+        waited_too_little = await _post(http, path, {**headers, "prefer": "wait=1"}, body)
+        waited = await _post(http, path, {**headers, "prefer": "wait=10"}, body)
+        return [busy, waited_too_little, await first, waited]
+
     async def scenario(http: httpx.AsyncClient, seen: Seen) -> None:
-        run = uuid.uuid4().hex[:8]
+        paths = _paths()
         for what, headers, body in cases:
-            answers = []
-            for path, prefix in (("fast", f"f{run}"), ("route", f"r{run}")):
-                sent = {name: value.replace("{k}", prefix) for name, value in headers.items()}
-                if path == "route":
-                    sent[ROUTE_HEADER.decode()] = "route"
-                response = await http.post("/payments", content=body, headers=sent)
-                answers.append(_normalized(response, prefix))
-            assert answers[0] == answers[1], what
-            compared[what] = answers[0][0]
+            await compare(what, [[await _post(http, path, headers, body)] for path in paths])
+        for what, steps in (
+            ("unknown outcome", unknown_outcome),
+            ("provider unavailable", provider_unavailable),
+            ("in flight", in_flight),
+        ):
+            await compare(what, [await steps(http, path) for path in paths])
         # Only the requests sent to the route went through FastAPI.
-        assert seen.count(("POST", "/payments")) == len(cases)
+        routed = len(cases) + 2 + 1 + 4
+        assert seen.count(("POST", "/payments")) == routed
 
     serve(scenario)
     # Every kind of answer was compared, not only refusals.
-    assert set(compared.values()) == {201, 400, 401, 402, 413, 415, 422, 502}, compared
+    statuses = set(compared.values())
+    assert statuses == {201, 202, 400, 401, 402, 409, 413, 415, 422, 502, 503}, compared
+    assert compared["in flight (1)"] == compared["in flight (2)"] == 409
+    assert compared["unknown outcome (1)"] == 202
+
+
+async def _until_sent(http: httpx.AsyncClient, headers: dict[str, str]) -> None:
+    """Wait until the request holding this key has claimed it and called the provider."""
+    key = headers.pop("idempotency-key")
+    for _ in range(100):
+        found = await http.get("/operations", params={"idempotency_key": key}, headers=headers)
+        if found.status_code == 200 and found.json()["state"] == "PROVIDER_REQUEST_SENT":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the request with key {key} never reached the provider")
+
+
+def test_the_rate_limit_answers_as_the_route(serve: Serve, tenant: TenantHandle) -> None:
+    headers = {
+        "authorization": f"Bearer {tenant.api_key}",
+        "content-type": "application/json",
+        "x-request-id": "{k}-request",
+        "idempotency-key": "{k}-limited",
+    }
+
+    async def scenario(http: httpx.AsyncClient, seen: Seen) -> None:
+        fast, route = _paths()
+        # The one request of the burst, then one a path: one token every 10 s.
+        assert (await _post(http, fast, headers, _body()))[0] == 201
+        limited = [await _post(http, path, headers, _body()) for path in (fast, route)]
+        assert limited[0] == limited[1]
+        status, answered, problem = limited[0]
+        assert (status, problem["code"]) == (429, "RATE_LIMITED")
+        assert ("retry-after", "10") in answered
+
+    serve(
+        scenario,
+        PAYMENTS_TENANT_RATE_LIMIT_PER_S="0.1",
+        PAYMENTS_TENANT_RATE_LIMIT_BURST="1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "status", "code"),
+    [("40001", 503, "SERVICE_UNAVAILABLE"), ("XX000", 500, "INTERNAL_ERROR")],
+)
+def test_a_database_error_answers_as_the_route(
+    serve: Serve, tenant: TenantHandle, sqlstate: str, status: int, code: str
+) -> None:
+    headers = {
+        "authorization": f"Bearer {tenant.api_key}",
+        "content-type": "application/json",
+        "x-request-id": "{k}-request",
+        "idempotency-key": "{k}-db",
+    }
+
+    async def scenario(http: httpx.AsyncClient, seen: Seen) -> None:
+        answers = [await _post(http, path, headers, _body()) for path in _paths()]
+        assert answers[0] == answers[1]
+        assert (answers[0][0], answers[0][2]["code"]) == (status, code)
+
+    serve(
+        scenario,
+        PAYMENTS_FAILPOINTS=f"after_claim=raise:{sqlstate}",
+        PAYMENTS_TEST_MODE="1",
+    )
+
+
+def test_the_routes_surroundings_are_what_the_fast_path_reproduces() -> None:
+    """The fast path runs, by hand, what FastAPI runs around `create_payment`.
+
+    Adding a middleware, an exception handler, or a dependency (on the route, its router or
+    the app) to `POST /payments` must fail here: make `app/http/fast_path.py` do the same,
+    check `test_every_answer_is_the_routes_answer` covers it, then update this list.
+    """
+    app = create_app(Settings())
+    middleware: list[object] = [m.cls for m in app.user_middleware]
+    assert middleware == [ObserveRequests]
+    handlers = {exc: handler.__name__ for exc, handler in app.exception_handlers.items()}
+    assert handlers == {
+        StarletteHTTPException: "on_http",
+        RequestValidationError: "on_validation",
+        WebSocketRequestValidationError: "websocket_request_validation_exception_handler",
+        ProblemError: "on_problem",
+        psycopg.Error: "on_database_error",
+        PoolTimeout: "on_database_error",
+        Exception: "on_unexpected",
+    }
+    assert app.router.dependencies == []
+    routes = _served_as(app, "POST", "/payments")
+    assert len(routes) == 1, routes
+    (route,) = routes
+    assert route.endpoint is create_payment
+    assert route.dependencies == []
+    # Nothing FastAPI would check or limit on the way in that the handler does not itself.
+    assert getattr(route, "max_body_size", None) is None
+    assert route.body_field is None
+    dependant = route.dependant
+    assert dependant is not None
+    assert dependant.path_params == dependant.query_params == []
+    assert dependant.header_params == dependant.cookie_params == []
+    assert dependant.body_params == []
+    assert dependant.request_param_name == "request"
+    assert [(d.name, d.call) for d in dependant.dependencies] == [
+        ("tenant", get_tenant),
+        ("services", get_services),
+    ]
+    assert all(d.dependencies == [] for d in route.dependant.dependencies)
+
+
+def _served_as(app: Any, method: str, path: str) -> list[Any]:
+    """What serves `method path`: the route as declared, or as a router's inclusion (with the
+    inclusion's prefix and dependencies) makes it effective."""
+    found: list[Any] = []
+
+    def walk(routes: list[Any]) -> None:
+        for route in routes:
+            candidates = getattr(route, "effective_candidates", None)
+            if candidates is not None:
+                walk(candidates())
+            elif getattr(route, "path", None) == path and method in (route.methods or ()):
+                found.append(route)
+
+    walk(list(app.routes))
+    return found
 
 
 def test_the_fast_path_is_observed_as_the_route(
@@ -168,7 +406,7 @@ def test_the_fast_path_is_observed_as_the_route(
 async def _observed(http: httpx.AsyncClient, seen: Seen, tenant: TenantHandle) -> None:
     response = await http.post(
         "/payments",
-        content=_good(f"acc_{uuid.uuid4().hex[:12]}"),
+        content=_body(f"acc_{uuid.uuid4().hex[:12]}"),
         headers={
             "authorization": f"Bearer {tenant.api_key}",
             "content-type": "application/json",

@@ -34,7 +34,9 @@ def test_operation_by_id_and_by_key_show_result_and_history(client: httpx.Client
         ("RECEIVED", "PROVIDER_REQUEST_SENT"),
         ("PROVIDER_REQUEST_SENT", "COMPLETED"),
     ]
-    assert all(h["actor"].startswith("api:") and h["at"] for h in history)
+    # Claimed and sent by the service; the provider's answer completed it.
+    assert [h["actor"] for h in history] == ["system", "system", "provider"]
+    assert all(h["reason"] is None and h["at"] for h in history)
 
 
 def test_unknown_operation_has_no_result_and_a_next_check(

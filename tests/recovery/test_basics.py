@@ -14,6 +14,7 @@ from tests.conftest import TenantHandle, api_client
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment
 from tests.support.processes import Process, wait_until
+from tests.support.rows import transitions
 from tests.support.spawning import Spawner
 from tests.support.system import start_api, start_worker
 
@@ -43,7 +44,8 @@ def test_worker_completes_an_unknown_operation_through_a_lookup(
     operation = client.get(f"/operations/{operation_id}").json()
     assert operation["state"] == "COMPLETED"
     assert operation["result"]["status_code"] == 201
-    assert operation["history"][-1]["actor"].startswith("worker:")
+    assert operation["history"][-1]["actor"] == "provider"
+    assert transitions(db, operation_id)[-1]["actor"].startswith("worker:")
     charges = faults.charges(account_id=body["account_id"])
     assert len(charges) == 1
     replay = post_payment(client, body, key=key)
@@ -53,7 +55,7 @@ def test_worker_completes_an_unknown_operation_through_a_lookup(
 
 
 def test_client_retry_reconciles_inline_and_gets_the_final_answer(
-    client: httpx.Client, faults: FaultInjector
+    client: httpx.Client, faults: FaultInjector, db: psycopg.Connection[DictRow]
 ) -> None:
     key, body = new_key(), payment_body()
     faults.add("drop_after_commit", account_id=body["account_id"])
@@ -67,7 +69,9 @@ def test_client_retry_reconciles_inline_and_gets_the_final_answer(
     assert len(faults.charges(account_id=body["account_id"])) == 1
     history = client.get(f"/operations/{accepted.json()['operation_id']}").json()["history"]
     assert [h["to_state"] for h in history][-1] == "COMPLETED"
-    assert "lookup" in history[-1]["reason"]
+    assert history[-1]["actor"] == "provider"
+    recorded = transitions(db, accepted.json()["operation_id"])
+    assert "lookup" in (recorded[-1]["reason"] or "")
 
 
 def test_timeout_before_commit_then_retry_sends_again_with_the_same_key(

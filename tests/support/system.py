@@ -25,9 +25,20 @@ def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None)
     )
 
 
+# The tests, the benchmark and the chaos runs send one tenant's load as fast as the API
+# takes it: the per-tenant rate limit is off for them (a test of it turns it on).
+RATE_LIMIT_OFF: dict[str, str] = {"PAYMENTS_TENANT_RATE_LIMIT_PER_S": "0"}
+
+
 def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, str]:
-    """Environment for an API or worker process."""
-    return {"DATABASE_URL": database_url, "PAYMENTS_PROVIDER_URL": provider_url, **extra}
+    """Environment for an API or worker process (the tenant rate limit off unless `extra`
+    sets it)."""
+    return {
+        "DATABASE_URL": database_url,
+        "PAYMENTS_PROVIDER_URL": provider_url,
+        **RATE_LIMIT_OFF,
+        **extra,
+    }
 
 
 def with_test_mode(env: Mapping[str, str]) -> dict[str, str]:
