@@ -50,9 +50,10 @@ def admin(db: Db) -> AdminHandle:
 
 @pytest.fixture
 def admin_client(api: Process, admin: AdminHandle) -> Iterator[httpx.Client]:
-    assert api.url is not None
+    """The admin API, on the session API's operators' listener."""
+    assert api.admin_url is not None
     headers = {"Authorization": f"Bearer {admin.token}"}
-    with httpx.Client(base_url=api.url, headers=headers, timeout=30.0) as http:
+    with httpx.Client(base_url=api.admin_url, headers=headers, timeout=30.0) as http:
         yield http
 
 
