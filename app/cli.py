@@ -218,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     token_sub = token.add_subparsers(dest="token_command", required=True)
     token_create = token_sub.add_parser("create", help="issue a token; prints it on its last line")
     token_create.add_argument("name", help="the operator's name, recorded in the audit trail")
+    token_create.add_argument(
+        "--ttl",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="days the token is in force (default: $PAYMENTS_ADMIN_TOKEN_TTL_DAYS, 30)",
+    )
     token_list = token_sub.add_parser("list", help="every admin token: id, name, prefix, use")
     token_revoke = token_sub.add_parser("revoke", help="revoke a token (401 at once)")
     token_revoke.add_argument("token", help="the token's id, or the token itself")

@@ -63,7 +63,9 @@ def _demo_admin_token(settings: Settings, database_url: str) -> str:
                 known = token_file.read_text().strip()
                 if await admin_tokens.authenticate(conn, known) is not None:
                     return known
-            _row, token = await admin_tokens.create_token(conn, "dev")
+            _row, token = await admin_tokens.create_token(
+                conn, "dev", ttl_days=settings.admin_token_ttl_days
+            )
         token_file.write_text(token + "\n")
         return token
 
