@@ -48,7 +48,7 @@ Errors are `application/problem+json` with a stable `code`.
 
 def create_app(settings: Settings) -> FastAPI:
     """The FastAPI app for `settings`."""
-    metrics = Metrics()
+    metrics = Metrics(backlog_refresh_s=settings.metrics_backlog_refresh_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
