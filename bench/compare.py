@@ -45,6 +45,7 @@ from bench.system import (
     start_provider,
 )
 from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+from tests.support.system import admin_env
 
 SCENARIOS = ("replays", "payments", "lookups")
 MADE = 3000
@@ -78,9 +79,21 @@ def checkout(revision: str) -> Iterator[Path]:
         folder.parent.rmdir()
 
 
+def knows_admin_listener(tree: Path) -> bool:
+    """Whether the revision in `tree` has the operators' listener (`PAYMENTS_ADMIN_PORT`).
+
+    Older revisions refuse the variable as a misspelt setting; newer ones must each get a
+    free port for it, or the second API would find 8001 taken.
+    """
+    settings = tree / "app" / "settings.py"
+    return settings.exists() and "admin_port:" in settings.read_text()
+
+
 def start_api(tree: Path, env: dict[str, str], log_dir: Path) -> Process:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    if knows_admin_listener(tree):
+        env = admin_env(env, free_port())
     return start_process(
         f"api-{tree.name}",
         [*PAYMENTS, "serve", "--port", str(port)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from bench.compare import Round, checkout, report
+from bench.compare import Round, checkout, knows_admin_listener, report
 from tests.support.processes import REPO_ROOT
 
 
@@ -38,3 +38,10 @@ def test_a_revision_is_checked_out_beside_the_repository_and_removed_after() -> 
         ["git", "-C", str(REPO_ROOT), "worktree", "list"], capture_output=True, text=True
     ).stdout
     assert str(tree) not in listed
+
+
+def test_only_revisions_with_the_operators_listener_get_an_admin_port() -> None:
+    # Older revisions refuse PAYMENTS_ADMIN_PORT as a misspelt setting.
+    assert knows_admin_listener(REPO_ROOT)
+    with checkout("1ab0268") as older:
+        assert not knows_admin_listener(older)
