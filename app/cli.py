@@ -121,7 +121,12 @@ def _when(moment: datetime | None) -> str:
 def _cmd_dev(args: argparse.Namespace) -> int:
     from app.devserver import run_dev
 
-    code: int = run_dev(_settings(), api_port=args.port, provider_port=args.provider_port)
+    code: int = run_dev(
+        _settings(),
+        api_port=args.port,
+        provider_port=args.provider_port,
+        admin_port=args.admin_port,
+    )
     return code
 
 
@@ -168,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="run API, worker and fake provider on localhost")
     dev.add_argument("--port", type=int, default=8000, help="API port")
     dev.add_argument("--provider-port", type=int, default=8100, help="fake provider port")
+    dev.add_argument(
+        "--admin-port", type=int, default=8001, help="operators' port: console, admin API, metrics"
+    )
     dev.set_defaults(func=_cmd_dev)
 
     migrate = sub.add_parser("migrate", help="apply database migrations (DATABASE_URL)")
@@ -210,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     token_sub = token.add_subparsers(dest="token_command", required=True)
     token_create = token_sub.add_parser("create", help="issue a token; prints it on its last line")
     token_create.add_argument("name", help="the operator's name, recorded in the audit trail")
+    token_create.add_argument(
+        "--ttl",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="days the token is in force (default: $PAYMENTS_ADMIN_TOKEN_TTL_DAYS, 30)",
+    )
     token_list = token_sub.add_parser("list", help="every admin token: id, name, prefix, use")
     token_revoke = token_sub.add_parser("revoke", help="revoke a token (401 at once)")
     token_revoke.add_argument("token", help="the token's id, or the token itself")

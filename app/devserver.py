@@ -90,7 +90,9 @@ def _demo_admin_token(settings: Settings, database_url: str) -> str:
                 known = token_file.read_text().strip()
                 if await admin_tokens.authenticate(conn, known) is not None:
                     return known
-            _row, token = await admin_tokens.create_token(conn, "dev")
+            _row, token = await admin_tokens.create_token(
+                conn, "dev", ttl_days=settings.admin_token_ttl_days
+            )
         write_secret(token_file, token + "\n")
         return token
 
@@ -111,7 +113,7 @@ def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -
     raise SystemExit(f"payments dev: {url} did not answer within {timeout}s")
 
 
-def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
+def run_dev(settings: Settings, *, api_port: int, provider_port: int, admin_port: int) -> int:
     """Run everything until interrupted; the exit code."""
     # From the first moment, so a stop asked for during start-up (the API already answers
     # while the worker is being started) is honoured once everything runs, never by dying
@@ -132,6 +134,7 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
         admin_token = _demo_admin_token(settings, database_url)
         provider_url = f"http://127.0.0.1:{provider_port}"
         api_url = f"http://127.0.0.1:{api_port}"
+        admin_url = f"http://127.0.0.1:{admin_port}"
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -140,6 +143,11 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
             # ... and webhooks out, to a receiver on this machine (examples/).
             "PAYMENTS_WEBHOOKS_ALLOW_LOCAL": os.environ.get("PAYMENTS_WEBHOOKS_ALLOW_LOCAL", "1"),
+            # The operators' listener (console, admin API, /metrics), on 127.0.0.1 only.
+            "PAYMENTS_ADMIN_HOST": "127.0.0.1",
+            "PAYMENTS_ADMIN_PORT": str(admin_port),
+            # Plain http on this machine: the console's cookie cannot be Secure, and no HSTS.
+            "PAYMENTS_DEVELOPMENT": "1",
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)
@@ -148,6 +156,7 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
         api = subprocess.Popen([*cli, "serve", "--port", str(api_port)], env=env)
         children.append(api)
         _wait_ready(f"{api_url}/healthz", api)
+        _wait_ready(f"{admin_url}/healthz", api)
         children.append(subprocess.Popen([*cli, "worker"], env=env))
         print(
             "\npayments is running\n"
@@ -155,7 +164,8 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int) -> int:
             f"  fake provider  {provider_url}\n"
             f"  database       {database_url}\n"
             f"  demo API key   {api_key}\n"
-            f"  console        {api_url}/console  (admin token: {admin_token})\n\n"
+            f"  console        {admin_url}/console  (admin token: {admin_token})\n"
+            f"  metrics        {admin_url}/metrics  (admin API: {admin_url}/admin/)\n\n"
             "Try:\n"
             f"  curl -s -X POST {api_url}/payments -H 'Authorization: Bearer {api_key}' \\\n"
             "    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n"

@@ -25,9 +25,9 @@ router = APIRouter(tags=["health"])
     responses={200: {"content": {CONTENT_TYPE: {}}}},
 )
 async def metrics(services: ServicesDep) -> Response:
+    """Served on the operators' listener only (`app/http/listeners.py`)."""
     try:
-        async with services.db.connection() as conn:
-            await services.metrics.refresh_backlog(conn)
+        await services.metrics.refresh_backlog_if_stale(services.db.connection)
     except Exception:
         # The counters are still worth serving while the database is away.
         logger.warning("metrics: backlog gauges not refreshed", exc_info=True)

@@ -18,12 +18,14 @@ from app.admin import router as admin_router
 from app.admin.desk import OperatorDesk
 from app.composition import runtime
 from app.console import router as console_router
+from app.console.forms import cap_console_forms
 from app.console.pages import STATIC_DIR
 from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import install_error_handlers
 from app.events import router as events_router
 from app.http.fast_path import with_fast_payments
+from app.http.listeners import by_listener, operators_only, public_only
 from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
@@ -47,7 +49,7 @@ Errors are `application/problem+json` with a stable `code`.
 
 def create_app(settings: Settings) -> FastAPI:
     """The FastAPI app for `settings`."""
-    metrics = Metrics()
+    metrics = Metrics(backlog_refresh_s=settings.metrics_backlog_refresh_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,7 +109,14 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def serving_app(settings: Settings) -> ASGIApp:
-    """What the server runs: `create_app`'s app, with `POST /payments` on its fast path."""
+    """What the server runs: `create_app`'s app split between its two listeners.
+
+    The tenants' port serves the API, with `POST /payments` on its fast path; the
+    operators' port (`PAYMENTS_ADMIN_PORT`) the admin API, the console and `/metrics`
+    (`app/http/listeners.py`).
+    """
     app = create_app(settings)
     metrics: Metrics = app.state.metrics
-    return with_fast_payments(app, metrics=metrics)
+    public = with_fast_payments(app, metrics=metrics, others=public_only(app))
+    operators = operators_only(cap_console_forms(app), development=settings.development)
+    return by_listener(public, operators, admin_port=settings.admin_port)

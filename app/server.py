@@ -6,14 +6,17 @@ measured, they take a large share off the API's CPU per request.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.supervisors import Multiprocess
 
 from app.main import serving_app
 from app.observability.logging import configure_logging
@@ -36,27 +39,65 @@ def build_app() -> ASGIApp:
     return serving_app(Settings.from_env())
 
 
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's handling of `X-Forwarded-*`: believed only from `PAYMENTS_FORWARDED_ALLOW_IPS`.
+
+    uvicorn's own default trusts 127.0.0.1 (and `$FORWARDED_ALLOW_IPS`); here nothing is
+    trusted unless configured, so a client cannot make itself look like https, or like
+    another address, by sending the headers.
+    """
+    if not settings.forwarded_allow_ips:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": settings.forwarded_allow_ips}
+
+
 def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
-    """Serve the API; with `workers` > 1, uvicorn forks worker processes."""
+    """Serve the API on `host:port` and the operators' listener beside it, one server for both.
+
+    With `workers` > 1, uvicorn forks worker processes that share both sockets.
+    """
     if settings.database_url is None:
         raise SystemExit("payments: DATABASE_URL is not set (use `payments dev` to embed one)")
+    if settings.admin_port == port:
+        raise SystemExit(
+            f"payments: PAYMENTS_ADMIN_PORT ({settings.admin_port}) must differ from the "
+            "API's port: the operators' listener is a port of its own"
+        )
     configure_logging()
+    options = {**SERVER_OPTIONS, **proxy_options(settings)}
     if workers > 1:
         made = _metrics_folder()
         try:
-            uvicorn.run(
-                "app.server:build_app",
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                **SERVER_OPTIONS,
+            config = uvicorn.Config(
+                "app.server:build_app", factory=True, workers=workers, **options
             )
+            sockets = _bind(settings, host=host, port=port)
+            Multiprocess(config, sockets=sockets).run()
         finally:
             if made is not None:
                 shutil.rmtree(made, ignore_errors=True)
         return
-    uvicorn.run(serving_app(settings), host=host, port=port, **SERVER_OPTIONS)
+    server = uvicorn.Server(uvicorn.Config(serving_app(settings), **options))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=_bind(settings, host=host, port=port))
+    if not server.started:
+        raise SystemExit(3)
+
+
+def _bind(settings: Settings, *, host: str, port: int) -> list[socket.socket]:
+    """The public socket and the operators' one, bound as uvicorn binds its own."""
+    public = _bind_one(host, port)
+    try:
+        return [public, _bind_one(settings.admin_host, settings.admin_port)]
+    except BaseException:
+        public.close()
+        raise
+
+
+def _bind_one(host: str, port: int) -> socket.socket:
+    # uvicorn's own binding (IPv6 hosts, SO_REUSEADDR, inheritable for worker processes);
+    # a port in use stops the process with uvicorn's message.
+    return uvicorn.Config("app.server:build_app", host=host, port=port).bind_socket()
 
 
 def _metrics_folder() -> Path | None:

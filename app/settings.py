@@ -28,6 +28,7 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
     "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",
+    "PAYMENTS_ADMIN_URL": "the operators' commands (`payments ops`)",
 }
 
 
@@ -74,6 +75,21 @@ class Settings(BaseSettings):
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # The operators' listener: the admin API, the console and `/metrics` are served only
+    # here, never on the tenants' port (`app/http/listeners.py`).
+    admin_host: str = Field(default="127.0.0.1", min_length=1)
+    admin_port: int = Field(default=8001, ge=1, le=65535)
+    # Peers whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed (uvicorn's
+    # `forwarded_allow_ips`: addresses or networks, comma-separated, `*` for any). Empty:
+    # no peer is trusted, and the headers are ignored.
+    forwarded_allow_ips: str = ""
+    # Set by `payments dev` only: the console's cookie without `Secure` over plain http, and
+    # no `Strict-Transport-Security`. Never in a deployment.
+    development: bool = False
+    # How long a new admin token is in force (`payments admin token create --ttl DAYS`).
+    admin_token_ttl_days: int = Field(default=30, ge=1, le=3650)
+    # How long `/metrics` reuses the backlog gauges it read from the database.
+    metrics_backlog_refresh_s: float = Field(default=5.0, ge=0, le=3600)
     data_dir: Path = Path(".data")
     # Each tenant's requests per second on one API process (a token bucket holding `burst`);
     # 0 turns the limit off. Per process: N API processes let a tenant make N times this.
@@ -105,6 +121,21 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _address_list(cls, value: str) -> str:
+        import ipaddress
+
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
+        return ",".join(entries)
 
     @field_validator("failpoints")
     @classmethod

@@ -23,7 +23,7 @@ from app.db.migrate import upgrade_head
 from app.tenants.keys import hash_api_key
 from tests.support.database import as_url
 from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
-from tests.support.system import start_fake_provider, system_env
+from tests.support.system import admin_env, start_fake_provider, system_env
 
 BENCH_ROOT = REPO_ROOT / "bench"
 RESULTS_DIR = BENCH_ROOT / "results"
@@ -83,18 +83,24 @@ def start_provider(log_dir: Path) -> Process:
 
 
 def start_api(log_dir: Path, env: dict[str, str], *, workers: int) -> Process:
-    """`payments serve` with `workers` uvicorn worker processes, ready once /healthz answers."""
-    port = free_port()
+    """`payments serve` with `workers` uvicorn worker processes, ready once /healthz answers.
+
+    Its operators' listener (admin API, console, /metrics) gets a free port of its own, so
+    that several benches, or a bench beside `payments dev`, do not collide on 8001.
+    """
+    port, admin_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
-    return start_process(
+    process = start_process(
         "api",
         [*PAYMENTS, "serve", "--port", str(port), "--workers", str(workers)],
-        env=env,
+        env=admin_env(env, admin_port),
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
         timeout=60,
     )
+    process.admin_url = f"http://127.0.0.1:{admin_port}"
+    return process
 
 
 def api_env(database_url: str, provider_url: str) -> dict[str, str]:

@@ -44,7 +44,10 @@ def gauge_state(text: str) -> str | None:
 
 
 class BreakerSampler:
-    """One thread per API reading its breaker gauge until `stop`."""
+    """One thread per API reading its breaker gauge until `stop`.
+
+    `urls` are the APIs' operators' listeners, where `/metrics` is served.
+    """
 
     def __init__(self, urls: Sequence[str], interval_s: float):
         self.interval_s = interval_s

@@ -17,7 +17,7 @@ import httpx
 from chaos.config import ChaosConfig
 from chaos.webhooks import WEBHOOK_ENV
 from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
-from tests.support.system import system_env, with_test_mode
+from tests.support.system import admin_env, system_env, with_test_mode
 
 _START_TRIES = 3
 
@@ -46,6 +46,9 @@ class Cluster:
         self.provider_url = f"http://127.0.0.1:{self.provider_port}"
         self.api_ports = [free_port() for _ in range(config.apis)]
         self.api_urls = [f"http://127.0.0.1:{port}" for port in self.api_ports]
+        # Each API's operators' listener (its /metrics), a port of its own.
+        self.admin_ports = [free_port() for _ in range(config.apis)]
+        self.admin_urls = [f"http://127.0.0.1:{port}" for port in self.admin_ports]
         env = system_env(
             database_url,
             self.provider_url,
@@ -89,7 +92,7 @@ class Cluster:
         return start_process(
             f"api{index}",
             [*PAYMENTS, "serve", "--port", str(self.api_ports[index])],
-            env=self.api_env,
+            env=admin_env(self.api_env, self.admin_ports[index]),
             log_dir=self.log_dir,
             url=self.api_urls[index],
         )

@@ -359,7 +359,7 @@ def run_chaos(
         say(f"starting provider, {config.apis} APIs, {config.workers} workers, a webhook consumer")
         cluster.start()
         consumer.start(cluster.api_urls[0], api_key)
-        sampler = BreakerSampler(cluster.api_urls, config.breaker_sample_s)
+        sampler = BreakerSampler(cluster.admin_urls, config.breaker_sample_s)
         sampler.start()
         phase_end = time.time() + config.duration_s
         report.phase_end_at = phase_end

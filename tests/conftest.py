@@ -72,6 +72,10 @@ def base_env(database_url: str, provider: Process) -> dict[str, str]:
         PAYMENTS_BREAKER_FAILURES=TEST_BREAKER_FAILURES,
         # Webhook receivers in tests listen on 127.0.0.1 over http.
         PAYMENTS_WEBHOOKS_ALLOW_LOCAL="1",
+        # The console is reached over plain http, as under `payments dev`: its cookie comes
+        # back only without `Secure`. tests/console/test_console_http.py starts an API
+        # without it to check the deployed behaviour (Secure, HSTS).
+        PAYMENTS_DEVELOPMENT="1",
     )
 
 

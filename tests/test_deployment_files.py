@@ -1,6 +1,7 @@
 """docker-compose.yml and the Dockerfile, read as files (no container engine runs in CI).
 
-Checked: the fake provider stays on the compose network with its admin API off, no service
+Checked: the fake provider stays on the compose network with its admin API off, the API
+publishes only the tenants' port (its operators' listener stays on the network), no service
 runs as root, the database password comes from an env file rather than the compose file,
 the image holds every package the `payments` command imports, and it installs its
 dependencies from requirements.lock, hashes checked, and nothing beside them.
@@ -64,6 +65,28 @@ def test_the_fake_provider_publishes_no_port() -> None:
 
     assert "ports" not in provider
     assert provider.get("network_mode") != "host"
+
+
+def test_the_operators_listener_is_not_published() -> None:
+    api = services()["api"]
+    published = [str(port) for port in api.get("ports", [])]
+
+    assert published == ["8000:8000"]
+    assert not any("8001" in port for port in published)
+    assert [str(port) for port in api.get("expose", [])] == ["8001"]
+    env = environment(api)
+    assert env["PAYMENTS_ADMIN_PORT"] == "8001"
+    # Reachable from the other containers of the compose network (Prometheus, tooling).
+    assert env["PAYMENTS_ADMIN_HOST"] == "0.0.0.0"
+    # The service's own environment replaces the shared one: the provider must stay set.
+    assert env["PAYMENTS_PROVIDER_URL"] == "http://fake-provider:8100"
+    assert "PAYMENTS_DEVELOPMENT" not in env
+
+
+def test_no_service_publishes_a_port_but_the_api() -> None:
+    for name, service in services().items():
+        if name != "api":
+            assert "ports" not in service, name
 
 
 def test_the_fake_providers_admin_api_is_off() -> None:

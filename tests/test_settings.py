@@ -182,3 +182,46 @@ def test_a_failpoint_may_raise_a_database_error(monkeypatch: pytest.MonkeyPatch)
     set_only(monkeypatch, PAYMENTS_FAILPOINTS="after_claim=raise:ZZZZZ", PAYMENTS_TEST_MODE="1")
     with pytest.raises(SettingsError, match="SQLSTATE"):
         Settings.from_env()
+
+
+# --- the operators' listener and its protections --------------------------------------------
+
+
+def test_the_operators_settings_default_to_a_private_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_only(monkeypatch)
+    settings = Settings.from_env()
+
+    assert (settings.admin_host, settings.admin_port) == ("127.0.0.1", 8001)
+    assert settings.forwarded_allow_ips == ""
+    assert settings.development is False
+    assert settings.admin_token_ttl_days == 30
+    assert settings.metrics_backlog_refresh_s == 5
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PAYMENTS_ADMIN_PORT", "0"),
+        ("PAYMENTS_ADMIN_PORT", "70000"),
+        ("PAYMENTS_FORWARDED_ALLOW_IPS", "proxy.internal"),
+        ("PAYMENTS_ADMIN_TOKEN_TTL_DAYS", "0"),
+        ("PAYMENTS_METRICS_BACKLOG_REFRESH_S", "-1"),
+    ],
+)
+def test_invalid_operators_settings_are_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    set_only(monkeypatch, **{variable: value})
+
+    with pytest.raises(SettingsError, match=variable):
+        Settings.from_env()
+
+
+def test_the_ops_commands_admin_url_is_not_a_misspelt_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_only(monkeypatch, PAYMENTS_ADMIN_URL="http://127.0.0.1:8001")
+
+    Settings.from_env()

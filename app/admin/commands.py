@@ -22,6 +22,7 @@ from app.settings import Settings
 
 T = TypeVar("T")
 MAX_NAME = 100
+MAX_TTL_DAYS = 3650
 
 
 class AdminCommandError(Exception):
@@ -43,12 +44,20 @@ def _in_transaction(settings: Settings, work: Callable[[Connection], Awaitable[T
     return asyncio.run(run())
 
 
-def create_token(settings: Settings, name: str) -> tuple[AdminTokenRow, str]:
-    """A new token for the operator `name` (recorded as the actor of what they do)."""
+def create_token(
+    settings: Settings, name: str, *, ttl_days: int | None = None
+) -> tuple[AdminTokenRow, str]:
+    """A new token for the operator `name` (recorded as the actor of what they do), in force
+    for `ttl_days` days (default: `PAYMENTS_ADMIN_TOKEN_TTL_DAYS`)."""
     name = name.strip()
     if not name or len(name) > MAX_NAME or not name.isprintable():
         raise AdminCommandError(f"an operator's name is 1 to {MAX_NAME} printable characters")
-    return _in_transaction(settings, lambda conn: repository.create_token(conn, name))
+    days = settings.admin_token_ttl_days if ttl_days is None else ttl_days
+    if not 1 <= days <= MAX_TTL_DAYS:
+        raise AdminCommandError(f"--ttl is 1 to {MAX_TTL_DAYS} days")
+    return _in_transaction(
+        settings, lambda conn: repository.create_token(conn, name, ttl_days=days)
+    )
 
 
 def list_tokens(settings: Settings) -> list[AdminTokenRow]:
@@ -71,22 +80,29 @@ def run_token_command(args: Any, settings: Settings) -> int:
     """`payments admin token create|list|revoke`; its exit status."""
     try:
         if args.token_command == "create":
-            row, token = create_token(settings, args.name)
-            print(f"created admin token {row.id} ({row.prefix}...) for {row.name}", file=sys.stderr)
+            row, token = create_token(settings, args.name, ttl_days=args.ttl)
+            print(
+                f"created admin token {row.id} ({row.prefix}...) for {row.name},"
+                f" expires {_when(row.expires_at)}",
+                file=sys.stderr,
+            )
             # The token itself is the last line of stdout, shown this once.
             print(token)
         elif args.token_command == "list":
             print(
-                f"{'id':36}  {'name':20}  {'prefix':12}  {'created':20}  {'last used':20}  revoked"
+                f"{'id':36}  {'name':20}  {'prefix':12}  {'created':20}  {'last used':20}"
+                f"  {'expires':20}  revoked"
             )
             for t in list_tokens(settings):
-                created, used, revoked = (
+                created, used, expires, revoked = (
                     _when(t.created_at),
                     _when(t.last_used_at),
+                    _when(t.expires_at),
                     _when(t.revoked_at),
                 )
                 print(
-                    f"{t.id!s:36}  {t.name:20}  {t.prefix:12}  {created:20}  {used:20}  {revoked}"
+                    f"{t.id!s:36}  {t.name:20}  {t.prefix:12}  {created:20}  {used:20}"
+                    f"  {expires:20}  {revoked}"
                 )
         else:
             row = revoke_token(settings, args.token)

@@ -30,6 +30,9 @@ class AdminToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Past this the token is refused (admin API and console login), as if revoked; its
+    # console sessions end with it.
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class ConsoleSession(Base):
@@ -58,6 +61,7 @@ class AdminTokenRow:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    expires_at: datetime
 
 
 @dataclass(frozen=True)

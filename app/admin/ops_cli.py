@@ -1,9 +1,10 @@
 """`payments ops ...`: the operators' commands, as a client of the admin API.
 
-They talk to a running API with an admin token (`--admin-token` or `PAYMENTS_ADMIN_TOKEN`,
-`--api-url` or `PAYMENTS_API_URL`), so the admin API stays the one implementation of
-recheck, resolve and redelivery, the audit trail names the token's operator, and an
-operator needs no database credentials. Output: one line per item for lists, JSON for one
+They talk to a running API's operators' listener (`--admin-url` or `PAYMENTS_ADMIN_URL`,
+127.0.0.1:8001 by default; never the tenants' port) with an admin token (`--admin-token`
+or `PAYMENTS_ADMIN_TOKEN`), so the admin API stays the one implementation of recheck,
+resolve and redelivery, the audit trail names the token's operator, and an operator needs
+no database credentials. Output: one line per item for lists, JSON for one
 operation or action.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import httpx
 
-DEFAULT_API_URL = "http://127.0.0.1:8000"
+DEFAULT_ADMIN_URL = "http://127.0.0.1:8001"
 PAGE = 100
 
 
@@ -28,11 +29,11 @@ class OpsError(Exception):
 class AdminApi:
     """A small synchronous client of `/admin/`."""
 
-    def __init__(self, api_url: str | None, token: str | None) -> None:
+    def __init__(self, admin_url: str | None, token: str | None) -> None:
         token = token or os.environ.get("PAYMENTS_ADMIN_TOKEN")
         if not token:
             raise OpsError("no admin token: pass --admin-token or set PAYMENTS_ADMIN_TOKEN")
-        url = api_url or os.environ.get("PAYMENTS_API_URL") or DEFAULT_API_URL
+        url = admin_url or os.environ.get("PAYMENTS_ADMIN_URL") or DEFAULT_ADMIN_URL
         self._http = httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60.0
         )
@@ -41,7 +42,7 @@ class AdminApi:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise OpsError(f"cannot reach the API: {exc}") from None
+            raise OpsError(f"cannot reach the admin API: {exc}") from None
         if response.status_code >= 400:
             try:
                 problem = response.json()
@@ -81,7 +82,7 @@ class AdminApi:
 def run(args: Any) -> int:
     """Run one `payments ops` command; its exit status."""
     try:
-        api = AdminApi(args.api_url, args.admin_token)
+        api = AdminApi(args.admin_url, args.admin_token)
         if args.ops_command == "list":
             params: dict[str, Any] = {}
             if args.needs_attention:

@@ -14,7 +14,10 @@ PAGE = 100
 def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> None:
     """`payments ops ...` and its subcommands, each running `func`."""
     admin_options = argparse.ArgumentParser(add_help=False)
-    admin_options.add_argument("--api-url", help="default: $PAYMENTS_API_URL or 127.0.0.1:8000")
+    admin_options.add_argument(
+        "--admin-url",
+        help="the operators' listener; default: $PAYMENTS_ADMIN_URL or http://127.0.0.1:8001",
+    )
     admin_options.add_argument("--admin-token", help="default: $PAYMENTS_ADMIN_TOKEN")
     page_size = argparse.ArgumentParser(add_help=False)
     page_size.add_argument(

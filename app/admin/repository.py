@@ -18,7 +18,7 @@ from app.tenants.keys import hash_api_key
 
 TOKEN_PREFIX = "adm_"
 DISPLAY_PREFIX_LENGTH = 12
-_COLUMNS = "id, name, prefix, created_at, last_used_at, revoked_at"
+_COLUMNS = "id, name, prefix, created_at, last_used_at, revoked_at, expires_at"
 
 
 def generate_token() -> str:
@@ -26,14 +26,16 @@ def generate_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-async def create_token(conn: Connection, name: str) -> tuple[AdminTokenRow, str]:
-    """Insert a token for the operator `name`; its row and the token (shown this once)."""
+async def create_token(conn: Connection, name: str, *, ttl_days: int) -> tuple[AdminTokenRow, str]:
+    """Insert a token for the operator `name`, in force for `ttl_days` days; its row and the
+    token (shown this once)."""
     token = generate_token()
     async with conn.cursor(row_factory=class_row(AdminTokenRow)) as cur:
         await cur.execute(
-            "INSERT INTO admin_tokens (id, name, token_hash, prefix) VALUES (%s, %s, %s, %s)"
+            "INSERT INTO admin_tokens (id, name, token_hash, prefix, expires_at)"
+            " VALUES (%s, %s, %s, %s, now() + make_interval(days => %s))"
             f" RETURNING {_COLUMNS}",
-            (uuid.uuid4(), name, hash_api_key(token), token[:DISPLAY_PREFIX_LENGTH]),
+            (uuid.uuid4(), name, hash_api_key(token), token[:DISPLAY_PREFIX_LENGTH], ttl_days),
         )
         row = await cur.fetchone()
     assert row is not None
@@ -67,11 +69,13 @@ async def revoke_token(conn: Connection, id_or_token: str, at: datetime) -> Admi
 
 
 async def authenticate(conn: Connection, token: str) -> Operator | None:
-    """The operator a token in force speaks for, noting its use; None otherwise."""
+    """The operator a token in force (not revoked, not expired) speaks for, noting its use;
+    None otherwise."""
     row = await (
         await conn.execute(
             "UPDATE admin_tokens SET last_used_at = now()"
-            " WHERE token_hash = %s AND revoked_at IS NULL RETURNING id, name",
+            " WHERE token_hash = %s AND revoked_at IS NULL AND expires_at > now()"
+            " RETURNING id, name",
             (hash_api_key(token),),
         )
     ).fetchone()
@@ -98,12 +102,14 @@ async def open_session(
 
 
 async def find_session(conn: Connection, session_id: str) -> ConsoleLogin | None:
-    """The live session with this id whose token is still in force; None otherwise."""
+    """The live session with this id whose token is still in force (not revoked, not
+    expired); None otherwise."""
     row = await (
         await conn.execute(
             "SELECT t.id, t.name, s.csrf_token FROM console_sessions s"
             " JOIN admin_tokens t ON t.id = s.token_id"
-            " WHERE s.id_hash = %s AND s.expires_at > now() AND t.revoked_at IS NULL",
+            " WHERE s.id_hash = %s AND s.expires_at > now() AND t.revoked_at IS NULL"
+            " AND t.expires_at > now()",
             (hash_api_key(session_id),),
         )
     ).fetchone()

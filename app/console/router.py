@@ -1,8 +1,9 @@
 """The web console at `/console`: server-rendered pages over the operators' desk.
 
 Login exchanges an admin token for a session (a random id in an `HttpOnly`,
-`SameSite=Strict` cookie, `Secure` over https; the database keeps its hash, so any API
-process serves it and logout or revoking the token ends it everywhere). Every form carries
+`SameSite=Strict` cookie, always `Secure` but under `payments dev` over plain http; the
+database keeps its hash, so any API process serves it and logout, revoking the token or its
+expiry ends it everywhere). Every form carries
 the session's CSRF token (the login form a double-submit one). Recheck and resolve show a
 confirmation page first; both call the same `OperatorDesk` as the admin API. The webhook
 pages (failed deliveries, redelivery) are in `deliveries.py`, what all share in `web.py`.
@@ -31,7 +32,7 @@ from app.console.web import (
     parse_operation_id,
     redirect,
 )
-from app.dependencies import ServicesDep
+from app.dependencies import Services, ServicesDep
 from app.errors import ProblemError
 from app.http.auth import MAX_API_KEY_LENGTH
 
@@ -43,12 +44,18 @@ QUEUE_LIMIT = 100
 _DONE = {"rechecked": "Rechecked.", "resolved": "Resolved.", "redelivered": "Redelivery queued."}
 
 
-def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
+def _secure(request: Request, services: Services) -> bool:
+    """The cookies' `Secure`: always, but for `payments dev` over plain http.
+
+    Not from the request's scheme alone: behind a proxy that ends TLS the request arrives
+    as http (unless the proxy is trusted with `X-Forwarded-Proto`), and the cookie would
+    then travel without the flag.
+    """
+    return not services.settings.development or request.url.scheme == "https"
 
 
 @router.get("/login")
-async def login_form(request: Request, error: str | None = None) -> Response:
+async def login_form(request: Request, services: ServicesDep, error: str | None = None) -> Response:
     csrf = secrets.token_urlsafe(24)
     html = render("login.html", csrf=csrf, error=error == "1")
     response = page(html, 401 if error else 200)
@@ -57,7 +64,7 @@ async def login_form(request: Request, error: str | None = None) -> Response:
         csrf,
         httponly=True,
         samesite="strict",
-        secure=_secure(request),
+        secure=_secure(request, services),
         path="/console",
     )
     return response
@@ -85,7 +92,7 @@ async def login(
         max_age=SESSION_TTL_S,
         httponly=True,
         samesite="strict",
-        secure=_secure(request),
+        secure=_secure(request, services),
         path="/console",
     )
     response.delete_cookie(LOGIN_CSRF_COOKIE, path="/console")

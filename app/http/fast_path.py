@@ -31,9 +31,14 @@ from app.observability.metrics import Metrics
 from app.payments.router import create_payment, router
 
 
-def with_fast_payments(app: FastAPI, *, metrics: Metrics) -> ASGIApp:
-    """`app`, with `POST /payments` answered without going through FastAPI's routing."""
+def with_fast_payments(app: FastAPI, *, metrics: Metrics, others: ASGIApp | None = None) -> ASGIApp:
+    """`app`, with `POST /payments` answered without going through FastAPI's routing.
+
+    Every other request, and the lifespan, goes to `others` (`app` itself unless given: the
+    server hands in `app` behind the public listener's guard, `app/http/listeners.py`).
+    """
     route = _route()
+    rest: ASGIApp = app if others is None else others
     path = route.path
 
     async def create(scope: Scope, receive: Receive, send: Send) -> None:
@@ -61,7 +66,7 @@ def with_fast_payments(app: FastAPI, *, metrics: Metrics) -> ASGIApp:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == path:
             await observed(scope, receive, send)
         else:
-            await app(scope, receive, send)
+            await rest(scope, receive, send)
 
     return serve
 

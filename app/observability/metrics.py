@@ -1,8 +1,10 @@
 """Prometheus metrics: one `Metrics` object per process, built by its entry point.
 
 Counters and histograms are updated where things happen; the gauges that describe the
-backlog (oldest in-flight operation, unknown and needs-attention counts) are read from the
-database when `/metrics` is scraped, so every process reports the same truth.
+backlog (oldest in-flight operation, unknown and needs-attention counts, pending webhooks)
+are read from the database when `/metrics` is scraped, so every process reports the same
+truth: through indexes only (a scrape costs what the backlog holds, not what the tables
+do), and at most once every `PAYMENTS_METRICS_BACKLOG_REFRESH_S` (5 s) per process.
 
 Several API processes (`payments serve --workers N`) answer one `/metrics` endpoint between
 them, so a scrape must not see only the process that happened to answer it. With
@@ -15,7 +17,11 @@ each process has its own breaker.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -30,28 +36,34 @@ from app.operations.outcomes import (
     Succeeded,
     Unknown,
 )
-from app.operations.states import IN_FLIGHT, TERMINAL, State
+from app.operations.states import IN_FLIGHT, State
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 
-def _sql_list(states: frozenset[State]) -> str:
-    return ", ".join(f"'{s.value}'" for s in sorted(states))
-
-
+# Each figure from an index, never a scan of the table (which holds every operation ever
+# made): the oldest in flight is the first entry of each in-flight state in
+# ix_operations_state_created (state, created_at, id), the unknown ones are counted in
+# ix_operations_recovery_due (partial: only those rows), the flagged ones in
+# ix_operations_needs_attention (partial too). So a scrape costs what the backlog holds,
+# not what the table does: on 150,000 operations 2,500 of them in flight, one statement
+# over the whole table took about 100 ms; these take well under a millisecond.
+_OLDEST_IN_FLIGHT = " , ".join(
+    f"(SELECT min(created_at) FROM operations WHERE state = '{state.value}')"
+    for state in sorted(IN_FLIGHT)
+)
 _BACKLOG_SQL = f"""
     SELECT
-      coalesce(extract(epoch FROM now() - min(created_at)
-               FILTER (WHERE state IN ({_sql_list(IN_FLIGHT)}))), 0) AS oldest,
-      count(*) FILTER (WHERE state = '{State.UNKNOWN_REQUIRES_RECOVERY.value}') AS unknown,
-      count(*) FILTER (WHERE needs_attention) AS attention
-    FROM operations
-    WHERE state NOT IN ({_sql_list(TERMINAL)})
+      coalesce(extract(epoch FROM now() - least({_OLDEST_IN_FLIGHT})), 0) AS oldest,
+      (SELECT count(*) FROM operations
+        WHERE state = '{State.UNKNOWN_REQUIRES_RECOVERY.value}') AS unknown,
+      (SELECT count(*) FROM operations WHERE needs_attention) AS attention
     """
 
 # Webhooks: events with a delivery still pending, and how long the oldest has waited (since
-# its event, or its redelivery, was queued).
+# its event, or its redelivery, was queued); read through ix_webhook_deliveries_due (partial:
+# pending rows only).
 _WEBHOOK_BACKLOG_SQL = """
     SELECT count(DISTINCT event_id),
            coalesce(extract(epoch FROM now() - min(started_at)), 0)
@@ -73,7 +85,11 @@ _RECONCILED: dict[type[Outcome], str] = {
 class Metrics:
     """Every metric the service exports, on its own registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, backlog_refresh_s: float = 0.0) -> None:
+        # How long `refresh_backlog_if_stale` reuses what it last read (0: read every time).
+        self.backlog_refresh_s = backlog_refresh_s
+        self._backlog_read_at: float | None = None
+        self._backlog_lock = asyncio.Lock()
         self.registry = CollectorRegistry()
         r = self.registry
         self.replays = Counter(
@@ -190,6 +206,30 @@ class Metrics:
         assert row is not None, "an aggregate always has a row"
         self.webhook_events_pending.set(int(row[0]))
         self.webhook_oldest_pending.set(float(row[1]))
+
+    async def refresh_backlog_if_stale(
+        self, connection: Callable[[], AbstractAsyncContextManager[Connection]]
+    ) -> bool:
+        """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.
+
+        What `/metrics` calls: scrapes (several Prometheus servers, a person's curl) reuse
+        one reading for that long, and scrapes arriving together wait for one reading
+        instead of each making its own. A reading that fails is tried again by the next
+        scrape. Whether the database was read.
+        """
+        if self._backlog_fresh():
+            return False
+        async with self._backlog_lock:
+            if self._backlog_fresh():
+                return False
+            async with connection() as conn:
+                await self.refresh_backlog(conn)
+            self._backlog_read_at = time.monotonic()
+        return True
+
+    def _backlog_fresh(self) -> bool:
+        read_at = self._backlog_read_at
+        return read_at is not None and time.monotonic() - read_at < self.backlog_refresh_s
 
     def render(self) -> bytes:
         """The text exposition format: every process's values when they share a folder."""

@@ -44,16 +44,22 @@ def test_admin_routes_take_only_admin_tokens_and_tenant_routes_none(
     operation_id = created.json()["operation_id"]
     assert admin_client.get("/admin/operations", params={"limit": 1}).status_code == 200
 
-    assert client.get("/admin/operations").status_code == 401
-    assert client.get(f"/admin/operations/{operation_id}").status_code == 401
-    refused = client.post(f"/admin/operations/{operation_id}/recheck")
-    assert refused.status_code == 401
-    assert refused.json()["code"] == "UNAUTHENTICATED"
-    assert httpx.get(f"{api.url}/admin/operations").status_code == 401
+    # A tenant's key on the operators' listener.
+    tenant_headers = {"Authorization": f"Bearer {tenant.api_key}"}
+    with httpx.Client(base_url=str(api.admin_url), headers=tenant_headers) as as_tenant:
+        assert as_tenant.get("/admin/operations").status_code == 401
+        assert as_tenant.get(f"/admin/operations/{operation_id}").status_code == 401
+        refused = as_tenant.post(f"/admin/operations/{operation_id}/recheck")
+        assert refused.status_code == 401
+        assert refused.json()["code"] == "UNAUTHENTICATED"
+    assert httpx.get(f"{api.admin_url}/admin/operations").status_code == 401
 
-    assert admin_client.get(f"/operations/{operation_id}").status_code == 401
-    assert admin_client.get(f"/payments/{created.json()['payment_id']}").status_code == 401
-    assert post_payment(admin_client, payment_body(), key=new_key()).status_code == 401
+    # An admin token on the tenants' port.
+    admin_headers = {"Authorization": f"Bearer {admin.token}"}
+    with httpx.Client(base_url=str(api.url), headers=admin_headers) as as_admin:
+        assert as_admin.get(f"/operations/{operation_id}").status_code == 401
+        assert as_admin.get(f"/payments/{created.json()['payment_id']}").status_code == 401
+        assert post_payment(as_admin, payment_body(), key=new_key()).status_code == 401
 
     db.execute("UPDATE admin_tokens SET revoked_at = now() WHERE name = %s", (admin.name,))
     assert admin_client.get("/admin/operations").status_code == 401
@@ -334,7 +340,7 @@ def test_concurrent_resolutions_by_two_operators_record_exactly_one(
     flagged = flag(client, faults, db, charged=True)
     faults.clear()
     operators = [make_admin(db, "bob"), make_admin(db, "eve")]
-    path = f"{api.url}/admin/operations/{flagged.operation_id}/resolve"
+    path = f"{api.admin_url}/admin/operations/{flagged.operation_id}/resolve"
 
     def resolve(n: int) -> httpx.Response:
         who = operators[n % 2]

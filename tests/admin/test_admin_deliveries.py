@@ -139,14 +139,20 @@ def test_the_new_routes_take_only_admin_tokens_and_refuse_bad_ids(
     event_id = client.get("/events").json()["data"][0]["id"]
     before = db.execute("SELECT count(*) AS n FROM webhook_deliveries").fetchone()
 
-    with httpx.Client(base_url=str(api.url)) as anonymous:
-        for http in (client, anonymous):
+    tenant_key = {"Authorization": str(client.headers["authorization"])}
+    with (
+        httpx.Client(base_url=str(api.admin_url)) as anonymous,
+        httpx.Client(base_url=str(api.admin_url), headers=tenant_key) as as_tenant,
+    ):
+        for http in (as_tenant, anonymous):
             refused = http.post(f"/admin/events/{event_id}/redeliver")
             assert refused.status_code == 401
             assert refused.json()["code"] == "UNAUTHENTICATED"
             assert http.get("/admin/webhook-deliveries/failed").status_code == 401
-    # The tenant's own route takes no admin token.
-    assert admin_client.post(f"/events/{event_id}/redeliver").status_code == 401
+    # The tenant's own route (on the tenants' port) takes no admin token.
+    admin_key = {"Authorization": str(admin_client.headers["authorization"])}
+    with httpx.Client(base_url=str(api.url), headers=admin_key) as as_admin:
+        assert as_admin.post(f"/events/{event_id}/redeliver").status_code == 401
 
     for bad in ("nope", "evt_" + "0" * 32, "evt_" + "z" * 32, event_id + "0"):
         missing = admin_client.post(f"/admin/events/{bad}/redeliver")

@@ -37,7 +37,11 @@ def test_admin_routes_conform_to_the_document(
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case: Any) -> None:
-            case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
+            case.call_and_validate(
+                base_url=api.admin_url,
+                headers=headers,
+                excluded_checks=[positive_data_acceptance],
+            )
 
         try:
             check()

@@ -41,7 +41,7 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def _ops(api: Process, token: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update({"PAYMENTS_API_URL": str(api.url), "PAYMENTS_LEASE_S": "1"})
+    env.update({"PAYMENTS_ADMIN_URL": str(api.admin_url), "PAYMENTS_LEASE_S": "1"})
     env.pop("PAYMENTS_ADMIN_TOKEN", None)
     if token is not None:
         env["PAYMENTS_ADMIN_TOKEN"] = token
@@ -55,14 +55,14 @@ def test_admin_tokens_are_created_listed_and_revoked(api: Process, database_url:
     token = created.stdout.strip().splitlines()[-1]
     assert token.startswith("adm_")
     headers = {"Authorization": f"Bearer {token}"}
-    assert httpx.get(f"{api.url}/admin/operations", headers=headers).status_code == 200
+    assert httpx.get(f"{api.admin_url}/admin/operations", headers=headers).status_code == 200
 
     listed = _run(env, "admin", "token", "list")
     assert "carol" in listed.stdout
     assert token not in listed.stdout
     revoked = _run(env, "admin", "token", "revoke", token)
     assert revoked.returncode == 0, revoked.stderr
-    assert httpx.get(f"{api.url}/admin/operations", headers=headers).status_code == 401
+    assert httpx.get(f"{api.admin_url}/admin/operations", headers=headers).status_code == 401
     assert _run(env, "admin", "token", "revoke", "adm_nonsense").returncode == 1
     assert _run(env, "admin", "token", "create", "   ").returncode == 1
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.compare import Round, checkout, known_settings, report
 from bench.system import api_env
+from tests.support.system import admin_env
 from tests.support.processes import REPO_ROOT
 
 
@@ -64,3 +65,11 @@ def test_a_revision_is_not_given_settings_it_does_not_know(tmp_path: Path) -> No
         name: value for name, value in env.items() if "RATE_LIMIT" not in name
     }
     assert known_settings(REPO_ROOT, env) == env
+
+
+def test_only_revisions_with_the_operators_listener_get_an_admin_port() -> None:
+    # Older revisions refuse PAYMENTS_ADMIN_PORT as a misspelt setting.
+    env = admin_env({"PATH": "/bin"}, 8123)
+    assert known_settings(REPO_ROOT, env) == env
+    with checkout("1ab0268") as older:
+        assert known_settings(older, env) == {"PATH": "/bin"}

@@ -52,7 +52,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     faults.clear()
     driver = browser.driver
 
-    driver.get(f"{api.url}/console")
+    driver.get(f"{api.admin_url}/console")
     assert driver.current_url.endswith("/console/login")
     browser.shot("01-login")
     browser.phone_shot("01-login-phone")
@@ -96,7 +96,7 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
     browser.shot("05-resolved")
     browser.phone_shot("06-resolved-phone")
 
-    driver.get(f"{api.url}/console")
+    driver.get(f"{api.admin_url}/console")
     _shows(browser, By.TAG_NAME, "h1", "Dashboard")
     assert _count(browser) == before - 1
     assert not driver.find_elements(
@@ -110,5 +110,5 @@ def test_an_operator_resolves_a_flagged_payment_in_the_console(
 
     driver.find_element(By.CSS_SELECTOR, "form[action='/console/logout'] button").click()
     wait_until(lambda: driver.current_url.endswith("/console/login"), message="logged out")
-    driver.get(f"{api.url}/console")
+    driver.get(f"{api.admin_url}/console")
     assert driver.current_url.endswith("/console/login")

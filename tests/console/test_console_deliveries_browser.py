@@ -50,7 +50,7 @@ def test_an_operator_finds_a_failed_delivery_and_redelivers_it(
     wait_until(gave_up, timeout=60, message="the failing delivery to give up")
     driver = browser.driver
 
-    driver.get(f"{api.url}/console/login")
+    driver.get(f"{api.admin_url}/console/login")
     driver.find_element(By.ID, "token").send_keys(admin.token)
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     wait_until(lambda: driver.current_url.endswith("/console"), message="the dashboard")

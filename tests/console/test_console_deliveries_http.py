@@ -53,10 +53,10 @@ def test_redelivery_asks_first_needs_the_csrf_token_and_clears_the_failure(
     event_id = client.get("/events").json()["data"][0]["id"]
     operation_id = paid.json()["operation_id"]
 
-    with httpx.Client(base_url=str(api.url)) as anonymous:
+    with httpx.Client(base_url=str(api.admin_url)) as anonymous:
         assert anonymous.get("/console/deliveries/failed").headers["location"] == "/console/login"
 
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         _login(http, admin.token)
         failed_page = http.get("/console/deliveries/failed")
         assert failed_page.status_code == 200

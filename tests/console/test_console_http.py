@@ -39,7 +39,7 @@ def _csrf(page: str) -> str:
 def test_login_sets_a_strict_httponly_session_and_pages_need_it(
     api: Process, admin: AdminHandle, tenant: TenantHandle
 ) -> None:
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         assert http.get("/console").headers["location"] == "/console/login"
         refused = _login(http, tenant.api_key)
         assert refused.headers["location"] == "/console/login?error=1"
@@ -64,7 +64,7 @@ def test_login_sets_a_strict_httponly_session_and_pages_need_it(
 
 
 def test_a_login_form_without_its_csrf_token_is_refused(api: Process, admin: AdminHandle) -> None:
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         forged = http.post("/console/login", data={"token": admin.token, "csrf": "guess"})
         assert forged.headers["location"] == "/console/login?error=1"
         assert "payments_console" not in http.cookies
@@ -80,7 +80,7 @@ def test_forms_without_the_sessions_csrf_token_change_nothing(
     flagged = flag(client, faults, db, charged=True)
     faults.clear()
     audit = len(transitions(db, flagged.operation_id))
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         _login(http, admin.token)
         path = f"/console/operations/{flagged.operation_id}"
         page = http.get(path)
@@ -109,7 +109,7 @@ def test_forms_without_the_sessions_csrf_token_change_nothing(
 def test_logout_and_revocation_end_the_session(
     api: Process, admin: AdminHandle, db: psycopg.Connection[DictRow]
 ) -> None:
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         _login(http, admin.token)
         page = http.get("/console")
         assert page.status_code == 200
@@ -117,12 +117,12 @@ def test_logout_and_revocation_end_the_session(
         assert out.headers["location"] == "/console/login"
         assert http.get("/console").status_code == 303
 
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         _login(http, admin.token)
         stolen = dict(http.cookies)
         assert http.get("/console").status_code == 200
         db.execute("UPDATE admin_tokens SET revoked_at = now() WHERE name = %s", (admin.name,))
-    with httpx.Client(base_url=str(api.url), cookies=stolen) as again:
+    with httpx.Client(base_url=str(api.admin_url), cookies=stolen) as again:
         assert again.get("/console").status_code == 303
 
 
@@ -135,7 +135,7 @@ def test_recheck_from_the_console_asks_first_then_reconciles(
 ) -> None:
     flagged = flag(client, faults, db, charged=True)
     faults.clear()
-    with httpx.Client(base_url=str(api.url)) as http:
+    with httpx.Client(base_url=str(api.admin_url)) as http:
         _login(http, admin.token)
         path = f"/console/operations/{flagged.operation_id}"
         csrf = _csrf(http.get(path).text)

@@ -18,7 +18,7 @@ from app.db.migrate import current_revision, head_revision
 from tests.support.database import as_url
 from tests.support.payments import new_key, payment_body
 from tests.support.processes import REPO_ROOT, Process, free_port, start_process, wait_until
-from tests.support.system import PYTHON_CLI
+from tests.support.system import PYTHON_CLI, admin_env
 
 
 def _multi_host(database_url: str) -> str:
@@ -64,7 +64,7 @@ def test_migrate_tenant_create_and_serve_through_a_multi_host_url(
     api: Process = start_process(
         "api-multi-host",
         [*PYTHON_CLI, "serve", "--port", str(port)],
-        env=env,
+        env=admin_env(env, free_port()),
         log_dir=work_dir / "logs",
         ready_url=f"http://127.0.0.1:{port}/readyz",
     )

@@ -43,8 +43,8 @@ def _scrape(url: str) -> str:
 def test_replays_conflicts_and_expired_keys_are_counted(
     api: Process, client: httpx.Client, db: psycopg.Connection[DictRow]
 ) -> None:
-    assert api.url is not None
-    before = _scrape(api.url)
+    assert api.admin_url is not None
+    before = _scrape(api.admin_url)
     key, body = new_key(), payment_body()
     created = post_payment(client, body, key=key)
     post_payment(client, body, key=key)
@@ -55,7 +55,7 @@ def test_replays_conflicts_and_expired_keys_are_counted(
         (created.json()["operation_id"],),
     )
     assert post_payment(client, body, key=key).status_code == 422
-    after = _scrape(api.url)
+    after = _scrape(api.admin_url)
 
     def delta(name: str, **labels: str) -> float:
         return _metric(after, name, **labels) - _metric(before, name, **labels)
@@ -79,8 +79,8 @@ def test_replays_conflicts_and_expired_keys_are_counted(
 def test_in_progress_conflicts_and_backlog_gauges(
     api: Process, client: httpx.Client, tenant: TenantHandle, faults: FaultInjector
 ) -> None:
-    assert api.url is not None
-    before = _scrape(api.url)
+    assert api.admin_url is not None
+    before = _scrape(api.admin_url)
 
     # A request held at the provider (latency below the provider timeout) while the same
     # request arrives again: the second is a 409 in progress, and counted as one.
@@ -105,7 +105,7 @@ def test_in_progress_conflicts_and_backlog_gauges(
     assert post_payment(client, lost, key=lost_key).status_code == 202
     assert faults.remaining() == [], "both rules used up"
 
-    after = _scrape(api.url)
+    after = _scrape(api.admin_url)
 
     def grew(name: str, **labels: str) -> float:
         return _metric(after, name, **labels) - _metric(before, name, **labels)
@@ -122,7 +122,7 @@ def test_in_progress_conflicts_and_backlog_gauges(
 def test_a_waiting_request_backs_off_instead_of_polling_every_50_ms(
     api: Process, client: httpx.Client, tenant: TenantHandle, faults: FaultInjector
 ) -> None:
-    assert api.url is not None
+    assert api.admin_url is not None
     body, key = payment_body(), new_key()
     # The first request is held at the provider for 1.5 s; the second waits for its outcome.
     faults.add("latency", account_id=body["account_id"], delay_s=1.5)
@@ -132,7 +132,7 @@ def test_a_waiting_request_backs_off_instead_of_polling_every_50_ms(
             lambda: client.get("/operations", params={"idempotency_key": key}).status_code == 200,
             message="the first request's claim",
         )
-        before = _metric(_scrape(api.url), "payments_wait_polls_total")
+        before = _metric(_scrape(api.admin_url), "payments_wait_polls_total")
         waited = client.post(
             "/payments",
             json=body,
@@ -141,7 +141,7 @@ def test_a_waiting_request_backs_off_instead_of_polling_every_50_ms(
         assert first.result(timeout=30).status_code == 201
     assert waited.status_code == 201, waited.text
     assert waited.headers["idempotent-replayed"] == "true"
-    polls = _metric(_scrape(api.url), "payments_wait_polls_total") - before
+    polls = _metric(_scrape(api.admin_url), "payments_wait_polls_total") - before
     # Polling every 50 ms for about 1.5 s would be some 30 reads; backing off to 0.5 s,
     # under 10.
     assert 1 <= polls <= 10, polls

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.support.processes import Process, free_port, start_process
-from tests.support.system import PYTHON_CLI
+from tests.support.system import PYTHON_CLI, admin_env
 
 REQUESTS = 60
 ROUTE_COUNT = re.compile(
@@ -25,16 +25,17 @@ BREAKER_PIDS = re.compile(r'^payments_provider_breaker_state\{pid="(\d+)"\}', re
 
 @pytest.fixture
 def two_process_api(work_dir: Path, base_env: dict[str, str]) -> Iterator[Process]:
-    port = free_port()
+    port, admin_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     process = start_process(
         "api-workers",
         [*PYTHON_CLI, "serve", "--port", str(port), "--workers", "2"],
-        env=base_env,
+        env=admin_env(base_env, admin_port),
         log_dir=work_dir / "logs",
         ready_url=f"{url}/healthz",
         url=url,
     )
+    process.admin_url = f"http://127.0.0.1:{admin_port}"
     yield process
     process.stop()
 
@@ -45,8 +46,9 @@ def _scrape(url: str) -> str:
 
 
 def test_counters_of_two_worker_processes_add_up(two_process_api: Process) -> None:
-    url = two_process_api.url
+    url, admin_url = two_process_api.url, two_process_api.admin_url
     assert url is not None
+    assert admin_url is not None
 
     # Both processes have registered their metrics once each served a first request.
     def unauthenticated_read(_: int) -> int:
@@ -58,7 +60,7 @@ def test_counters_of_two_worker_processes_add_up(two_process_api: Process) -> No
 
     pids: set[str] = set()
     for _ in range(20):
-        text = _scrape(url)
+        text = _scrape(admin_url)
         counts = ROUTE_COUNT.findall(text)
         # Whichever process answers, it reports every request both of them served.
         assert counts == [f"{float(REQUESTS)}"], counts

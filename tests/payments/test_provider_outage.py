@@ -37,7 +37,7 @@ def test_an_outage_opens_the_breaker_sends_nothing_and_every_payment_ends_charge
     db: psycopg.Connection[DictRow],
 ) -> None:
     api = spawn.api(**BREAKER)
-    assert api.url is not None
+    assert api.admin_url is not None
     account = payment_body()["account_id"]
     rule = faults.add("timeout_before_commit", account_id=account, times=20, delay_s=5)
     keys = [new_key() for _ in range(4)]
@@ -46,7 +46,7 @@ def test_an_outage_opens_the_breaker_sends_nothing_and_every_payment_ends_charge
         # Two sends hang past the provider timeout: outcome unknown, and the breaker opens.
         for key in keys[:2]:
             assert post_payment(client, body, key=key).status_code == 202
-        assert _breaker_state(api.url) == 2
+        assert _breaker_state(api.admin_url) == 2
 
         # While it is open, payments are refused at once and nothing reaches the provider.
         for key in keys[2:]:
@@ -81,7 +81,7 @@ def test_an_outage_opens_the_breaker_sends_nothing_and_every_payment_ends_charge
             interval=0.5,
             message="a retry after the cool-down to be charged",
         )
-        assert _breaker_state(api.url) == 0
+        assert _breaker_state(api.admin_url) == 0
         # Every payment, refused or unknown, is charged once on retry with its key.
         for key in (keys[3], keys[0], keys[1]):
             assert post_payment(client, body, key=key).status_code == 201

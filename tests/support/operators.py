@@ -33,12 +33,14 @@ class AdminHandle:
     token: str
 
 
-def make_admin(db: Db, name: str = "alice") -> AdminHandle:
-    """An admin token in force for the operator `name`, written as the CLI writes one."""
+def make_admin(db: Db, name: str = "alice", *, ttl_s: float = 86_400) -> AdminHandle:
+    """An admin token in force for the operator `name` for `ttl_s` seconds (negative: one
+    already expired), written as the CLI writes one."""
     token = generate_token()
     db.execute(
-        "INSERT INTO admin_tokens (id, name, token_hash, prefix) VALUES (%s, %s, %s, %s)",
-        (uuid.uuid4(), name, hash_api_key(token), token[:DISPLAY_PREFIX_LENGTH]),
+        "INSERT INTO admin_tokens (id, name, token_hash, prefix, expires_at)"
+        " VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+        (uuid.uuid4(), name, hash_api_key(token), token[:DISPLAY_PREFIX_LENGTH], ttl_s),
     )
     return AdminHandle(name, token)
 
@@ -50,9 +52,10 @@ def admin(db: Db) -> AdminHandle:
 
 @pytest.fixture
 def admin_client(api: Process, admin: AdminHandle) -> Iterator[httpx.Client]:
-    assert api.url is not None
+    """The admin API, on the session API's operators' listener."""
+    assert api.admin_url is not None
     headers = {"Authorization": f"Bearer {admin.token}"}
-    with httpx.Client(base_url=api.url, headers=headers, timeout=30.0) as http:
+    with httpx.Client(base_url=api.admin_url, headers=headers, timeout=30.0) as http:
         yield http
 
 

@@ -55,6 +55,8 @@ class Process:
     log_path: Path
     url: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    # An API's operators' listener (admin API, console, /metrics), beside `url`.
+    admin_url: str | None = None
 
     @property
     def pid(self) -> int:

@@ -48,18 +48,36 @@ def with_test_mode(env: Mapping[str, str]) -> dict[str, str]:
     return dict(env)
 
 
-def start_api(log_dir: Path, env: Mapping[str, str], *, port: int | None = None) -> Process:
-    """`payments serve` on a free port, ready once `/healthz` answers."""
+def admin_env(env: Mapping[str, str], admin_port: int) -> dict[str, str]:
+    """`env` with the operators' listener on `admin_port` (127.0.0.1)."""
+    return {**env, "PAYMENTS_ADMIN_HOST": "127.0.0.1", "PAYMENTS_ADMIN_PORT": str(admin_port)}
+
+
+def start_api(
+    log_dir: Path,
+    env: Mapping[str, str],
+    *,
+    port: int | None = None,
+    admin_port: int | None = None,
+) -> Process:
+    """`payments serve` on a free port, its operators' listener on another; ready once
+    `/healthz` answers on both. `admin_url` reaches the admin API, console and `/metrics`."""
     port = port or free_port()
+    admin_port = admin_port or free_port()
+    while admin_port == port:
+        admin_port = free_port()
     url = f"http://127.0.0.1:{port}"
-    return start_process(
+    admin_url = f"http://127.0.0.1:{admin_port}"
+    process = start_process(
         "api",
         [*PYTHON_CLI, "serve", "--port", str(port)],
-        env=with_test_mode(env),
+        env=with_test_mode(admin_env(env, admin_port)),
         log_dir=log_dir,
-        ready_url=f"{url}/healthz",
+        ready_url=f"{admin_url}/healthz",
         url=url,
     )
+    process.admin_url = admin_url
+    return process
 
 
 def start_worker(log_dir: Path, env: Mapping[str, str], *, once: bool = False) -> Process:

@@ -25,7 +25,7 @@ def test_pending_events_and_their_age_are_reported(api: Process, client: httpx.C
     assert post_payment(client, key=new_key()).status_code == 201
 
     def reported() -> bool:
-        text = httpx.get(f"{api.url}/metrics").text
+        text = httpx.get(f"{api.admin_url}/metrics").text
         return (
             sample(text, "payments_webhook_events_pending") >= 1
             and sample(text, "payments_webhook_oldest_undelivered_age_seconds") > 0

@@ -1,0 +1,83 @@
+"""The backlog gauges on `/metrics`: read through indexes only, and at most once every
+`PAYMENTS_METRICS_BACKLOG_REFRESH_S` per process, however often it is scraped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+
+from app.observability import metrics as metrics_module
+from app.observability.metrics import Metrics
+
+
+class _Rows:
+    async def fetchone(self) -> tuple[int, int, int]:
+        return (0, 0, 0)
+
+
+class _CountingConnection:
+    def __init__(self) -> None:
+        self.statements = 0
+
+    async def execute(self, sql: str) -> _Rows:
+        self.statements += 1
+        await asyncio.sleep(0.01)
+        return _Rows()
+
+
+def _reads(metrics: Metrics, scrapes: int, *, together: bool = False) -> int:
+    conn = _CountingConnection()
+    opened = 0
+
+    @asynccontextmanager
+    async def connection() -> AsyncIterator[Any]:
+        nonlocal opened
+        opened += 1
+        yield conn
+
+    async def scrape_all() -> None:
+        if together:
+            await asyncio.gather(
+                *(metrics.refresh_backlog_if_stale(connection) for _ in range(scrapes))
+            )
+        else:
+            for _ in range(scrapes):
+                await metrics.refresh_backlog_if_stale(connection)
+
+    asyncio.run(scrape_all())
+    return opened
+
+
+def test_scrapes_within_the_refresh_interval_reuse_one_reading() -> None:
+    assert _reads(Metrics(backlog_refresh_s=5), 10) == 1
+    assert _reads(Metrics(backlog_refresh_s=5), 10, together=True) == 1
+    assert _reads(Metrics(backlog_refresh_s=0), 3) == 3
+
+
+def _plans(db: psycopg.Connection[DictRow], sql: str) -> Iterator[dict[str, Any]]:
+    row = db.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
+    assert row is not None
+    todo = [row["QUERY PLAN"][0]["Plan"]]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(node.get("Plans", []))
+
+
+def test_the_backlog_is_read_from_indexes_not_by_scanning_tables(
+    db: psycopg.Connection[DictRow],
+) -> None:
+    # The planner would scan a small table anyway; forbidden, it shows what it must do.
+    db.execute("SET enable_seqscan = off")
+    for sql in (metrics_module._BACKLOG_SQL, metrics_module._WEBHOOK_BACKLOG_SQL):
+        scans = [n for n in _plans(db, sql) if "Relation Name" in n]
+        assert scans, sql
+        for node in scans:
+            assert node["Node Type"] != "Seq Scan", (sql, node)
+            # An index searched, or a partial one read whole: never filtered row by row.
+            assert "Filter" not in node, (sql, node)
