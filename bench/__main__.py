@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = Path(tempfile.mkdtemp(prefix="payments-bench-"))
     ok = False
     try:
-        _rows, json_path, md_path = run_bench(config, work_dir)
+        _rows, json_path, md_path, violations = run_bench(config, work_dir)
         ok = True
     finally:
         if args.keep_logs or not ok:
@@ -90,7 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work_dir, ignore_errors=True)
     print(f"\nresults: {json_path}\n         {md_path}")
-    return 0
+    return exit_status(violations)
+
+
+def exit_status(violations: list[str]) -> int:
+    """0, or 1 after printing them when a scenario found broken promises (two charges for
+    one key, say): a fast result that broke the contract is no result."""
+    for violation in violations:
+        print(f"bench: VIOLATION {violation}", file=sys.stderr)
+    return 1 if violations else 0
 
 
 if __name__ == "__main__":

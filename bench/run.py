@@ -24,8 +24,9 @@ from tests.support.processes import REPO_ROOT
 SLOW_LOOKUP_S = 0.1
 
 
-def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Path]:
-    """Run every scenario; write the results; return the rows and the two result files."""
+def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Path, list[str]]:
+    """Run every scenario; write the results; return the rows, the two result files and
+    the broken promises the scenarios found (empty when none)."""
     started = time.monotonic()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     with bench_database(durable=config.durable) as database:
@@ -88,4 +89,4 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
         extra=bench.extra,
     )
     print(table(bench.rows))
-    return bench.rows, json_path, md_path
+    return bench.rows, json_path, md_path, bench.violations

@@ -35,6 +35,7 @@ from app.tenants.keys import hash_api_key
 from bench import pgbench
 from bench.baseline_app import TABLE_DDL
 from bench.config import BenchConfig
+from bench.duplicates import DuplicateTally, charges_per_group
 from bench.loadgen import Request, Response, Target, run_groups, run_load
 from bench.machine import CpuSample, cpu_between, cpu_by_process, resident_mib, sample_cpu
 from bench.preload import preload
@@ -91,6 +92,8 @@ class Bench:
         self.run_id = uuid.uuid4().hex[:8]
         self.rows: list[Row] = []
         self.extra: dict[str, Any] = {}
+        # Broken promises a scenario found (bench/duplicates.py); the bench then exits 1.
+        self.violations: list[str] = []
         self.processes: list[Process] = []
         self.completed: list[Completed] = []
         self.provider = self._keep(start_provider(self.log_dir))
@@ -318,6 +321,7 @@ class Bench:
         size = self.config.duplicate_group_size
         tag = f"{self.run_id}-dup"
         lanes = max(1, self.config.concurrency // size)
+        tally = DuplicateTally()
         with self.cpu(self.trees()) as spent:
             measurement = asyncio.run(
                 run_groups(
@@ -327,13 +331,24 @@ class Bench:
                     group_size=size,
                     lanes=lanes,
                     duration_s=self.config.max_scenario_s,
+                    on_response=tally.on_response,
                 )
             )
+        with psycopg.connect(self.db.url) as conn:
+            payments = conn.execute(
+                "SELECT merchant_reference, provider_key FROM payments WHERE tenant_id = %s",
+                (self.tenant_id,),
+            ).fetchall()
+        tally.count_charges(charges_per_group(payments, self.faults.charges(), tag))
         row = Row(f"concurrent duplicates ({size} per key)", measurement, lanes * size, cpu_s=spent)
         row.notes.append(
-            f"statuses {dict(sorted(measurement.statuses.items()))}: one 201 per group, the "
-            "others 409 in progress or a 201 replay"
+            f"statuses {dict(sorted(measurement.statuses.items()))}; {tally.summary()}"
         )
+        violations = tally.violations()
+        for violation in violations:
+            log(f"concurrent duplicates: VIOLATION {violation}")
+        self.violations += [f"concurrent duplicates: {v}" for v in violations]
+        self.extra["duplicates_violations"] = violations
         self.record(row)
 
     def lookups(self, name: str) -> None:

@@ -220,7 +220,9 @@ def _recovery(database_url: str, tenant_id: uuid.UUID) -> dict[str, int]:
     return dict(zip(names, (int(v) for v in row), strict=True)) if row else {}
 
 
-def _snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) -> Snapshot:
+def read_snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) -> Snapshot:
+    """The tenant's operations and payments, and the provider's whole ledger, as the checks
+    read them (public: the checks' tests feed them real rows through it)."""
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         operations = conn.execute(
             "SELECT id, idempotency_key, state, needs_attention, payment_id, response_status "
@@ -425,7 +427,7 @@ def run_chaos(
         history = list(_read_history(work_dir))
         _final_replays(cluster, api_key, history, work_dir / "history-final.jsonl")
         history = list(_read_history(work_dir))
-        snapshot = _snapshot(database_url, tenant_id, cluster.provider_url)
+        snapshot = read_snapshot(database_url, tenant_id, cluster.provider_url)
         violations = check_all(history, snapshot)
         refund_history = list(_read_history(work_dir, "refunds-*.jsonl"))
         refund_snapshot = _refund_snapshot(

@@ -30,13 +30,14 @@ from app.clock import utcnow
 from app.db.database import Database
 from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
 from app.flows.replies import Answer, Pending, Replay, operation_location, retry_after_s
+from app.flows.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
 from app.operations.driving import OperationDriver
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.refs import OwnedRef, Snapshot, stored_response
-from app.operations.states import TERMINAL, State, Trigger
+from app.operations.states import TERMINAL, Trigger
 from app.operations.views import operation_json
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -171,12 +172,17 @@ class KeyedFlow(Generic[SubjectT]):
                     "this Idempotency-Key was used for a different request",
                     operation_id=op.id,
                 )
-            if snapshot.state in TERMINAL:
+            decided = key_answer(
+                snapshot.state,
+                lease_live=snapshot.lease_live,
+                # A takeover that failed while nothing changed means another transaction
+                # holds the row right now (a recovery taking it over).
+                contended=contended_fence == op.fence,
+            )
+            if decided is KeyAnswer.REPLAY:
                 self._metrics.replays.inc()
                 return Replay(stored_response(op))
-            # A takeover that failed while nothing changed means another transaction holds
-            # the row right now (a recovery taking it over): that is work in progress too.
-            if snapshot.lease_live or contended_fence == op.fence:
+            if decided is KeyAnswer.IN_PROGRESS:
                 left = deadline - time.monotonic()
                 if left > 0:
                     # Prefer: wait — look again for the owner's outcome, backing off.
@@ -205,7 +211,7 @@ class KeyedFlow(Generic[SubjectT]):
             ref = await leases.take_over(conn, snapshot, owner=owner, lease_s=self._lease_s)
         if ref is None:
             return None
-        if ref.state is State.FAILED_RETRYABLE:
+        if drives_again(ref.state):
             # Definitely not processed before: drive the same operation, same provider key.
             op = snapshot.operation
             sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
@@ -225,7 +231,7 @@ class KeyedFlow(Generic[SubjectT]):
         outcome: Outcome
         if not isinstance(sent, Indefinite):
             outcome = sent
-        elif sent.not_sent:
+        elif own_send_trigger(sent) is Trigger.DEFER:
             # Certainly not processed, and nothing of ours is still on its way: the client
             # may retry with the same key (503), which drives this again.
             outcome = await self._driver.defer(

@@ -57,6 +57,20 @@ class Driver(Protocol[SubjectT, FoundT]):
     async def refresh(self, ref: OwnedRef, /) -> OwnedRef | None: ...
 
 
+def resend_trigger(state: State) -> Trigger:
+    """The trigger of a recovery's send after a lookup that found nothing: SEND for an
+    operation never sent (RECEIVED, left between a claim's two commits), RESEND otherwise."""
+    return Trigger.SEND if state is State.RECEIVED else Trigger.RESEND
+
+
+def counts_as_check(sent: Indefinite) -> bool:
+    """Whether a recovery send without a definite answer counts as a check that settled
+    nothing (an attempt, towards `needs_attention`). Every one does, a resend the provider
+    certainly did not process included (an earlier request under the key may still land),
+    but for one the circuit breaker held back: nothing was sent and nothing checked."""
+    return not sent.circuit_open
+
+
 class Reconciler(Generic[SubjectT, FoundT]):
     """Finds out what happened to an owned operation and records it."""
 
@@ -88,11 +102,10 @@ class Reconciler(Generic[SubjectT, FoundT]):
             )
         # The provider has nothing under this key: sending it again is safe, since the
         # provider deduplicates on the same derived key should the first request land late.
-        trigger = Trigger.SEND if ref.state is State.RECEIVED else Trigger.RESEND
-        sent = await self._driver.send(ref, trigger, actor=actor)
+        sent = await self._driver.send(ref, resend_trigger(ref.state), actor=actor)
         if not isinstance(sent, Indefinite):
             return sent
-        if sent.circuit_open:
+        if not counts_as_check(sent):
             # Held back by the circuit breaker: nothing was sent and nothing checked, so no
             # attempt is counted; the operation is due again when the cool-down ends.
             schedule = self._policy.while_circuit_open(sent.ref.attempts, sent.retry_after_s)

@@ -282,38 +282,81 @@ def test_a_switchover_to_the_standby_with_clients_still_on_the_old_primary(
     pair: ReplicatedPostgres, base_env: dict[str, str], work_dir: Path, faults: FaultInjector
 ) -> None:
     # The old primary stays up, fenced read-only: pooled connections to it still work but
-    # every write fails. They must be replaced, not answered with 500s.
+    # every write fails. They must be replaced, not answered with 500s. Every payment
+    # acknowledged before or after must be on the new primary, exactly once.
     with psycopg.connect(pair.url, autocommit=True, row_factory=dict_row) as conn:
         tenant: TenantHandle = make_tenant(conn)
     api: Process = start_api(work_dir / "logs", {**base_env, "DATABASE_URL": pair.url})
+    bodies: dict[str, dict[str, str]] = {}  # every key sent, with its request body
+    acknowledged: dict[str, httpx.Response] = {}  # every key answered 201, with the answer
+    answers: list[int] = []
     try:
         with api_client(api, tenant) as client:
-            for _ in range(5):
-                created = client.post(
-                    "/payments", json=payment_body(), headers={"Idempotency-Key": new_key()}
+
+            def send(key: str) -> int:
+                response = client.post(
+                    "/payments", json=bodies[key], headers={"Idempotency-Key": key}
                 )
-                assert created.status_code == 201, created.text
+                assert response.status_code in (201, 503), response.text
+                answers.append(response.status_code)
+                if response.status_code == 201:
+                    acknowledged.setdefault(key, response)
+                return response.status_code
+
+            def new_payment() -> int:
+                key = new_key()
+                bodies[key] = payment_body()
+                return send(key)
+
+            for _ in range(5):
+                assert new_payment() == 201
             pair.fence_primary()
             pair.promote_standby()
-            answers: list[int] = []
+            wait_until(
+                lambda: new_payment() == 201, timeout=30, message="payments on the promoted standby"
+            )
+            # Every key refused with 503 on the way is retried to its 201.
+            for key in [k for k in bodies if k not in acknowledged]:
 
-            def served_again() -> bool:
-                response = client.post(
-                    "/payments", json=payment_body(), headers={"Idempotency-Key": new_key()}
+                def retried(key: str = key) -> bool:
+                    return send(key) == 201
+
+                wait_until(retried, timeout=30, message=f"{key} retried")
+            assert set(acknowledged) == set(bodies)
+            # Each acknowledged key is read back through the API: the stored answer, byte
+            # for byte, from the new primary.
+            for key, first in acknowledged.items():
+                replay = client.post(
+                    "/payments", json=bodies[key], headers={"Idempotency-Key": key}
                 )
-                answers.append(response.status_code)
-                assert response.status_code in (201, 503), response.text
-                return response.status_code == 201
-
-            wait_until(served_again, timeout=30, message="payments on the promoted standby")
+                assert replay.status_code == 201, replay.text
+                assert replay.headers["idempotent-replayed"] == "true"
+                assert replay.content == first.content
             assert "Traceback" not in api.log()
     finally:
         api.stop()
+    assert 503 in answers or len(answers) == 6, answers  # the fenced primary was met, or not
     with psycopg.connect(pair.standby.url(), autocommit=True, row_factory=dict_row) as db:
-        # The five from before and every payment tried since (a 503 may have claimed one
-        # that the client would retry), all on the new primary.
-        row = db.execute(
+        rows = db.execute(
+            "SELECT o.idempotency_key, o.state, p.id, p.status, p.provider_charge_id,"
+            " p.provider_key FROM operations o JOIN payments p ON p.operation_id = o.id"
+            " WHERE o.tenant_id = %s",
+            (tenant.id,),
+        ).fetchall()
+        total = db.execute(
             "SELECT count(*) AS n FROM payments WHERE tenant_id = %s", (tenant.id,)
         ).fetchone()
-    assert row is not None
-    assert 6 <= row["n"] <= 5 + len(answers), (row, answers)
+    # Exactly one row per key sent, none other, each as its 201 said.
+    assert total == {"n": len(bodies)}
+    by_key = {r["idempotency_key"]: r for r in rows}
+    assert len(rows) == len(by_key) == len(bodies)
+    assert set(by_key) == set(bodies)
+    for key, first in acknowledged.items():
+        row, answer = by_key[key], first.json()
+        assert (row["state"], row["status"]) == ("COMPLETED", "SUCCEEDED"), row
+        assert (str(row["id"]), row["provider_charge_id"]) == (
+            answer["payment_id"],
+            answer["provider_charge_id"],
+        )
+        charges = faults.charges(idempotency_key=row["provider_key"])
+        assert [c["charge_id"] for c in charges] == [row["provider_charge_id"]]

@@ -5,7 +5,9 @@ idempotency key per example: claims, takeovers, worker passes, lookups, sends (a
 refused, answer lost, or left on the network to land late or never), outcomes recorded,
 leases running out, processes dying, owners writing on stale beliefs. Every step is a real
 repository verb on the test PostgreSQL or a real call to the fake provider, decided as the
-service decides (`payments/service.py`, `recovery/reconcile.py`); after every step the rows,
+service decides: by the service's own rules (`flows/rules.py`: what a taken key answers,
+whether a takeover drives again, what an own send records; `recovery/reconcile.py`: which
+trigger a resend fires, which checks count), not a copy of them; after every step the rows,
 the audit trail and the provider's ledger must keep the invariants (`check_protocol`,
 `check_write` in `tests/support/stateful.py`), and at the end the service's own reconciler
 must finish the operation. More: STATEFUL_EXAMPLES=500 STATEFUL_STEPS=80.
@@ -30,9 +32,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from app.flows.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
+from app.operations.outcomes import Indefinite
 from app.operations.refs import OwnedRef, stored_response
 from app.operations.states import TERMINAL, State, Trigger
 from app.provider.client import Charge, ChargeRequest
+from app.recovery.reconcile import counts_as_check, resend_trigger
 from tests.conftest import make_tenant
 from tests.support.faults import FaultInjector
 from tests.support.spawning import AsyncDb
@@ -104,9 +109,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         snapshot = self.calls.find(self.tenant.id, self.idem)
         assert snapshot is not None
         assert snapshot.operation.id == self.op_id
-        if snapshot.state in TERMINAL:
+        answer = key_answer(snapshot.state, lease_live=snapshot.lease_live)
+        if answer is KeyAnswer.REPLAY:
             stored_response(snapshot.operation)  # a replay has the stored answer
-        elif not snapshot.lease_live:
+        elif answer is KeyAnswer.TAKE_OVER:
             o.phase, o.snapshot = Phase.READ, snapshot
         op, live = snapshot.operation, "live" if snapshot.lease_live else "expired"
         note(f"{o.name} finds the key taken: {op.state} at fence {op.fence}, lease {live}")
@@ -117,11 +123,12 @@ class ProtocolMachine(RuleBasedStateMachine):
         o = self.owners.pick(data, "take_over")
         assert o.snapshot is not None
         seen, before = o.snapshot.operation.fence, operation_row(self.db, self.op_id)
-        free = State(before["state"]) not in TERMINAL and not before["lease_live"]
+        answer = key_answer(State(before["state"]), lease_live=before["lease_live"])
         ref = self.calls.take_over(o.snapshot, o.name)
         note(f"{o.name} take_over at fence {seen}: {f'fence {ref.fence}' if ref else 'lost'}")
-        assert (ref is not None) == (free and before["fence"] == seen), before
-        retry = ref is not None and ref.state is State.FAILED_RETRYABLE
+        free = answer is KeyAnswer.TAKE_OVER and before["fence"] == seen
+        assert (ref is not None) == free, before
+        retry = ref is not None and drives_again(ref.state)
         self.owners.hold(o, ref, Phase.OWNED, Mode.RETRY if retry else Mode.RECOVER)
 
     # Workers: the batch claim of what is due, scoped to this example's operation. A few
@@ -162,10 +169,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     def mark_sent(self, data: st.DataObject) -> None:
         o = self.owners.pick(data, "mark_sent")
         assert o.ref is not None
-        if o.mode is Mode.RETRY:
-            trigger = Trigger.RETRY
-        else:  # as the reconciler does after a lookup that found nothing
-            trigger = Trigger.SEND if o.ref.state is State.RECEIVED else Trigger.RESEND
+        # A retry's trigger, or the reconciler's after a lookup that found nothing.
+        trigger = Trigger.RETRY if o.mode is Mode.RETRY else resend_trigger(o.ref.state)
         moved = self.write(o.name, o.ref, trigger)
         if moved is not None:
             o.payment = self.calls.payment(self.op_id)
@@ -205,17 +210,21 @@ class ProtocolMachine(RuleBasedStateMachine):
     def record(self, data: st.DataObject) -> None:
         o = self.owners.pick(data, "record")
         assert o.ref is not None
-        recovering = o.mode is Mode.RECOVER
+        recovering, counts = o.mode is Mode.RECOVER, False
         if o.heard in (Heard.CHARGED, Heard.FOUND):
             trigger = Trigger.COMPLETE
         elif o.heard is Heard.REJECTED:
             trigger = Trigger.FAIL
-        elif o.heard is Heard.NOT_SENT and not recovering:
-            trigger = Trigger.DEFER  # its own send refused: nothing of ours is in flight
-        else:
-            trigger = Trigger.LOSE  # unknown, lookup unavailable, or a refused resend
-        moved = self.write(o.name, o.ref, trigger, charge=o.charge, counts=recovering)
-        self.attempts += moved is not None and trigger is Trigger.LOSE and recovering
+        elif o.heard is Heard.UNAVAILABLE:
+            trigger, counts = Trigger.LOSE, True  # a failed lookup is a check
+        else:  # a send without a definite answer, as the service records it
+            sent = Indefinite(o.ref, "no definite answer", not_sent=o.heard is Heard.NOT_SENT)
+            if recovering:  # the reconciler: unknown still, even a refused resend
+                trigger, counts = Trigger.LOSE, counts_as_check(sent)
+            else:  # the keyed flow's own send: 503 to retry, or unknown
+                trigger = own_send_trigger(sent)
+        moved = self.write(o.name, o.ref, trigger, charge=o.charge, counts=counts)
+        self.attempts += moved is not None and counts
         o.forget()
 
     # Time, crashes, and owners acting on what they believed earlier.
