@@ -63,6 +63,51 @@ def test_refused_urls_store_nothing(client: httpx.Client, url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "https://a..b/hook",
+        "https://" + "x" * 64 + ".example.com/hook",
+        "https://xn--zz.example.com/hook",
+        "https://\u2764\ufe0f.example.com/hook",
+    ],
+)
+def test_invalid_host_names_are_refused_not_an_error(client: httpx.Client, url: str) -> None:
+    refused = client.post("/webhook-endpoints", json={"url": url})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["field"] == "url"
+
+
+def test_a_non_public_address_is_refused_without_naming_it(client: httpx.Client) -> None:
+    refused = client.post("/webhook-endpoints", json={"url": "https://[64:ff9b::a00:7]/hook"})
+    assert refused.status_code == 422
+    body = refused.json()
+    assert body["errors"] == [{"field": "url", "message": "resolves to a non-public address"}]
+    assert "10.0.0.7" not in refused.text
+    assert "a00:7" not in refused.text
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"),
+    [
+        # Fullwidth letters and digits, as UTS 46 maps them.
+        (
+            "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54:9/hook",
+            "http://localhost:9/hook",
+        ),
+        ("http://\uff11\uff12\uff17.\uff10.\uff10.\uff11:9/hook", "http://127.0.0.1:9/hook"),
+        ("http://LOCALHOST.:9/hook", "http://localhost:9/hook"),
+    ],
+)
+def test_the_url_is_stored_and_shown_with_its_host_normalised(
+    client: httpx.Client, url: str, stored: str
+) -> None:
+    created = client.post("/webhook-endpoints", json={"url": url})
+    assert created.status_code == 201, created.text
+    assert created.json()["url"] == stored
+    assert client.get(f"/webhook-endpoints/{created.json()['id']}").json()["url"] == stored
+
+
+@pytest.mark.parametrize(
     "body", [{}, {"url": 5}, {"url": HOOK, "extra": 1}, {"url": HOOK, "event_types": None, "x": 1}]
 )
 def test_bad_bodies(client: httpx.Client, body: dict[str, object]) -> None:
