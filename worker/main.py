@@ -25,6 +25,7 @@ from prometheus_client import start_http_server
 from app import heap
 from app.composition import runtime
 from app.errors import is_transient_database_error
+from app.failpoints import Failpoints
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.settings import Settings
@@ -91,6 +92,7 @@ async def _serve(
                 webhook_http,
                 timeout_s=settings.webhook_timeout_s,
                 allow_local=settings.webhooks_allow_local,
+                failpoints=Failpoints.parse(settings.failpoints),
             ),
             name=worker.name,
             metrics=metrics,

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter
 
 from app.db.database import Database
+from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.recovery.backoff import next_delay_s
 from app.settings import Settings
 from app.webhooks import deliveries
 from app.webhooks.deliveries import Claimed
-from app.webhooks.sender import WebhookSender
+from app.webhooks.sender import AttemptResult, WebhookSender, describe
 
 logger = logging.getLogger("payments.webhooks")
 
@@ -103,29 +105,33 @@ class WebhookDispatcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _deliver(self, delivery: Claimed) -> None:
+        """Send one delivery and record the attempt. Whatever goes wrong before the record
+        is a failed attempt too (retried with backoff, failed for good after
+        PAYMENTS_WEBHOOK_MAX_AGE_S): a delivery that always raises must not stay due, to be
+        claimed again at every lease ahead of everyone else's."""
         try:
             if delivery.endpoint_deleted:
                 async with self._db.connection() as conn:
                     await deliveries.cancel(conn, delivery)
                 return
-            result = await self._sender.send(delivery)
-            await self._failpoints.reach("webhook_before_record")
-            delay = next_delay_s(
-                delivery.attempt_count,
-                base_s=self._settings.webhook_backoff_base_s,
-                max_s=self._settings.webhook_backoff_max_s,
-            )
-            async with self._db.connection() as conn:
-                status = await deliveries.record_attempt(
-                    conn,
-                    delivery,
-                    worker=self._name,
-                    status_code=result.status_code,
-                    error=result.error,
-                    latency_ms=result.latency_ms,
-                    delay_s=delay,
-                    max_age_s=self._settings.webhook_max_age_s,
-                )
+            started = time.monotonic()
+            try:
+                result = await self._sender.send(delivery)
+                await self._failpoints.reach("webhook_before_record")
+            except Exception as exc:
+                logger.exception("webhook delivery %s raised", delivery.id)
+                latency_ms = round((time.monotonic() - started) * 1000)
+                result = AttemptResult(None, f"internal error: {describe(exc)}", latency_ms)
+            try:
+                status = await self._record(delivery, result)
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                # The record itself was refused (not the database gone): record that much.
+                logger.exception("webhook delivery %s: recording its attempt failed", delivery.id)
+                error = f"internal error: recording the attempt failed: {describe(exc)}"
+                result = AttemptResult(None, error, result.latency_ms)
+                status = await self._record(delivery, result)
             outcome = {"pending": "retry", None: "fenced_out"}.get(status, status or "")
             self._metrics.webhook_deliveries.labels(outcome).inc()
             log = logger.info if result.ok else logger.warning
@@ -143,9 +149,28 @@ class WebhookDispatcher:
                 },
             )
         except Exception:
-            # The lease runs out and the delivery is claimed again, as after a crash.
+            # The database is out of reach: the lease runs out and the delivery is claimed
+            # again, as after a crash.
             logger.exception("webhook delivery %s failed to record", delivery.id)
         finally:
             self._in_flight[delivery.endpoint_id] -= 1
             if self._in_flight[delivery.endpoint_id] <= 0:
                 del self._in_flight[delivery.endpoint_id]
+
+    async def _record(self, delivery: Claimed, result: AttemptResult) -> str | None:
+        delay = next_delay_s(
+            delivery.attempt_count,
+            base_s=self._settings.webhook_backoff_base_s,
+            max_s=self._settings.webhook_backoff_max_s,
+        )
+        async with self._db.connection() as conn:
+            return await deliveries.record_attempt(
+                conn,
+                delivery,
+                worker=self._name,
+                status_code=result.status_code,
+                error=result.error,
+                latency_ms=result.latency_ms,
+                delay_s=delay,
+                max_age_s=self._settings.webhook_max_age_s,
+            )

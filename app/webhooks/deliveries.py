@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.database import Connection
+from app.errors import printable
 from app.events.reads import EventRow
+
+# An attempt's error as stored: text PostgreSQL takes (no NUL, no lone surrogate), this long
+# at most.
+MAX_ERROR_LENGTH = 1000
 
 # The per-endpoint cap keeps one slow or dead endpoint from taking every slot: each claim
 # takes at most `per_endpoint - in flight here` deliveries of an endpoint.
@@ -176,6 +181,7 @@ async def record_attempt(
     retry window (`max_age_s` from its start): then it is failed, for good.
     """
     ok = status_code is not None and 200 <= status_code < 300
+    error = None if error is None else stored_error(error)
     params = {
         "id": delivery.id,
         "fence": delivery.fence,
@@ -189,6 +195,12 @@ async def record_attempt(
     }
     row = await (await conn.execute(_RECORD, params)).fetchone()
     return None if row is None else str(row[0])
+
+
+def stored_error(text: str) -> str:
+    """`text` as an attempt's error can store it: NULs dropped, lone surrogates escaped,
+    cut to MAX_ERROR_LENGTH characters (whatever an exception's message held)."""
+    return printable(text.replace("\x00", ""))[:MAX_ERROR_LENGTH]
 
 
 _CANCEL = """

@@ -55,6 +55,10 @@ class UrlRefused(ValueError):
     """The URL, or an address it names, may not receive webhooks; the message says why."""
 
 
+class Unresolved(LookupError):
+    """The host names no address now (or the lookup failed or timed out)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """A URL taken apart for a delivery: where to connect, and what to call the host."""
@@ -169,7 +173,8 @@ def refuse_address(address: IPAddress, *, allow_local: bool) -> None:
 
 
 async def resolve(target: Target, *, allow_local: bool) -> list[IPAddress]:
-    """The addresses the host names now, all vetted; `UrlRefused` if any is not allowed.
+    """The addresses the host names now, all vetted; `UrlRefused` if any is not allowed,
+    `Unresolved` if there are none.
 
     One refused address refuses the host: a name that answers both a public and a private
     address is how a rebinding attack looks.
@@ -185,7 +190,7 @@ async def resolve(target: Target, *, allow_local: bool) -> list[IPAddress]:
                 target.host, target.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
             )
     except (OSError, TimeoutError, UnicodeError) as exc:
-        raise LookupError(f"cannot resolve {target.host}: {exc}") from None
+        raise Unresolved(f"cannot resolve {target.host}: {exc}") from None
     addresses: list[IPAddress] = []
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
@@ -193,7 +198,7 @@ async def resolve(target: Target, *, allow_local: bool) -> list[IPAddress]:
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise LookupError(f"{target.host} has no address")
+        raise Unresolved(f"{target.host} has no address")
     return addresses
 
 
@@ -202,7 +207,7 @@ async def check_url(url: str, *, allow_local: bool) -> str:
     `UrlRefused` if it or what it resolves to now is not allowed. A name that does not
     resolve yet is accepted (it is checked at delivery)."""
     target = parse(url, allow_local=allow_local)
-    with contextlib.suppress(LookupError):
+    with contextlib.suppress(Unresolved):
         await resolve(target, allow_local=allow_local)
     return target.url
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+from psycopg.rows import DictRow
 from standardwebhooks.webhooks import Webhook
 
+from tests.support.payments import new_key
 from tests.support.processes import Process, free_port, start_process
+
+Db = psycopg.Connection[DictRow]
 
 # A worker that delivers quickly: a pass every 0.1 s, short timeout and lease, tiny backoff.
 FAST_WEBHOOKS: dict[str, str] = {
@@ -82,3 +88,66 @@ def create_endpoint(client: httpx.Client, url: str, **extra: Any) -> dict[str, A
     assert created.status_code == 201, created.text
     body: dict[str, Any] = created.json()
     return body
+
+
+# A backlog written straight to the tables, as the outcome statements write it: an
+# operation, its event, and the event's delivery to one endpoint.
+_BACKLOG = """
+    WITH ops AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, payment_id, fence)
+        SELECT gen_random_uuid(), %(tenant)s, 'create_payment', %(tag)s || g, 'f',
+               'COMPLETED', gen_random_uuid(), 1
+        FROM generate_series(1, %(n)s) AS g
+        RETURNING id, payment_id
+    ), ev AS (
+        INSERT INTO events (id, tenant_id, type, operation_id, data)
+        SELECT gen_random_uuid(), %(tenant)s, %(type)s, id,
+               jsonb_build_object('payment_id', payment_id::text)
+        FROM ops
+        RETURNING id
+    )
+    INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
+    SELECT gen_random_uuid(), %(tenant)s, id, %(endpoint)s FROM ev
+"""
+
+
+def endpoint_uuid(endpoint: dict[str, Any]) -> uuid.UUID:
+    """The database id of an endpoint as the API shows it (`we_` + hex)."""
+    return uuid.UUID(hex=str(endpoint["id"]).removeprefix("we_"))
+
+
+def backlog(db: Db, tenant_id: uuid.UUID, endpoint: dict[str, Any], n: int, type: str) -> None:
+    """`n` events of `type` with a pending delivery each to `endpoint`, written directly."""
+    endpoint_id = endpoint_uuid(endpoint)
+    params = {"tenant": tenant_id, "tag": new_key(), "n": n, "type": type, "endpoint": endpoint_id}
+    db.execute(_BACKLOG, params)
+
+
+def pending(db: Db, endpoint: dict[str, Any]) -> int:
+    """How many of the endpoint's deliveries are pending."""
+    endpoint_id = endpoint_uuid(endpoint)
+    row = db.execute(
+        "SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %s "
+        "AND status = 'pending'",
+        (endpoint_id,),
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def delivery_rows(db: Db, endpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """The endpoint's deliveries as stored, with `backoff_s` (due in) and their attempts."""
+    rows = db.execute(
+        "SELECT id, status, attempt_count, lease_owner, last_error, "
+        "extract(epoch FROM next_attempt_at - now()) AS backoff_s "
+        "FROM webhook_deliveries WHERE endpoint_id = %s ORDER BY created_at",
+        (endpoint_uuid(endpoint),),
+    ).fetchall()
+    for row in rows:
+        row["attempts"] = db.execute(
+            "SELECT succeeded, status_code, error FROM webhook_attempts "
+            "WHERE delivery_id = %s ORDER BY id",
+            (row["id"],),
+        ).fetchall()
+    return rows
