@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     # Attempts one worker makes at once, in all and to any one endpoint.
     webhook_concurrency: int = Field(default=32, ge=1, le=1000)
     webhook_endpoint_concurrency: int = Field(default=4, ge=1, le=100)
+    # Live (not deleted) webhook endpoints a tenant may have.
+    webhook_max_endpoints: int = Field(default=16, ge=1, le=10_000)
     # Development and tests only: http:// to loopback addresses (never private ones).
     webhooks_allow_local: bool = False
     key_ttl_s: int = Field(default=86_400, ge=1)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import base64
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import api_client, make_tenant
+from tests.conftest import TenantHandle, api_client, make_tenant
 from tests.support.processes import Process
+from tests.support.spawning import Spawner
 
 Db = psycopg.Connection[DictRow]
 HOOK = "http://127.0.0.1:9/hook"
@@ -153,3 +155,37 @@ def test_another_tenants_endpoint_is_not_found(api: Process, client: httpx.Clien
     assert client.get(f"/webhook-endpoints/{endpoint}").status_code == 200
     for bad in ("we_x", "nope", "we_" + "0" * 32):
         assert client.get(f"/webhook-endpoints/{bad}").status_code == 404
+
+
+def test_a_tenant_has_at_most_16_endpoints(client: httpx.Client) -> None:
+    made = [client.post("/webhook-endpoints", json={"url": HOOK}) for _ in range(16)]
+    assert [r.status_code for r in made] == [201] * 16
+    refused = client.post("/webhook-endpoints", json={"url": HOOK})
+    assert refused.status_code == 409
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["code"] == "WEBHOOK_ENDPOINT_LIMIT_REACHED"
+    assert refused.json()["limit"] == 16
+    assert len(client.get("/webhook-endpoints").json()["data"]) == 16
+    # A deleted endpoint does not count.
+    assert client.delete(f"/webhook-endpoints/{made[0].json()['id']}").status_code == 204
+    assert client.post("/webhook-endpoints", json={"url": HOOK}).status_code == 201
+
+
+def test_concurrent_creates_never_pass_the_limit(
+    spawn: Spawner, tenant: TenantHandle, db: Db
+) -> None:
+    # Each create waits 0.3 s between its count and its insert: without the tenant's lock
+    # every one of them would count fewer than 3 and insert.
+    api = spawn.api(
+        PAYMENTS_WEBHOOK_MAX_ENDPOINTS="3", PAYMENTS_FAILPOINTS="webhook_endpoint_insert=0.3"
+    )
+    with api_client(api, tenant) as http, ThreadPoolExecutor(max_workers=10) as pool:
+        answers = list(
+            pool.map(lambda _: http.post("/webhook-endpoints", json={"url": HOOK}), range(10))
+        )
+    codes = sorted((a.status_code, a.json().get("code", "")) for a in answers)
+    assert codes == [(201, "")] * 3 + [(409, "WEBHOOK_ENDPOINT_LIMIT_REACHED")] * 7
+    row = db.execute(
+        "SELECT count(*) AS n FROM webhook_endpoints WHERE tenant_id = %s", (tenant.id,)
+    ).fetchone()
+    assert row == {"n": 3}
