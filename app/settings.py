@@ -64,9 +64,11 @@ class Settings(BaseSettings):
     # A worker's hold on a delivery it is sending; must outlive the attempt.
     webhook_lease_s: float = Field(default=30.0, gt=0, le=3600)
     webhook_interval_s: float = Field(default=1.0, gt=0, le=3600)
-    # Attempts one worker makes at once, in all and to any one endpoint.
+    # Attempts one worker makes at once, in all, to any one endpoint and for any one tenant
+    # (a tenant's slow endpoints hold its share of the slots, never all of them).
     webhook_concurrency: int = Field(default=32, ge=1, le=1000)
     webhook_endpoint_concurrency: int = Field(default=4, ge=1, le=100)
+    webhook_tenant_concurrency: int = Field(default=8, ge=1, le=1000)
     # Live (not deleted) webhook endpoints a tenant may have.
     webhook_max_endpoints: int = Field(default=16, ge=1, le=10_000)
     # Development and tests only: http:// to loopback addresses (never private ones).

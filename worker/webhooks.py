@@ -2,9 +2,10 @@
 
 Each pass claims as many due deliveries as this worker has free slots
 (PAYMENTS_WEBHOOK_CONCURRENCY), at most PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY in flight per
-endpoint, and sends each as its own task: a pass does not wait for its attempts, so a slow
-or dead endpoint (each attempt up to PAYMENTS_WEBHOOK_TIMEOUT_S) holds a few slots, never
-the deliveries to other endpoints. On SIGTERM nothing new is claimed and the attempts under
+endpoint and PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant, and sends each as its own
+task: a pass does not wait for its attempts, so a slow or dead endpoint (each attempt up to
+PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few slots, never the
+deliveries to other endpoints and tenants. On SIGTERM nothing new is claimed and the attempts under
 way finish and are recorded; a SIGKILLed worker's deliveries are claimed again when their
 leases run out (the receiver may then see an event twice: it dedupes by event id).
 """
@@ -51,6 +52,7 @@ class WebhookDispatcher:
         self._stopping = stopping
         self._failpoints = Failpoints.parse(settings.failpoints)
         self._in_flight: Counter[uuid.UUID] = Counter()
+        self._tenants_in_flight: Counter[uuid.UUID] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run_pass(self) -> int:
@@ -66,9 +68,12 @@ class WebhookDispatcher:
                 limit=free,
                 per_endpoint=self._settings.webhook_endpoint_concurrency,
                 in_flight=dict(self._in_flight),
+                per_tenant=self._settings.webhook_tenant_concurrency,
+                tenants_in_flight=dict(self._tenants_in_flight),
             )
         for delivery in claimed:
             self._in_flight[delivery.endpoint_id] += 1
+            self._tenants_in_flight[delivery.event.tenant_id] += 1
             task = asyncio.create_task(self._deliver(delivery))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -153,9 +158,13 @@ class WebhookDispatcher:
             # again, as after a crash.
             logger.exception("webhook delivery %s failed to record", delivery.id)
         finally:
-            self._in_flight[delivery.endpoint_id] -= 1
-            if self._in_flight[delivery.endpoint_id] <= 0:
-                del self._in_flight[delivery.endpoint_id]
+            for counter, key in (
+                (self._in_flight, delivery.endpoint_id),
+                (self._tenants_in_flight, delivery.event.tenant_id),
+            ):
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
 
     async def _record(self, delivery: Claimed, result: AttemptResult) -> str | None:
         delay = next_delay_s(

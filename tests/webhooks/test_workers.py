@@ -11,9 +11,9 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
+from tests.conftest import TenantHandle, api_client, make_tenant
 from tests.support.payments import new_key, post_payment
-from tests.support.processes import wait_until
+from tests.support.processes import Process, wait_until
 from tests.support.spawning import Spawner
 from tests.support.webhooks import FAST_WEBHOOKS, backlog, create_endpoint, pending, verified
 
@@ -93,6 +93,46 @@ def test_an_endpoint_that_does_not_answer_does_not_hold_up_another(
         assert recorded is not None
         assert recorded["n"] == 0
         assert verified(healthy.answered()[0], fine["secret"])["type"] == "payment.succeeded"
+    finally:
+        dead.release()
+
+
+def test_a_tenant_with_slow_endpoints_holds_its_share_of_slots_not_all(
+    spawn: Spawner,
+    tmp_path: Path,
+    api: Process,
+    client: httpx.Client,
+    tenant: TenantHandle,
+    db: Db,
+) -> None:
+    dead = spawn.receiver(tmp_path / "dead.jsonl")
+    dead.mode("hang")
+    healthy = spawn.receiver(tmp_path / "healthy.jsonl")
+    # Three endpoints of one tenant, none answering: with 4 attempts each they could take
+    # 12 slots, more than the worker's 8.
+    slow = [create_endpoint(client, f"{dead.url}/{n}") for n in range(3)]
+    for endpoint in slow:
+        backlog(db, tenant.id, endpoint, 10, "payment.declined")
+    other = make_tenant(db, "another tenant")
+    with api_client(api, other) as other_client:
+        fine = create_endpoint(other_client, healthy.url)
+    settings = {
+        **FAST_WEBHOOKS,
+        "PAYMENTS_WEBHOOK_TIMEOUT_S": "20",
+        "PAYMENTS_WEBHOOK_LEASE_S": "30",
+        "PAYMENTS_WEBHOOK_CONCURRENCY": "8",
+        "PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY": "4",
+        "PAYMENTS_WEBHOOK_TENANT_CONCURRENCY": "3",
+    }
+    spawn.worker(once=False, **settings)
+    wait_until(lambda: len(dead.records()) == 3, message="the slow tenant's attempts")
+    try:
+        backlog(db, other.id, fine, 1, "payment.succeeded")
+        wait_until(lambda: len(healthy.answered()) == 1, timeout=15, message="the other tenant")
+        # Delivered while the slow tenant's three attempts were still waiting, and it got
+        # no fourth slot meanwhile.
+        assert len(dead.records()) == 3
+        assert sum(pending(db, endpoint) for endpoint in slow) == 30
     finally:
         dead.release()
 
