@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     webhook_tenant_concurrency: int = Field(default=8, ge=1, le=1000)
     # Live (not deleted) webhook endpoints a tenant may have.
     webhook_max_endpoints: int = Field(default=16, ge=1, le=10_000)
+    # The CA certificates (PEM) https deliveries check receivers against; unset: certifi's.
+    webhook_ca_file: Path | None = None
     # Development and tests only: http:// to loopback addresses (never private ones).
     webhooks_allow_local: bool = False
     key_ttl_s: int = Field(default=86_400, ge=1)
@@ -105,6 +107,13 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("webhook_ca_file")
+    @classmethod
+    def _ca_file_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
 
     @field_validator("failpoints")
     @classmethod

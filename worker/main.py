@@ -63,7 +63,9 @@ async def _run(settings: Settings, *, once: bool) -> int:
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port, addr="127.0.0.1", registry=metrics.registry)
     webhook_http = build_webhook_client(
-        timeout_s=settings.webhook_timeout_s, concurrency=settings.webhook_concurrency
+        timeout_s=settings.webhook_timeout_s,
+        concurrency=settings.webhook_concurrency,
+        ca_file=settings.webhook_ca_file,
     )
     try:
         return await _serve(settings, metrics, webhook_http, once=once)

@@ -7,9 +7,9 @@ sent fails its attempts and backs off like any other, never staying at the head 
 queue to be claimed again at every lease.
 The whole attempt (resolving included) is bounded by PAYMENTS_WEBHOOK_TIMEOUT_S. The
 request goes to the vetted IP address itself, with the URL's host in `Host` and as the TLS
-server name (so the certificate is still checked for the name), and connections are not
-kept alive: a pooled connection must never carry a request for one name to another's
-address.
+server name (so the certificate is still checked for the name, against the CAs in
+PAYMENTS_WEBHOOK_CA_FILE, certifi's bundle by default), and connections are not kept
+alive: a pooled connection must never carry a request for one name to another's address.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import asyncio
 import ipaddress
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+import certifi
 import httpx
 
 from app.events.views import event_json, public_id
@@ -55,13 +58,22 @@ def payload(delivery: Claimed) -> bytes:
     return json.dumps(event_json(delivery.event), separators=(",", ":")).encode()
 
 
-def build_webhook_client(*, timeout_s: float, concurrency: int) -> httpx.AsyncClient:
-    """The worker's HTTP client for webhooks: no redirects, no proxies, no keep-alive."""
+def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:
+    """Certificates checked, and their names, against `ca_file` (certifi's bundle if None)."""
+    return ssl.create_default_context(cafile=str(ca_file) if ca_file else certifi.where())
+
+
+def build_webhook_client(
+    *, timeout_s: float, concurrency: int, ca_file: Path | None = None
+) -> httpx.AsyncClient:
+    """The worker's HTTP client for webhooks: no redirects, no proxies, no keep-alive; https
+    receivers' certificates checked against `ca_file` (certifi's bundle by default)."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout_s),
         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=0),
         follow_redirects=False,
         trust_env=False,
+        verify=tls_context(ca_file),
     )
 
 
