@@ -88,7 +88,8 @@ def parse(url: str, *, allow_local: bool) -> Target:
         raise UrlRefused("has no host")
     if parts.fragment:
         raise UrlRefused("must not have a fragment")
-    if any(ch.isspace() or ord(ch) < 0x21 for ch in url):
+    if any(ch.isspace() or ord(ch) < 0x21 or 0xD800 <= ord(ch) <= 0xDFFF for ch in url):
+        # A lone surrogate (from a JSON `\ud800` escape) is no text that can be stored.
         raise UrlRefused("must not contain spaces or control characters")
     host = normalise_host(parts.hostname)
     literal = _literal(host)

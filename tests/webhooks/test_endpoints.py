@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -71,10 +72,16 @@ def test_refused_urls_store_nothing(client: httpx.Client, url: str) -> None:
         "https://" + "x" * 64 + ".example.com/hook",
         "https://xn--zz.example.com/hook",
         "https://\u2764\ufe0f.example.com/hook",
+        "https://example.com/\ud800",
+        "https://exa\udfffmple.com/hook",
     ],
 )
-def test_invalid_host_names_are_refused_not_an_error(client: httpx.Client, url: str) -> None:
-    refused = client.post("/webhook-endpoints", json={"url": url})
+def test_invalid_hosts_and_text_are_refused_not_an_error(client: httpx.Client, url: str) -> None:
+    # ASCII JSON: a lone surrogate goes as its `\\u` escape, as a client may send it.
+    body = json.dumps({"url": url}).encode()
+    refused = client.post(
+        "/webhook-endpoints", content=body, headers={"content-type": "application/json"}
+    )
     assert refused.status_code == 422, refused.text
     assert refused.json()["errors"][0]["field"] == "url"
 
