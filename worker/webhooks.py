@@ -5,9 +5,10 @@ Each pass claims as many due deliveries as this worker has free slots
 endpoint and PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant, and sends each as its own
 task: a pass does not wait for its attempts, so a slow or dead endpoint (each attempt up to
 PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few slots, never the
-deliveries to other endpoints and tenants. On SIGTERM nothing new is claimed and the attempts under
-way finish and are recorded; a SIGKILLed worker's deliveries are claimed again when their
-leases run out (the receiver may then see an event twice: it dedupes by event id).
+deliveries to other endpoints and tenants. On SIGTERM nothing new is claimed and the
+attempts under way finish and are recorded; a SIGKILLed worker's deliveries are claimed
+again when their leases run out (the receiver may then see an event twice: it dedupes by
+event id).
 """
 
 from __future__ import annotations
