@@ -149,6 +149,10 @@ class PaymentNotRefundable(ProblemError):
     status, code, title = 409, "PAYMENT_NOT_REFUNDABLE", "Payment cannot be refunded"
 
 
+class WebhookEndpointLimitReached(ProblemError):
+    status, code, title = 409, "WEBHOOK_ENDPOINT_LIMIT_REACHED", "Webhook endpoint limit reached"
+
+
 class RefundExceedsPayment(ProblemError):
     status, code, title = 422, "REFUND_EXCEEDS_PAYMENT", "Refund exceeds the payment"
 

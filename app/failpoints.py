@@ -11,11 +11,18 @@ otherwise a few microseconds wide:
     before_record   the provider answered (or a lookup found the charge), nothing recorded yet
     webhook_before_record
                     a worker's webhook attempt was answered, the attempt not recorded yet
+    webhook_send    inside a webhook attempt, the address vetted, nothing sent yet
+    webhook_endpoint_insert
+                    creating a webhook endpoint: the tenant's count checked (under its
+                    lock), the endpoint not inserted yet
 
-`name=raise:SQLSTATE` instead raises there the database error of that SQLSTATE
-(`after_claim=raise:40001`, a serialization failure; `raise:XX000`, an internal error), as
-if a statement had failed: the tests see how the API answers a database error without
-having to break the database.
+Instead of waiting, a point can raise:
+
+- `name=raise` raises `FailpointError`, an unexpected exception, as a bug would;
+- `name=raise:SQLSTATE` raises the database error of that SQLSTATE
+  (`after_claim=raise:40001`, a serialization failure; `raise:XX000`, an internal error), as
+  if a statement had failed: the tests see how the API answers a database error without
+  having to break the database.
 """
 
 from __future__ import annotations
@@ -26,7 +33,11 @@ from collections.abc import Mapping
 import psycopg
 import psycopg.errors
 
-_RAISE = "raise:"
+RAISE = "raise"
+
+
+class FailpointError(RuntimeError):
+    """Raised at a failpoint set to `raise`."""
 
 
 class Failpoints:
@@ -35,24 +46,29 @@ class Failpoints:
     def __init__(
         self,
         delays: Mapping[str, float] | None = None,
-        errors: Mapping[str, str] | None = None,
+        errors: Mapping[str, str | None] | None = None,
     ):
         self._delays = dict(delays or {})
+        # name -> the SQLSTATE to raise, or None for a FailpointError
         self._errors = dict(errors or {})
 
     @classmethod
     def parse(cls, spec: str) -> Failpoints:
-        """Parse `name=seconds` and `name=raise:SQLSTATE` items separated by commas; raise
-        ValueError on anything else."""
+        """Parse `name=seconds`, `name=raise` and `name=raise:SQLSTATE` items separated by
+        commas; raise ValueError on anything else."""
         delays: dict[str, float] = {}
-        errors: dict[str, str] = {}
+        errors: dict[str, str | None] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             name, sep, value = item.partition("=")
             name, value = name.strip(), value.strip()
             if not sep or not name:
-                raise ValueError(f"expected name=seconds or name=raise:SQLSTATE, got {item!r}")
-            if value.startswith(_RAISE):
-                sqlstate = value.removeprefix(_RAISE)
+                raise ValueError(
+                    f"expected name=seconds, name=raise or name=raise:SQLSTATE, got {item!r}"
+                )
+            if value == RAISE:
+                errors[name] = None
+            elif value.startswith(f"{RAISE}:"):
+                sqlstate = value.removeprefix(f"{RAISE}:")
                 try:
                     psycopg.errors.lookup(sqlstate)
                 except KeyError:
@@ -63,9 +79,11 @@ class Failpoints:
         return cls(delays, errors)
 
     async def reach(self, name: str) -> None:
-        """Wait here if the failpoint `name` is set, or raise its database error."""
-        sqlstate = self._errors.get(name)
-        if sqlstate is not None:
+        """Wait here if the failpoint `name` is set, or raise what it is set to raise."""
+        if name in self._errors:
+            sqlstate = self._errors[name]
+            if sqlstate is None:
+                raise FailpointError(f"failpoint {name}")
             raise database_error(sqlstate, f"failpoint {name}")
         delay = self._delays.get(name)
         if delay:

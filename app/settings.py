@@ -65,9 +65,15 @@ class Settings(BaseSettings):
     # A worker's hold on a delivery it is sending; must outlive the attempt.
     webhook_lease_s: float = Field(default=30.0, gt=0, le=3600)
     webhook_interval_s: float = Field(default=1.0, gt=0, le=3600)
-    # Attempts one worker makes at once, in all and to any one endpoint.
+    # Attempts one worker makes at once, in all, to any one endpoint and for any one tenant
+    # (a tenant's slow endpoints hold its share of the slots, never all of them).
     webhook_concurrency: int = Field(default=32, ge=1, le=1000)
     webhook_endpoint_concurrency: int = Field(default=4, ge=1, le=100)
+    webhook_tenant_concurrency: int = Field(default=8, ge=1, le=1000)
+    # Live (not deleted) webhook endpoints a tenant may have.
+    webhook_max_endpoints: int = Field(default=16, ge=1, le=10_000)
+    # The CA certificates (PEM) https deliveries check receivers against; unset: certifi's.
+    webhook_ca_file: Path | None = None
     # Development and tests only: http:// to loopback addresses (never private ones).
     webhooks_allow_local: bool = False
     key_ttl_s: int = Field(default=86_400, ge=1)
@@ -136,6 +142,13 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError(f"{entry!r} is not an IP address or network") from None
         return ",".join(entries)
+
+    @field_validator("webhook_ca_file")
+    @classmethod
+    def _ca_file_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
 
     @field_validator("failpoints")
     @classmethod

@@ -25,6 +25,7 @@ from prometheus_client import start_http_server
 from app import heap
 from app.composition import runtime
 from app.errors import is_transient_database_error
+from app.failpoints import Failpoints
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.settings import Settings
@@ -62,7 +63,9 @@ async def _run(settings: Settings, *, once: bool) -> int:
     if settings.worker_metrics_port:
         start_http_server(settings.worker_metrics_port, addr="127.0.0.1", registry=metrics.registry)
     webhook_http = build_webhook_client(
-        timeout_s=settings.webhook_timeout_s, concurrency=settings.webhook_concurrency
+        timeout_s=settings.webhook_timeout_s,
+        concurrency=settings.webhook_concurrency,
+        ca_file=settings.webhook_ca_file,
     )
     try:
         return await _serve(settings, metrics, webhook_http, once=once)
@@ -91,6 +94,7 @@ async def _serve(
                 webhook_http,
                 timeout_s=settings.webhook_timeout_s,
                 allow_local=settings.webhooks_allow_local,
+                failpoints=Failpoints.parse(settings.failpoints),
             ),
             name=worker.name,
             metrics=metrics,

@@ -2,28 +2,32 @@
 
 Each pass claims as many due deliveries as this worker has free slots
 (PAYMENTS_WEBHOOK_CONCURRENCY), at most PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY in flight per
-endpoint, and sends each as its own task: a pass does not wait for its attempts, so a slow
-or dead endpoint (each attempt up to PAYMENTS_WEBHOOK_TIMEOUT_S) holds a few slots, never
-the deliveries to other endpoints. On SIGTERM nothing new is claimed and the attempts under
-way finish and are recorded; a SIGKILLed worker's deliveries are claimed again when their
-leases run out (the receiver may then see an event twice: it dedupes by event id).
+endpoint and PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant, and sends each as its own
+task: a pass does not wait for its attempts, so a slow or dead endpoint (each attempt up to
+PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few slots, never the
+deliveries to other endpoints and tenants. On SIGTERM nothing new is claimed and the
+attempts under way finish and are recorded; a SIGKILLed worker's deliveries are claimed
+again when their leases run out (the receiver may then see an event twice: it dedupes by
+event id).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter
 
 from app.db.database import Database
+from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.recovery.backoff import next_delay_s
 from app.settings import Settings
 from app.webhooks import deliveries
 from app.webhooks.deliveries import Claimed
-from app.webhooks.sender import WebhookSender
+from app.webhooks.sender import AttemptResult, WebhookSender, describe
 
 logger = logging.getLogger("payments.webhooks")
 
@@ -49,6 +53,7 @@ class WebhookDispatcher:
         self._stopping = stopping
         self._failpoints = Failpoints.parse(settings.failpoints)
         self._in_flight: Counter[uuid.UUID] = Counter()
+        self._tenants_in_flight: Counter[uuid.UUID] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run_pass(self) -> int:
@@ -64,9 +69,12 @@ class WebhookDispatcher:
                 limit=free,
                 per_endpoint=self._settings.webhook_endpoint_concurrency,
                 in_flight=dict(self._in_flight),
+                per_tenant=self._settings.webhook_tenant_concurrency,
+                tenants_in_flight=dict(self._tenants_in_flight),
             )
         for delivery in claimed:
             self._in_flight[delivery.endpoint_id] += 1
+            self._tenants_in_flight[delivery.event.tenant_id] += 1
             task = asyncio.create_task(self._deliver(delivery))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -103,29 +111,33 @@ class WebhookDispatcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _deliver(self, delivery: Claimed) -> None:
+        """Send one delivery and record the attempt. Whatever goes wrong before the record
+        is a failed attempt too (retried with backoff, failed for good after
+        PAYMENTS_WEBHOOK_MAX_AGE_S): a delivery that always raises must not stay due, to be
+        claimed again at every lease ahead of everyone else's."""
         try:
             if delivery.endpoint_deleted:
                 async with self._db.connection() as conn:
                     await deliveries.cancel(conn, delivery)
                 return
-            result = await self._sender.send(delivery)
-            await self._failpoints.reach("webhook_before_record")
-            delay = next_delay_s(
-                delivery.attempt_count,
-                base_s=self._settings.webhook_backoff_base_s,
-                max_s=self._settings.webhook_backoff_max_s,
-            )
-            async with self._db.connection() as conn:
-                status = await deliveries.record_attempt(
-                    conn,
-                    delivery,
-                    worker=self._name,
-                    status_code=result.status_code,
-                    error=result.error,
-                    latency_ms=result.latency_ms,
-                    delay_s=delay,
-                    max_age_s=self._settings.webhook_max_age_s,
-                )
+            started = time.monotonic()
+            try:
+                result = await self._sender.send(delivery)
+                await self._failpoints.reach("webhook_before_record")
+            except Exception as exc:
+                logger.exception("webhook delivery %s raised", delivery.id)
+                latency_ms = round((time.monotonic() - started) * 1000)
+                result = AttemptResult(None, f"internal error: {describe(exc)}", latency_ms)
+            try:
+                status = await self._record(delivery, result)
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                # The record itself was refused (not the database gone): record that much.
+                logger.exception("webhook delivery %s: recording its attempt failed", delivery.id)
+                error = f"internal error: recording the attempt failed: {describe(exc)}"
+                result = AttemptResult(None, error, result.latency_ms)
+                status = await self._record(delivery, result)
             outcome = {"pending": "retry", None: "fenced_out"}.get(status, status or "")
             self._metrics.webhook_deliveries.labels(outcome).inc()
             log = logger.info if result.ok else logger.warning
@@ -143,9 +155,32 @@ class WebhookDispatcher:
                 },
             )
         except Exception:
-            # The lease runs out and the delivery is claimed again, as after a crash.
+            # The database is out of reach: the lease runs out and the delivery is claimed
+            # again, as after a crash.
             logger.exception("webhook delivery %s failed to record", delivery.id)
         finally:
-            self._in_flight[delivery.endpoint_id] -= 1
-            if self._in_flight[delivery.endpoint_id] <= 0:
-                del self._in_flight[delivery.endpoint_id]
+            for counter, key in (
+                (self._in_flight, delivery.endpoint_id),
+                (self._tenants_in_flight, delivery.event.tenant_id),
+            ):
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
+
+    async def _record(self, delivery: Claimed, result: AttemptResult) -> str | None:
+        delay = next_delay_s(
+            delivery.attempt_count,
+            base_s=self._settings.webhook_backoff_base_s,
+            max_s=self._settings.webhook_backoff_max_s,
+        )
+        async with self._db.connection() as conn:
+            return await deliveries.record_attempt(
+                conn,
+                delivery,
+                worker=self._name,
+                status_code=result.status_code,
+                error=result.error,
+                latency_ms=result.latency_ms,
+                delay_s=delay,
+                max_age_s=self._settings.webhook_max_age_s,
+            )

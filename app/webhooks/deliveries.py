@@ -15,25 +15,43 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.database import Connection
+from app.errors import printable
 from app.events.reads import EventRow
 
+# An attempt's error as stored: text PostgreSQL takes (no NUL, no lone surrogate), this long
+# at most.
+MAX_ERROR_LENGTH = 1000
+
 # The per-endpoint cap keeps one slow or dead endpoint from taking every slot: each claim
-# takes at most `per_endpoint - in flight here` deliveries of an endpoint.
+# takes at most `per_endpoint - in flight here` deliveries of an endpoint. The per-tenant
+# cap does the same for a tenant's endpoints together (many slow endpoints of one tenant):
+# of the deliveries the endpoint cap leaves, at most `per_tenant - in flight here` of a
+# tenant's. Both count this worker's attempts under way, as its slots are its own.
 _CLAIM = """
     WITH busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
             AS busy (endpoint_id, in_flight)
+    ), busy_tenants AS (
+        SELECT * FROM unnest(%(busy_tenant_ids)s::uuid[], %(busy_tenant_counts)s::int[])
+            AS busy_tenants (tenant_id, in_flight)
     ), candidates AS (
-        SELECT d.id, d.next_attempt_at,
+        SELECT d.id, d.tenant_id, d.next_attempt_at,
                row_number() OVER (PARTITION BY d.endpoint_id
                                   ORDER BY d.next_attempt_at, d.id) AS rank,
                coalesce(busy.in_flight, 0) AS in_flight
         FROM webhook_deliveries AS d LEFT JOIN busy USING (endpoint_id)
         WHERE d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
-    ), picked AS (
-        SELECT d.id FROM webhook_deliveries AS d JOIN candidates AS c USING (id)
+    ), per_tenant AS (
+        SELECT c.id, c.next_attempt_at,
+               row_number() OVER (PARTITION BY c.tenant_id
+                                  ORDER BY c.next_attempt_at, c.id) AS rank,
+               coalesce(bt.in_flight, 0) AS in_flight
+        FROM candidates AS c LEFT JOIN busy_tenants AS bt USING (tenant_id)
         WHERE c.rank <= %(per_endpoint)s - c.in_flight
+    ), picked AS (
+        SELECT d.id FROM webhook_deliveries AS d JOIN per_tenant AS c USING (id)
+        WHERE c.rank <= %(per_tenant)s - c.in_flight
         ORDER BY c.next_attempt_at
         LIMIT %(limit)s
         FOR UPDATE OF d SKIP LOCKED
@@ -132,9 +150,12 @@ async def claim(
     limit: int,
     per_endpoint: int,
     in_flight: Mapping[uuid.UUID, int],
+    per_tenant: int,
+    tenants_in_flight: Mapping[uuid.UUID, int],
 ) -> list[Claimed]:
     """Up to `limit` due deliveries, leased to `owner`; none of an endpoint already at
-    `per_endpoint` attempts in flight here."""
+    `per_endpoint` attempts in flight here (`in_flight`, by endpoint), nor of a tenant at
+    `per_tenant` (`tenants_in_flight`, by tenant)."""
     params: dict[str, Any] = {
         "owner": owner,
         "lease_s": lease_s,
@@ -142,6 +163,9 @@ async def claim(
         "per_endpoint": per_endpoint,
         "busy_ids": list(in_flight),
         "busy_counts": list(in_flight.values()),
+        "per_tenant": per_tenant,
+        "busy_tenant_ids": list(tenants_in_flight),
+        "busy_tenant_counts": list(tenants_in_flight.values()),
     }
     rows = await (await conn.execute(_CLAIM, params)).fetchall()
     return [
@@ -176,6 +200,7 @@ async def record_attempt(
     retry window (`max_age_s` from its start): then it is failed, for good.
     """
     ok = status_code is not None and 200 <= status_code < 300
+    error = None if error is None else stored_error(error)
     params = {
         "id": delivery.id,
         "fence": delivery.fence,
@@ -189,6 +214,12 @@ async def record_attempt(
     }
     row = await (await conn.execute(_RECORD, params)).fetchone()
     return None if row is None else str(row[0])
+
+
+def stored_error(text: str) -> str:
+    """`text` as an attempt's error can store it: NULs dropped, lone surrogates escaped,
+    cut to MAX_ERROR_LENGTH characters (whatever an exception's message held)."""
+    return printable(text.replace("\x00", ""))[:MAX_ERROR_LENGTH]
 
 
 _CANCEL = """

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from app.dependencies import CurrentTenant, ServicesDep
-from app.errors import NotFound, ValidationFailed, dump_json
+from app.errors import NotFound, ValidationFailed, WebhookEndpointLimitReached, dump_json
 from app.events.views import parse_id as parse_event_id
+from app.failpoints import Failpoints
 from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.http.query import only_query
@@ -44,6 +45,10 @@ After = Annotated[str | None, Query(max_length=64, description="Continue after t
     summary="Register a webhook endpoint; its signing secret is shown only here",
     responses={
         **TENANT_AUTH,
+        409: problem(
+            "WEBHOOK_ENDPOINT_LIMIT_REACHED: the tenant has PAYMENTS_WEBHOOK_MAX_ENDPOINTS "
+            "endpoints already (16 by default); delete one first. `limit` says how many"
+        ),
         413: problem("PAYLOAD_TOO_LARGE"),
         415: problem("UNSUPPORTED_MEDIA_TYPE"),
         422: problem("VALIDATION_ERROR: bad body, or a URL that may not receive webhooks"),
@@ -72,7 +77,15 @@ async def create_endpoint(request: Request, tenant: CurrentTenant, services: Ser
             f"the URL may not receive webhooks: {exc}",
             errors=[{"field": "url", "message": str(exc)}],
         ) from None
-    async with services.db.connection() as conn:
+    limit = services.settings.webhook_max_endpoints
+    async with services.db.transaction() as conn:
+        if await endpoints.lock_and_count(conn, tenant_id=tenant.id) >= limit:
+            raise WebhookEndpointLimitReached(
+                f"this tenant has {limit} webhook endpoints, the most it may have; "
+                "delete one to make room",
+                limit=limit,
+            )
+        await Failpoints.parse(services.settings.failpoints).reach("webhook_endpoint_insert")
         endpoint = await endpoints.create(
             conn, tenant_id=tenant.id, url=url, event_types=body.event_types, secret=new_secret()
         )

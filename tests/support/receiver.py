@@ -1,6 +1,9 @@
 """A webhook receiver process for tests: records every request, answers as told.
 
-    python -m tests.support.receiver --port P --log FILE
+    python -m tests.support.receiver --port P --log FILE [--cert PEM --key PEM]
+
+With `--cert` (the certificate chain) and `--key` it speaks https, and records the TLS
+server name each request's connection asked for (`sni`).
 
 Every request to any path but `/_mode` is appended to FILE as one JSON line: arrival and
 answer times, headers, body, and the status answered. `POST /_mode {"mode": M, "times": N}`
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,6 +70,7 @@ def handler(state: State) -> type[BaseHTTPRequestHandler]:
                 "headers": {k.lower(): v for k, v in self.headers.items()},
                 "body": body.decode(),
                 "mode": mode,
+                "sni": getattr(self.connection, "sni", None),
             }
             if mode == "die":
                 state.write({**record, "status": None})
@@ -102,10 +107,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--cert", type=Path)
+    parser.add_argument("--key", type=Path)
     args = parser.parse_args()
     ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(State(args.log)))
     server.daemon_threads = True
+    if args.cert is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.cert, args.key)
+
+        def remember_sni(sock: Any, name: str | None, _: ssl.SSLContext) -> None:
+            sock.sni = name
+
+        context.sni_callback = remember_sni
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.serve_forever()
 
 

@@ -21,7 +21,7 @@ from app.db.database import Database, open_database
 from app.settings import Settings
 from tests.support.processes import Process
 from tests.support.system import start_api, start_fake_provider, start_worker
-from tests.support.webhooks import Receiver, start_receiver
+from tests.support.webhooks import Certificates, Receiver, start_receiver, start_tls_receiver
 
 T = TypeVar("T")
 
@@ -63,6 +63,12 @@ class Spawner:
     def receiver(self, log: Path, *, port: int | None = None) -> Receiver:
         """A webhook receiver recording what it gets in `log` (see tests/support/receiver)."""
         receiver = start_receiver(self.log_dir, log, port=port)
+        self._track(receiver.process)
+        return receiver
+
+    def tls_receiver(self, log: Path, certificates: Certificates) -> Receiver:
+        """A webhook receiver over https with `certificates` (see tests/support/webhooks)."""
+        receiver = start_tls_receiver(self.log_dir, log, certificates)
         self._track(receiver.process)
         return receiver
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import base64
+import json
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import api_client, make_tenant
+from tests.conftest import TenantHandle, api_client, make_tenant
 from tests.support.processes import Process
+from tests.support.spawning import Spawner
 
 Db = psycopg.Connection[DictRow]
 HOOK = "http://127.0.0.1:9/hook"
@@ -63,6 +66,57 @@ def test_refused_urls_store_nothing(client: httpx.Client, url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "https://a..b/hook",
+        "https://" + "x" * 64 + ".example.com/hook",
+        "https://xn--zz.example.com/hook",
+        "https://\u2764\ufe0f.example.com/hook",
+        "https://example.com/\ud800",
+        "https://exa\udfffmple.com/hook",
+    ],
+)
+def test_invalid_hosts_and_text_are_refused_not_an_error(client: httpx.Client, url: str) -> None:
+    # ASCII JSON: a lone surrogate goes as its `\\u` escape, as a client may send it.
+    body = json.dumps({"url": url}).encode()
+    refused = client.post(
+        "/webhook-endpoints", content=body, headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["field"] == "url"
+
+
+def test_a_non_public_address_is_refused_without_naming_it(client: httpx.Client) -> None:
+    refused = client.post("/webhook-endpoints", json={"url": "https://[64:ff9b::a00:7]/hook"})
+    assert refused.status_code == 422
+    body = refused.json()
+    assert body["errors"] == [{"field": "url", "message": "resolves to a non-public address"}]
+    assert "10.0.0.7" not in refused.text
+    assert "a00:7" not in refused.text
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"),
+    [
+        # Fullwidth letters and digits, as UTS 46 maps them.
+        (
+            "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54:9/hook",
+            "http://localhost:9/hook",
+        ),
+        ("http://\uff11\uff12\uff17.\uff10.\uff10.\uff11:9/hook", "http://127.0.0.1:9/hook"),
+        ("http://LOCALHOST.:9/hook", "http://localhost:9/hook"),
+    ],
+)
+def test_the_url_is_stored_and_shown_with_its_host_normalised(
+    client: httpx.Client, url: str, stored: str
+) -> None:
+    created = client.post("/webhook-endpoints", json={"url": url})
+    assert created.status_code == 201, created.text
+    assert created.json()["url"] == stored
+    assert client.get(f"/webhook-endpoints/{created.json()['id']}").json()["url"] == stored
+
+
+@pytest.mark.parametrize(
     "body", [{}, {"url": 5}, {"url": HOOK, "extra": 1}, {"url": HOOK, "event_types": None, "x": 1}]
 )
 def test_bad_bodies(client: httpx.Client, body: dict[str, object]) -> None:
@@ -108,3 +162,37 @@ def test_another_tenants_endpoint_is_not_found(api: Process, client: httpx.Clien
     assert client.get(f"/webhook-endpoints/{endpoint}").status_code == 200
     for bad in ("we_x", "nope", "we_" + "0" * 32):
         assert client.get(f"/webhook-endpoints/{bad}").status_code == 404
+
+
+def test_a_tenant_has_at_most_16_endpoints(client: httpx.Client) -> None:
+    made = [client.post("/webhook-endpoints", json={"url": HOOK}) for _ in range(16)]
+    assert [r.status_code for r in made] == [201] * 16
+    refused = client.post("/webhook-endpoints", json={"url": HOOK})
+    assert refused.status_code == 409
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.json()["code"] == "WEBHOOK_ENDPOINT_LIMIT_REACHED"
+    assert refused.json()["limit"] == 16
+    assert len(client.get("/webhook-endpoints").json()["data"]) == 16
+    # A deleted endpoint does not count.
+    assert client.delete(f"/webhook-endpoints/{made[0].json()['id']}").status_code == 204
+    assert client.post("/webhook-endpoints", json={"url": HOOK}).status_code == 201
+
+
+def test_concurrent_creates_never_pass_the_limit(
+    spawn: Spawner, tenant: TenantHandle, db: Db
+) -> None:
+    # Each create waits 0.3 s between its count and its insert: without the tenant's lock
+    # every one of them would count fewer than 3 and insert.
+    api = spawn.api(
+        PAYMENTS_WEBHOOK_MAX_ENDPOINTS="3", PAYMENTS_FAILPOINTS="webhook_endpoint_insert=0.3"
+    )
+    with api_client(api, tenant) as http, ThreadPoolExecutor(max_workers=10) as pool:
+        answers = list(
+            pool.map(lambda _: http.post("/webhook-endpoints", json={"url": HOOK}), range(10))
+        )
+    codes = sorted((a.status_code, a.json().get("code", "")) for a in answers)
+    assert codes == [(201, "")] * 3 + [(409, "WEBHOOK_ENDPOINT_LIMIT_REACHED")] * 7
+    row = db.execute(
+        "SELECT count(*) AS n FROM webhook_endpoints WHERE tenant_id = %s", (tenant.id,)
+    ).fetchone()
+    assert row == {"n": 3}

@@ -17,7 +17,9 @@ def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> No
         settings.webhook_backoff_max_s,
         settings.webhook_max_age_s,
         settings.webhooks_allow_local,
-    ) == (10, 5, 3600, 259_200, False)
+        settings.webhook_max_endpoints,
+        settings.webhook_tenant_concurrency,
+    ) == (10, 5, 3600, 259_200, False, 16, 8)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,8 @@ def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> No
         ({"PAYMENTS_WEBHOOK_TIMEOUT_S": "0"}, "PAYMENTS_WEBHOOK_TIMEOUT_S"),
         ({"PAYMENTS_WEBHOOKS_ALLOW_LOCAL": "maybe"}, "PAYMENTS_WEBHOOKS_ALLOW_LOCAL"),
         ({"PAYMENTS_WEBHOOK_TIMEOUTS": "5"}, "PAYMENTS_WEBHOOK_TIMEOUTS"),
+        ({"PAYMENTS_WEBHOOK_MAX_ENDPOINTS": "0"}, "PAYMENTS_WEBHOOK_MAX_ENDPOINTS"),
+        ({"PAYMENTS_WEBHOOK_TENANT_CONCURRENCY": "0"}, "PAYMENTS_WEBHOOK_TENANT_CONCURRENCY"),
     ],
 )
 def test_bad_webhook_settings_stop_the_process(

@@ -11,51 +11,13 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
+from tests.conftest import TenantHandle, api_client, make_tenant
 from tests.support.payments import new_key, post_payment
-from tests.support.processes import wait_until
+from tests.support.processes import Process, wait_until
 from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint, verified
+from tests.support.webhooks import FAST_WEBHOOKS, backlog, create_endpoint, pending, verified
 
 Db = psycopg.Connection[DictRow]
-
-# A backlog written straight to the tables, as the outcome statements write it: an
-# operation, its event, and the event's delivery to one endpoint.
-_BACKLOG = """
-    WITH ops AS (
-        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, payment_id, fence)
-        SELECT gen_random_uuid(), %(tenant)s, 'create_payment', %(tag)s || g, 'f',
-               'COMPLETED', gen_random_uuid(), 1
-        FROM generate_series(1, %(n)s) AS g
-        RETURNING id, payment_id
-    ), ev AS (
-        INSERT INTO events (id, tenant_id, type, operation_id, data)
-        SELECT gen_random_uuid(), %(tenant)s, %(type)s, id,
-               jsonb_build_object('payment_id', payment_id::text)
-        FROM ops
-        RETURNING id
-    )
-    INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
-    SELECT gen_random_uuid(), %(tenant)s, id, %(endpoint)s FROM ev
-"""
-
-
-def backlog(db: Db, tenant: TenantHandle, endpoint: dict[str, str], n: int, type: str) -> None:
-    endpoint_id = uuid.UUID(hex=endpoint["id"].removeprefix("we_"))
-    params = {"tenant": tenant.id, "tag": new_key(), "n": n, "type": type, "endpoint": endpoint_id}
-    db.execute(_BACKLOG, params)
-
-
-def pending(db: Db, endpoint: dict[str, str]) -> int:
-    endpoint_id = uuid.UUID(hex=endpoint["id"].removeprefix("we_"))
-    row = db.execute(
-        "SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %s "
-        "AND status = 'pending'",
-        (endpoint_id,),
-    ).fetchone()
-    assert row is not None
-    return int(row["n"])
 
 
 def test_two_workers_deliver_a_backlog_never_sending_one_twice_at_once(
@@ -69,7 +31,7 @@ def test_two_workers_deliver_a_backlog_never_sending_one_twice_at_once(
         lambda: all("worker started" in worker.log() for worker in workers),
         message="both workers to start",
     )
-    backlog(db, tenant, endpoint, 1000, "payment.succeeded")
+    backlog(db, tenant.id, endpoint, 1000, "payment.succeeded")
 
     wait_until(lambda: pending(db, endpoint) == 0, timeout=180, message="the backlog")
     records = receiver.records()
@@ -105,7 +67,7 @@ def test_an_endpoint_that_does_not_answer_does_not_hold_up_another(
     healthy = spawn.receiver(tmp_path / "healthy.jsonl")
     stuck = create_endpoint(client, dead.url, event_types=["payment.declined"])
     fine = create_endpoint(client, healthy.url, event_types=["payment.succeeded"])
-    backlog(db, tenant, stuck, 20, "payment.declined")
+    backlog(db, tenant.id, stuck, 20, "payment.declined")
     settings = {
         **FAST_WEBHOOKS,
         "PAYMENTS_WEBHOOK_TIMEOUT_S": "20",
@@ -135,6 +97,46 @@ def test_an_endpoint_that_does_not_answer_does_not_hold_up_another(
         dead.release()
 
 
+def test_a_tenant_with_slow_endpoints_holds_its_share_of_slots_not_all(
+    spawn: Spawner,
+    tmp_path: Path,
+    api: Process,
+    client: httpx.Client,
+    tenant: TenantHandle,
+    db: Db,
+) -> None:
+    dead = spawn.receiver(tmp_path / "dead.jsonl")
+    dead.mode("hang")
+    healthy = spawn.receiver(tmp_path / "healthy.jsonl")
+    # Three endpoints of one tenant, none answering: with 4 attempts each they could take
+    # 12 slots, more than the worker's 8.
+    slow = [create_endpoint(client, f"{dead.url}/{n}") for n in range(3)]
+    for endpoint in slow:
+        backlog(db, tenant.id, endpoint, 10, "payment.declined")
+    other = make_tenant(db, "another tenant")
+    with api_client(api, other) as other_client:
+        fine = create_endpoint(other_client, healthy.url)
+    settings = {
+        **FAST_WEBHOOKS,
+        "PAYMENTS_WEBHOOK_TIMEOUT_S": "20",
+        "PAYMENTS_WEBHOOK_LEASE_S": "30",
+        "PAYMENTS_WEBHOOK_CONCURRENCY": "8",
+        "PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY": "4",
+        "PAYMENTS_WEBHOOK_TENANT_CONCURRENCY": "3",
+    }
+    spawn.worker(once=False, **settings)
+    wait_until(lambda: len(dead.records()) == 3, message="the slow tenant's attempts")
+    try:
+        backlog(db, other.id, fine, 1, "payment.succeeded")
+        wait_until(lambda: len(healthy.answered()) == 1, timeout=15, message="the other tenant")
+        # Delivered while the slow tenant's three attempts were still waiting, and it got
+        # no fourth slot meanwhile.
+        assert len(dead.records()) == 3
+        assert sum(pending(db, endpoint) for endpoint in slow) == 30
+    finally:
+        dead.release()
+
+
 def test_a_delivery_queued_as_its_endpoint_was_deleted_is_cancelled_unsent(
     spawn: Spawner, tmp_path: Path, client: httpx.Client, tenant: TenantHandle, db: Db
 ) -> None:
@@ -142,7 +144,7 @@ def test_a_delivery_queued_as_its_endpoint_was_deleted_is_cancelled_unsent(
     endpoint = create_endpoint(client, receiver.url)
     assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
     # An outcome's fan-out that read the endpoint just before the delete committed.
-    backlog(db, tenant, endpoint, 1, "payment.succeeded")
+    backlog(db, tenant.id, endpoint, 1, "payment.succeeded")
     assert pending(db, endpoint) == 1
     spawn.worker(once=True, **FAST_WEBHOOKS).wait_exit(timeout=60)
 
