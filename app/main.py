@@ -27,6 +27,7 @@ from app.events import router as events_router
 from app.http.fast_path import with_fast_payments
 from app.http.listeners import by_listener, operators_only, public_only
 from app.http.middleware import ObserveRequests
+from app.http.openapi import install_openapi_documents
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
@@ -105,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin_router.router)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(console_router.router)
+    install_openapi_documents(app)
     return app
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, assume, given, settings
@@ -19,6 +20,7 @@ from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from app.http.listeners import operators_path
 from tests.conftest import TenantHandle
 from tests.support.processes import Process
 
@@ -27,7 +29,37 @@ from tests.support.processes import Process
 def test_api_conforms_to_its_openapi_document(
     api: Process, tenant: TenantHandle, mode: GenerationMode
 ) -> None:
-    schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
+    checked = _fuzz(f"{api.url}/openapi.json", tenant, mode)
+    assert {"POST /payments", "GET /operations"} <= set(checked)
+    if mode is GenerationMode.POSITIVE:
+        assert {"GET /payments/{payment_id}", "GET /operations/{operation_id}"} <= set(checked)
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_the_operators_api_conforms_to_its_own_document(
+    api: Process, tenant: TenantHandle, mode: GenerationMode
+) -> None:
+    # A tenant's key opens nothing there: every answer must still be a documented one.
+    assert api.admin_url is not None
+    checked = _fuzz(f"{api.admin_url}/admin/openapi.json", tenant, mode)
+    assert "GET /admin/operations" in checked
+
+
+def test_each_listener_documents_only_what_it_serves(api: Process) -> None:
+    assert api.admin_url is not None
+    public = httpx.get(f"{api.url}/openapi.json").json()["paths"]
+    operators = httpx.get(f"{api.admin_url}/admin/openapi.json").json()["paths"]
+    assert "/payments" in public
+    assert "/admin/operations" in operators
+    assert not [path for path in public if operators_path(path)]
+    assert not [path for path in operators if not operators_path(path)]
+    # The operators' document is not served to tenants.
+    assert httpx.get(f"{api.url}/admin/openapi.json").status_code == 404
+
+
+def _fuzz(document: str, tenant: TenantHandle, mode: GenerationMode) -> list[str]:
+    """Fuzz every operation of `document` with `tenant`'s key; the labels of those checked."""
+    schema = schemathesis.openapi.from_url(document)
     headers = {"Authorization": f"Bearer {tenant.api_key}"}
     checked = []
     for result in schema.get_all_operations():
@@ -51,9 +83,7 @@ def test_api_conforms_to_its_openapi_document(
             assert mode is GenerationMode.NEGATIVE, operation.label
             continue
         checked.append(operation.label)
-    assert {"POST /payments", "GET /operations"} <= set(checked)
-    if mode is GenerationMode.POSITIVE:
-        assert {"GET /payments/{payment_id}", "GET /operations/{operation_id}"} <= set(checked)
+    return checked
 
 
 def _vanishes(value: object) -> bool:
