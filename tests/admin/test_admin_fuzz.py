@@ -1,8 +1,9 @@
-"""The admin routes of the OpenAPI document, fuzzed with an admin token.
+"""The admin API's OpenAPI document, fuzzed with an admin token.
 
-The suite's fuzz test calls every route with a tenant's key, so the admin routes only ever
-answer it `401`; here they get generated requests, valid and invalid, as an operator would
-send them: none may produce a 5xx, and every answer must match the document.
+The suite's fuzz test (`tests/test_openapi_fuzz.py`) covers the tenants' document; here the
+admin API's own document (`/admin/openapi.json`, on the operators' listener) gets generated
+requests, valid and invalid, as an operator would send them: none may produce a 5xx, and
+every answer must match the document.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from tests.support.processes import Process
 def test_admin_routes_conform_to_the_document(
     api: Process, admin: AdminHandle, mode: GenerationMode
 ) -> None:
-    schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
+    # The admin API is described by its own document, on the operators' listener.
+    schema = schemathesis.openapi.from_url(f"{api.admin_url}/admin/openapi.json")
     headers = {"Authorization": f"Bearer {admin.token}"}
     checked = []
     for result in schema.get_all_operations():

@@ -178,9 +178,9 @@ def test_client_retries_racing_two_workers_complete_the_operation_once(
     accepted = post_payment(client, body, key=key)
     assert accepted.status_code == 202, accepted.text
     operation_id = accepted.json()["operation_id"]
-    # Whoever takes the operation over (a retry or a worker) holds it for a second after
-    # finding the charge, so the others certainly meet an owner at work.
-    hold = {"PAYMENTS_FAILPOINTS": "before_record=1"}
+    # Whoever takes the operation over (a retry or a worker) holds it for three seconds after
+    # finding the charge, so the others meet an owner at work even on a loaded machine.
+    hold = {"PAYMENTS_FAILPOINTS": "before_record=3"}
     racing_api = spawn.api(**hold)
     assert racing_api.url is not None
     url = racing_api.url
