@@ -16,16 +16,14 @@ way; the tests compare both paths request by request.
 
 from __future__ import annotations
 
-import psycopg
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from psycopg_pool import PoolTimeout
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.dependencies import Services, get_tenant
-from app.errors import ProblemError, database_error_response
+from app.errors import PROBLEMS, problem_response
 from app.http.middleware import ObserveRequests
 from app.observability.metrics import Metrics
 from app.payments.router import create_payment, router
@@ -53,10 +51,8 @@ def with_fast_payments(app: FastAPI, *, metrics: Metrics, others: ASGIApp | None
             services: Services = app.state.services
             tenant = await get_tenant(request)
             response = await create_payment(request, tenant, services)
-        except ProblemError as exc:
-            response = exc.response()
-        except (psycopg.Error, PoolTimeout) as exc:
-            response = database_error_response(exc)
+        except PROBLEMS as exc:
+            response = problem_response(exc)
         await response(scope, receive, send)
 
     # Anything else raised is answered 500 (and logged) by the observer, as on the route.

@@ -351,8 +351,8 @@ def test_the_routes_surroundings_are_what_the_fast_path_reproduces() -> None:
         RequestValidationError: "on_validation",
         WebSocketRequestValidationError: "websocket_request_validation_exception_handler",
         ProblemError: "on_problem",
-        psycopg.Error: "on_database_error",
-        PoolTimeout: "on_database_error",
+        psycopg.Error: "on_problem",
+        PoolTimeout: "on_problem",
         Exception: "on_unexpected",
     }
     assert app.router.dependencies == []
