@@ -76,14 +76,6 @@ class FastRoute:
     request_param: str | None
     dependencies: tuple[_Dependency, ...]
 
-    def enter(self, app: FastAPI, scope: Scope) -> None:
-        """Put in `scope` what FastAPI's app and router put there before the handler runs."""
-        scope["app"] = app
-        scope.setdefault("router", app.router)
-        _, child_scope = self.context.matches(scope)
-        scope.update(child_scope)
-        scope["route"] = self.context.original_route
-
     async def call(self, request: Request) -> Response:
         """The endpoint's answer, its dependencies solved in FastAPI's order, each once."""
         arguments: dict[str, Any] = {}
@@ -107,7 +99,7 @@ class FastRoute:
         exception handlers answer them; anything else raised goes to the caller."""
 
         async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-            self.enter(app, scope)
+            enter_route(app, self.context, scope)
             request = Request(scope, receive, send)
             try:
                 response = await self.call(request)
@@ -132,9 +124,19 @@ def with_fast_routes(table: Table, others: ASGIApp) -> ASGIApp:
     return serve
 
 
+def enter_route(app: FastAPI, context: RouteContext, scope: Scope) -> None:
+    """Put in `scope` what FastAPI's app and router put there before the route's handler
+    runs: `app`, `router`, and the route's match (`route`, `endpoint`, `path_params`)."""
+    scope["app"] = app
+    scope.setdefault("router", app.router)
+    _, child_scope = context.matches(scope)
+    scope.update(child_scope)
+    scope["route"] = context.original_route
+
+
 def fast_route(app: FastAPI, method: str, path: str) -> FastRoute:
     """The route `app` serves `method path` with, if the table can serve it; else `NotFast`."""
-    context = _routed(app, method, path)
+    context = declared_route(app, method, path)
     if not isinstance(context.original_route, APIRoute):
         raise NotFast(f"{method} {path} is served by {context.original_route!r}, not a route")
     refusals = _refusals(context)
@@ -154,8 +156,8 @@ def fast_route(app: FastAPI, method: str, path: str) -> FastRoute:
     )
 
 
-def _routed(app: FastAPI, method: str, path: str) -> RouteContext:
-    """The first route matching `method path` in full, as FastAPI's router takes it."""
+def declared_route(app: FastAPI, method: str, path: str) -> RouteContext:
+    """The route FastAPI serves `method path` with: the first to match it in full."""
     scope: Scope = {
         "type": "http",
         "method": method,
