@@ -136,5 +136,5 @@ def fast_routes(app: FastAPI) -> Table:
         route = fast_route(app, method, path)
         served = route.asgi(app, errors=PROBLEMS, render=problem_response)
         # Anything else raised is answered 500 (and logged) by the observer, as on the route.
-        table[method, path] = ObserveRequests(served, metrics=metrics, route=route.path)
+        table[method, path] = ObserveRequests(served, metrics=metrics, route=route.template)
     return table

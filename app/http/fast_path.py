@@ -76,6 +76,11 @@ class FastRoute:
     request_param: str | None
     dependencies: tuple[_Dependency, ...]
 
+    @property
+    def template(self) -> str:
+        """The route's path as declared (its inclusions' prefixes applied): its label."""
+        return str(self.context.path)
+
     async def call(self, request: Request) -> Response:
         """The endpoint's answer, its dependencies solved in FastAPI's order, each once."""
         arguments: dict[str, Any] = {}
