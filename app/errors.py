@@ -209,8 +209,18 @@ def internal_error_body() -> bytes:
     )
 
 
-def database_error_response(exc: Exception) -> Response:
-    """The answer to a database error: 503 when transient; anything else is raised again."""
+# What `problem_response` answers: the API's own errors and the database's.
+PROBLEMS: tuple[type[Exception], ...] = (ProblemError, psycopg.Error, PoolTimeout)
+
+
+def problem_response(exc: Exception) -> Response:
+    """The answer to an error of `PROBLEMS`, on FastAPI's routes and the fast ones alike.
+
+    A `ProblemError` answers as itself; a database error that a retry may clear is a 503;
+    any other database error is raised again, to be answered 500 by the request observer.
+    """
+    if isinstance(exc, ProblemError):
+        return exc.response()
     if not is_transient_database_error(exc):
         raise exc
     # The database is away or refused this transaction. Nothing half-done is exposed: a
@@ -227,8 +237,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
 
     async def on_problem(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ProblemError)
-        return exc.response()
+        return problem_response(exc)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -249,16 +258,12 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         return Response(dump_json(body), status_code=exc.status_code, media_type=PROBLEM_JSON)
 
-    async def on_database_error(request: Request, exc: Exception) -> Response:
-        return database_error_response(exc)
-
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         return Response(internal_error_body(), status_code=500, media_type=PROBLEM_JSON)
 
-    app.add_exception_handler(ProblemError, on_problem)
+    for kind in PROBLEMS:
+        app.add_exception_handler(kind, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(psycopg.Error, on_database_error)
-    app.add_exception_handler(PoolTimeout, on_database_error)
     app.add_exception_handler(Exception, on_unexpected)

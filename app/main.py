@@ -22,9 +22,9 @@ from app.console.forms import cap_console_forms
 from app.console.pages import STATIC_DIR
 from app.db.migrate import head_revision
 from app.dependencies import Services
-from app.errors import install_error_handlers
+from app.errors import PROBLEMS, install_error_handlers, problem_response
 from app.events import router as events_router
-from app.http.fast_path import with_fast_payments
+from app.http.fast_path import Table, fast_route, with_fast_routes
 from app.http.listeners import by_listener, operators_only, public_only
 from app.http.middleware import ObserveRequests
 from app.http.openapi import install_openapi_documents
@@ -46,6 +46,10 @@ however often requests are dropped, duplicated or retried.
 Send every `POST /payments` and `POST /payments/{id}/refunds` with an `Idempotency-Key`.
 Errors are `application/problem+json` with a stable `code`.
 """
+
+# Served beside FastAPI's routing (`app/http/fast_path.py`): every payment and every replay
+# of one is a `POST /payments`.
+FAST_ROUTES = (("POST", "/payments"),)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -113,12 +117,24 @@ def create_app(settings: Settings) -> FastAPI:
 def serving_app(settings: Settings) -> ASGIApp:
     """What the server runs: `create_app`'s app split between its two listeners.
 
-    The tenants' port serves the API, with `POST /payments` on its fast path; the
+    The tenants' port serves the API, with `FAST_ROUTES` beside FastAPI's routing; the
     operators' port (`PAYMENTS_ADMIN_PORT`) the admin API, the console and `/metrics`
     (`app/http/listeners.py`).
     """
     app = create_app(settings)
-    metrics: Metrics = app.state.metrics
-    public = with_fast_payments(app, metrics=metrics, others=public_only(app))
+    public = with_fast_routes(fast_routes(app), others=public_only(app))
     operators = operators_only(cap_console_forms(app), development=settings.development)
     return by_listener(public, operators, admin_port=settings.admin_port)
+
+
+def fast_routes(app: FastAPI) -> Table:
+    """`FAST_ROUTES`, each its declared route's own handler, observed as the app's requests
+    are and its errors rendered by the app's exception handlers' own function."""
+    metrics: Metrics = app.state.metrics
+    table: dict[tuple[str, str], ASGIApp] = {}
+    for method, path in FAST_ROUTES:
+        route = fast_route(app, method, path)
+        served = route.asgi(app, errors=PROBLEMS, render=problem_response)
+        # Anything else raised is answered 500 (and logged) by the observer, as on the route.
+        table[method, path] = ObserveRequests(served, metrics=metrics, route=route.template)
+    return table

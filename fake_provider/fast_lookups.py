@@ -22,8 +22,9 @@ from urllib.parse import parse_qsl
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.http.fast_path import declared_route, enter_route
 from fake_provider.charges import lookup_charge
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
@@ -36,18 +37,26 @@ _LOOKUPS: dict[str, Lookup] = {"/charges": lookup_charge, "/refunds": lookup_ref
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
-async def serve_lookup(app: FastAPI, scope: Scope, receive: Receive, send: Send) -> bool:
-    """Answer `scope` if it is a lookup by key and return True; else send nothing, False."""
-    lookup = _LOOKUPS.get(scope["path"])
-    if lookup is None or scope["method"] != "GET":
-        return False
-    key = _lookup_key(scope["query_string"])
-    if key is None:
-        return False
-    state = app.state
-    response = await lookup(Request(scope, receive), key, state.ledger, state.faults)
-    await response(scope, receive, send)
-    return True
+def fast_lookups(app: FastAPI) -> dict[tuple[str, str], ASGIApp]:
+    """The lookups' entries in the table of fast routes (`fast_path`)."""
+    return {("GET", path): _serve_lookup(app, path, lookup) for path, lookup in _LOOKUPS.items()}
+
+
+def _serve_lookup(app: FastAPI, path: str, lookup: Lookup) -> ASGIApp:
+    route = declared_route(app, "GET", path)
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        key = _lookup_key(scope["query_string"])
+        if key is None:
+            # Not a lookup by one valid key: FastAPI answers it, as it always has.
+            await app(scope, receive, send)
+            return
+        enter_route(app, route, scope)
+        state = app.state
+        response = await lookup(Request(scope, receive, send), key, state.ledger, state.faults)
+        await response(scope, receive, send)
+
+    return serve
 
 
 def _lookup_key(query_string: bytes) -> str | None:

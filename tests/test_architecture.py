@@ -128,6 +128,31 @@ def test_http_frameworks_stay_at_the_edge() -> None:
     assert not found
 
 
+def test_the_http_primitives_know_no_business_code() -> None:
+    # Body reading, Prefer, problem descriptions, the listeners and the fast routes' table
+    # serve any route: `app/main.py` tells the table which routes to serve.
+    assert not _violations(
+        "app.http",
+        (
+            "app.payments",
+            "app.refunds",
+            "app.operations",
+            "app.flows",
+            "app.idempotency",
+            "app.recovery",
+            "app.provider",
+            "app.tenants",
+            "app.events",
+            "app.webhooks",
+            "app.admin",
+            "app.console",
+            "app.dependencies",
+            "app.main",
+            "worker",
+        ),
+    )
+
+
 def test_nothing_below_the_operators_desk_knows_it() -> None:
     # Operators act through the same verbs as everyone else; no lower layer calls them back.
     lower = (

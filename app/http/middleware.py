@@ -38,11 +38,15 @@ class ObserveRequests:
     so every log line and problem body of the request carries it, and it is added to every
     response. An exception nothing else handled is answered here, as a 500 problem with the
     id: the framework's last-resort handler runs outside this middleware and would lose it.
+
+    `route` labels the requests when the caller knows the route before serving them (a fast
+    route, `app/http/fast_path.py`); without it the label is read from the scope afterwards.
     """
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics):
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, route: str | None = None):
         self.app = app
         self.metrics = metrics
+        self.route = route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,7 +86,7 @@ class ObserveRequests:
             await send_wrapper({"type": "http.response.body", "body": body})
         finally:
             elapsed = time.perf_counter() - started
-            route = _route_template(scope)
+            route = self.route or _route_template(scope)
             method = scope["method"]
             self.metrics.request_latency.labels(method, route, str(status)).observe(elapsed)
             if route not in ("/healthz", "/readyz", "/metrics"):
