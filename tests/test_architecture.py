@@ -56,7 +56,8 @@ def _violations(
 
 def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
-    assert "worker.reconciler" in MODULES
+    assert "worker.main" in MODULES
+    assert "app.jobs.loop" in MODULES
     assert "app.flows.keyed" in _imports(MODULES["app.refunds.service"])
     assert "app.operations.driving" in _imports(MODULES["app.payments.charging"])
 
@@ -194,3 +195,14 @@ def test_webhooks_know_events_but_no_business_object() -> None:
     )
     assert "app.events.outbox" in _imports(MODULES["app.payments.charging"])
     assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])
+
+
+def test_the_worker_loop_knows_no_job() -> None:
+    # Each job (recovery, webhook delivery, key expiry) implements the loop's protocol beside
+    # its own domain; the loop, the lease rule and the backoff know none of them.
+    assert not _violations("app.jobs", ("app.", "worker"))
+
+
+def test_the_worker_package_is_only_the_process() -> None:
+    # Wiring, signals and ticks; what a job does lives in `app/`.
+    assert {name for name in MODULES if name.startswith("worker")} == {"worker", "worker.main"}

@@ -1,9 +1,12 @@
-"""The worker process: APScheduler jobs, signal handling, `--once`.
+"""The worker process: wiring, signal handling, `--once`, and the ticks.
 
-Three jobs run on an interval: `reconcile` (every PAYMENTS_RECONCILE_INTERVAL_S), `webhooks`
-(every PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (every PAYMENTS_EXPIRE_INTERVAL_S). SIGTERM
-or SIGINT sets the stop event: no new batch is claimed, the reconciliations and webhook
-attempts under way finish (each bounded by its timeout), and the process exits.
+Three jobs run through the one loop (`app/jobs/loop.py`): `reconcile` (`app/recovery/job.py`,
+every PAYMENTS_RECONCILE_INTERVAL_S), `webhooks` (`app/webhooks/dispatch.py`, every
+PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (`app/operations/expiry.py`, every
+PAYMENTS_EXPIRE_INTERVAL_S). APScheduler ticks them: each tick starts a pass unless the last
+one is still under way (one instance of a job at a time, missed ticks coalesced into one).
+SIGTERM or SIGINT sets the stop event: no new batch is claimed, the reconciliations and
+webhook attempts under way finish (each bounded by its timeout), and the process exits.
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
 """
@@ -12,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -26,15 +31,21 @@ from app import heap
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
+from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
+from app.operations.expiry import expire_keys
+from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
+from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
-from worker.expiry import ExpireJob
-from worker.reconciler import ReconcileWorker, worker_name
-from worker.webhooks import WebhookDispatcher
 
 logger = logging.getLogger("payments.worker")
+
+
+def worker_name() -> str:
+    """This process's name in leases and history."""
+    return f"worker:{socket.gethostname()}:{os.getpid()}"
 
 
 def _through_outages(job: Callable[[], Awaitable[Any]], name: str) -> Callable[[], Awaitable[None]]:
@@ -76,69 +87,87 @@ async def _run(settings: Settings, *, once: bool) -> int:
 async def _serve(
     settings: Settings, metrics: Metrics, webhook_http: httpx.AsyncClient, *, once: bool
 ) -> int:
+    name = worker_name()
+    stopping = asyncio.Event()
     async with runtime(settings, metrics=metrics, application_name="payments-worker") as parts:
-        worker = ReconcileWorker(
+        recovery = RecoveryJob(
             settings=settings,
             db=parts.db,
             reconcilers=parts.reconcilers,
-            name=worker_name(),
+            worker=name,
             metrics=metrics,
         )
-        expire = ExpireJob(
-            settings=settings, db=parts.db, metrics=metrics, stopping=worker.stopping
+        reconcile = WorkLoop(
+            recovery,
+            recovery_pace(settings),
+            stopping=stopping,
+            after_pass=recovery.refresh_backlog,
         )
-        webhooks = WebhookDispatcher(
-            settings=settings,
-            db=parts.db,
-            sender=WebhookSender(
-                webhook_http,
-                timeout_s=settings.webhook_timeout_s,
-                allow_local=settings.webhooks_allow_local,
-                failpoints=Failpoints.parse(settings.failpoints),
+        sender = WebhookSender(
+            webhook_http,
+            timeout_s=settings.webhook_timeout_s,
+            allow_local=settings.webhooks_allow_local,
+            failpoints=Failpoints.parse(settings.failpoints),
+        )
+        webhooks = WorkLoop(
+            DeliveryJob(
+                settings=settings, db=parts.db, sender=sender, worker=name, metrics=metrics
             ),
-            name=worker.name,
-            metrics=metrics,
-            stopping=worker.stopping,
+            delivery_pace(settings),
+            stopping=stopping,
         )
+
+        async def expire() -> tuple[int, int]:
+            return await expire_keys(
+                parts.db,
+                key_ttl_s=settings.key_ttl_s,
+                tombstone_ttl_s=settings.tombstone_ttl_s,
+                batch=settings.expire_batch_size,
+                expired=metrics.keys_expired,
+                released=metrics.keys_released,
+                stopping=stopping,
+            )
+
         heap.settle()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stopping.set)
+            loop.add_signal_handler(sig, stopping.set)
         if once:
-            total = await worker.drain()
-            attempts = await webhooks.drain()
-            await expire.run()
+            total = await reconcile.run()
+            attempts = await webhooks.run()
+            await expire()
             logger.info(
                 "drained", extra={"fields": {"operations": total, "webhook_attempts": attempts}}
             )
             return 0
         now = datetime.now(UTC)
         scheduler = AsyncIOScheduler()
-        for job, interval, name in (
-            (worker.drain, settings.reconcile_interval_s, "reconcile"),
-            (webhooks.pump, settings.webhook_interval_s, "webhooks"),
-            (expire.run, settings.expire_interval_s, "expire"),
-        ):
+        jobs: tuple[tuple[Callable[[], Awaitable[Any]], float, str], ...] = (
+            (reconcile.run, settings.reconcile_interval_s, "reconcile"),
+            (webhooks.run, settings.webhook_interval_s, "webhooks"),
+            (expire, settings.expire_interval_s, "expire"),
+        )
+        for job, interval, job_name in jobs:
             scheduler.add_job(
-                _through_outages(job, name),
+                _through_outages(job, job_name),
                 "interval",
                 seconds=interval,
-                id=name,
+                id=job_name,
                 max_instances=1,
                 coalesce=True,
                 next_run_time=now,
             )
         scheduler.start()
-        logger.info("worker started", extra={"fields": {"worker": worker.name}})
-        await worker.stopping.wait()
+        logger.info("worker started", extra={"fields": {"worker": name}})
+        await stopping.wait()
         # Order matters: shutting the scheduler down cancels running jobs, so first stop new
-        # runs, then let the pass under way finish its reconciliations (it claims nothing
-        # new once `stopping` is set), and only then shut down.
+        # ticks, then let the passes under way finish their items (they claim nothing new
+        # once `stopping` is set), and only then shut down.
         scheduler.pause()
-        await worker.wait_idle()
+        await reconcile.wait_idle()
         await webhooks.wait_idle()
         scheduler.shutdown(wait=False)
-        logger.info("worker stopped", extra={"fields": {"worker": worker.name}})
+        logger.info("worker stopped", extra={"fields": {"worker": name}})
         return 0
 
 

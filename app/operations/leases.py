@@ -1,8 +1,9 @@
 """Taking ownership of an operation whose owner's lease is gone: one, or the worker's batch.
 
 A new owner gets a fence one higher than the last owner's and a new lease, in one
-conditional UPDATE, only where nobody holds a live lease. Of two contenders only one can
-move the fence from N to N+1; every later write by the other is refused by the fence.
+conditional UPDATE, only where nobody holds a live lease (the rule webhook deliveries share,
+`app/jobs/leases.py`). Of two contenders only one can move the fence from N to N+1; every
+later write by the other is refused by the fence.
 
     take_over      one operation (a client's retry): fence N -> N+1, a new lease
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
@@ -12,15 +13,15 @@ move the fence from N to N+1; every later write by the other is refused by the f
 from __future__ import annotations
 
 from app.db.database import Connection
+from app.jobs.leases import new_owner
 from app.operations.refs import DueRef, OwnedRef, Snapshot
 from app.operations.states import State
 
 # A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
 # holds a live lease; a row another transaction holds is skipped, not waited for.
-_TAKE_OVER = """
+_TAKE_OVER = f"""
     UPDATE operations
-    SET fence = fence + 1, lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
+    SET {new_owner()}
     WHERE id = (SELECT id FROM operations WHERE id = %(id)s FOR UPDATE SKIP LOCKED)
       AND fence = %(fence)s
       AND state NOT IN ('COMPLETED', 'FAILED')
@@ -31,7 +32,7 @@ _TAKE_OVER = """
 # The worker's batch: in-flight operations whose owner's lease ran out (the owner crashed
 # or hung), then unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
 # any number of workers claim at once without waiting on, or sharing, a row.
-_CLAIM_DUE = """
+_CLAIM_DUE = f"""
     WITH stale AS (
         SELECT id FROM operations
         WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
@@ -53,8 +54,7 @@ _CLAIM_DUE = """
         LIMIT %(limit)s
     )
     UPDATE operations
-    SET fence = fence + 1, lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
+    SET {new_owner()}
     WHERE id IN (SELECT id FROM picked)
     RETURNING id, fence, state, attempts, operation_name
 """

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.jobs.backoff import next_delay_s
 from app.operations.refs import Schedule
-from app.recovery.backoff import next_delay_s
 
 
 @dataclass(frozen=True)

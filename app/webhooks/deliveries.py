@@ -1,9 +1,10 @@
 """All SQL on webhook deliveries: the workers' claim, recording an attempt, redelivery.
 
 A delivery is sent by whoever holds its lease. The claim takes due deliveries with
-`FOR UPDATE SKIP LOCKED` and a fence bump, so two workers never hold one delivery and no
-attempt is sent twice at once; a worker that dies mid-attempt leaves its lease to run out,
-and the delivery is claimed again (at least once). Recording an attempt is fenced: a worker
+`FOR UPDATE SKIP LOCKED` and a fence bump (the rule operations share, `app/jobs/leases.py`),
+so two workers never hold one delivery and no attempt is sent twice at once; a worker that
+dies mid-attempt leaves its lease to run out, and the delivery is claimed again (at least
+once). Recording an attempt is fenced: a worker
 whose lease ran out records its attempt but cannot move the delivery a newer owner holds.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from app.db.database import Connection
 from app.errors import printable
 from app.events.reads import EventRow
+from app.jobs.leases import new_owner
 
 # An attempt's error as stored: text PostgreSQL takes (no NUL, no lone surrogate), this long
 # at most.
@@ -27,7 +29,7 @@ MAX_ERROR_LENGTH = 1000
 # cap does the same for a tenant's endpoints together (many slow endpoints of one tenant):
 # of the deliveries the endpoint cap leaves, at most `per_tenant - in flight here` of a
 # tenant's. Both count this worker's attempts under way, as its slots are its own.
-_CLAIM = """
+_CLAIM = f"""
     WITH busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
             AS busy (endpoint_id, in_flight)
@@ -58,8 +60,7 @@ _CLAIM = """
     ), claimed AS (
         -- Checked again on the locked row: another worker may have claimed it meanwhile.
         UPDATE webhook_deliveries AS d
-        SET lease_owner = %(owner)s, fence = d.fence + 1, updated_at = now(),
-            lease_expires_at = now() + make_interval(secs => %(lease_s)s)
+        SET {new_owner("d")}
         FROM picked
         WHERE d.id = picked.id AND d.status = 'pending'
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())

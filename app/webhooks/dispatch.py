@@ -1,19 +1,19 @@
-"""The worker's webhook dispatcher: claim due deliveries, send them, record each attempt.
+"""The worker's delivery job: what is due, and sending one claimed delivery.
 
-Each pass claims as many due deliveries as this worker has free slots
-(PAYMENTS_WEBHOOK_CONCURRENCY), at most PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY in flight per
-endpoint and PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant, and sends each as its own
-task: a pass does not wait for its attempts, so a slow or dead endpoint (each attempt up to
-PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few slots, never the
-deliveries to other endpoints and tenants. On SIGTERM nothing new is claimed and the
-attempts under way finish and are recorded; a SIGKILLed worker's deliveries are claimed
-again when their leases run out (the receiver may then see an event twice: it dedupes by
-event id).
+Due: pending deliveries whose next attempt has come and whose lease (if any) ran out, at most
+PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY in flight per endpoint and
+PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant (`deliveries.claim`, FOR UPDATE SKIP LOCKED plus
+a fence bump). The loop (`app/jobs/loop.py`) claims into any free slot of
+PAYMENTS_WEBHOOK_CONCURRENCY and sends each delivery as its own task; after a claim that came
+back short it looks again at least every PAYMENTS_WEBHOOK_INTERVAL_S, so a slow or dead
+endpoint (each attempt up to PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few
+slots, never the deliveries to other endpoints and tenants. A SIGKILLed worker's deliveries
+are claimed again when their leases run out (the receiver may then see an event twice: it
+dedupes by event id).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -22,8 +22,9 @@ from collections import Counter
 from app.db.database import Database
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
+from app.jobs.backoff import next_delay_s
+from app.jobs.loop import Pace
 from app.observability.metrics import Metrics
-from app.recovery.backoff import next_delay_s
 from app.settings import Settings
 from app.webhooks import deliveries
 from app.webhooks.deliveries import Claimed
@@ -32,8 +33,17 @@ from app.webhooks.sender import AttemptResult, WebhookSender, describe
 logger = logging.getLogger("payments.webhooks")
 
 
-class WebhookDispatcher:
-    """Delivers due webhooks as one worker, until told to stop."""
+def delivery_pace(settings: Settings) -> Pace:
+    """Any free slot of PAYMENTS_WEBHOOK_CONCURRENCY is claimed into (the per-endpoint and
+    per-tenant caps make small claims the rule); patient for PAYMENTS_WEBHOOK_INTERVAL_S."""
+    window = settings.webhook_concurrency
+    return Pace(window=window, batch=window, refill_at=1, patience_s=settings.webhook_interval_s)
+
+
+class DeliveryJob:
+    """Delivers due webhooks as one worker."""
+
+    name = "webhooks"
 
     def __init__(
         self,
@@ -41,32 +51,27 @@ class WebhookDispatcher:
         settings: Settings,
         db: Database,
         sender: WebhookSender,
-        name: str,
+        worker: str,
         metrics: Metrics,
-        stopping: asyncio.Event,
     ):
         self._settings = settings
         self._db = db
         self._sender = sender
-        self._name = name
+        self._worker = worker
         self._metrics = metrics
-        self._stopping = stopping
         self._failpoints = Failpoints.parse(settings.failpoints)
+        # This worker's attempts under way, by endpoint and by tenant: its slots are its own.
         self._in_flight: Counter[uuid.UUID] = Counter()
         self._tenants_in_flight: Counter[uuid.UUID] = Counter()
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def run_pass(self) -> int:
-        """Claim what is due (as many as there are free slots) and start sending it."""
-        free = self._settings.webhook_concurrency - len(self._tasks)
-        if self._stopping.is_set() or free <= 0:
-            return 0
+    async def claim(self, limit: int) -> list[Claimed]:
+        """Up to `limit` due deliveries, none of an endpoint or tenant at its cap here."""
         async with self._db.connection() as conn:
             claimed = await deliveries.claim(
                 conn,
-                owner=self._name,
+                owner=self._worker,
                 lease_s=self._settings.webhook_lease_s,
-                limit=free,
+                limit=limit,
                 per_endpoint=self._settings.webhook_endpoint_concurrency,
                 in_flight=dict(self._in_flight),
                 per_tenant=self._settings.webhook_tenant_concurrency,
@@ -75,42 +80,9 @@ class WebhookDispatcher:
         for delivery in claimed:
             self._in_flight[delivery.endpoint_id] += 1
             self._tenants_in_flight[delivery.event.tenant_id] += 1
-            task = asyncio.create_task(self._deliver(delivery))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return len(claimed)
+        return claimed
 
-    async def pump(self) -> None:
-        """The scheduled job: claim while there is work and room, topping up as attempts
-        finish. Waits for a finished attempt at most one interval, so a new delivery is not
-        kept waiting behind attempts to an endpoint that does not answer."""
-        while await self.run_pass() > 0:
-            if not self._tasks:
-                continue
-            await asyncio.wait(
-                set(self._tasks),
-                timeout=self._settings.webhook_interval_s,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-
-    async def drain(self) -> int:
-        """Deliver until nothing is due (`--once`); the number of attempts made."""
-        total = 0
-        while not self._stopping.is_set():
-            claimed = await self.run_pass()
-            total += claimed
-            if claimed == 0 and not self._tasks:
-                break
-            await self.wait_idle()
-        await self.wait_idle()
-        return total
-
-    async def wait_idle(self) -> None:
-        """Return once the attempts under way are finished and recorded."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _deliver(self, delivery: Claimed) -> None:
+    async def handle(self, delivery: Claimed) -> None:
         """Send one delivery and record the attempt. Whatever goes wrong before the record
         is a failed attempt too (retried with backoff, failed for good after
         PAYMENTS_WEBHOOK_MAX_AGE_S): a delivery that always raises must not stay due, to be
@@ -177,7 +149,7 @@ class WebhookDispatcher:
             return await deliveries.record_attempt(
                 conn,
                 delivery,
-                worker=self._name,
+                worker=self._worker,
                 status_code=result.status_code,
                 error=result.error,
                 latency_ms=result.latency_ms,

@@ -1,0 +1,130 @@
+"""The worker's recovery job: what is due, and reconciling one claimed operation.
+
+Due: in-flight operations whose owner's lease ran out (the owner crashed or hung) and unknown
+operations whose next check has come, of any operation name, claimed in one short statement
+(`leases.claim_due`, FOR UPDATE SKIP LOCKED plus a fence bump), so any number of worker
+processes can run side by side without two owning one row. The batch's payments and refunds
+are read right after it, one statement per name. Each operation goes to the reconciler its
+name picks and is reconciled outside any transaction; the loop (`app/jobs/loop.py`) runs up
+to PAYMENTS_RECONCILE_CONCURRENCY of them at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from app.db.database import Connection, Database
+from app.errors import is_transient_database_error
+from app.jobs.loop import Pace
+from app.observability.logging import new_context
+from app.observability.metrics import Metrics
+from app.operations import leases
+from app.operations.outcomes import Outcome
+from app.operations.refs import DueRef, OwnedRef
+from app.recovery.reconcile import Reconciler
+from app.settings import Settings
+
+logger = logging.getLogger("payments.worker")
+
+# A claimed operation, with its subject (payment, refund) when it could be read.
+Claimed = tuple[DueRef, Any]
+
+
+def recovery_pace(settings: Settings) -> Pace:
+    """PAYMENTS_RECONCILE_CONCURRENCY running, claimed PAYMENTS_RECONCILE_BATCH_SIZE at a time.
+
+    No patience: a reconciliation is bounded by the provider timeout (twice: a lookup, then
+    perhaps a resend), so the pass lets it finish before it looks again.
+    """
+    return Pace.windowed(settings.reconcile_concurrency, settings.reconcile_batch_size)
+
+
+class RecoveryJob:
+    """Reconciles due operations as one worker."""
+
+    name = "reconcile"
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        db: Database,
+        reconcilers: Mapping[str, Reconciler[Any, Any]],
+        worker: str,
+        metrics: Metrics,
+    ):
+        self._settings = settings
+        self._db = db
+        self._reconcilers = reconcilers
+        self._worker = worker
+        self._metrics = metrics
+
+    async def claim(self, limit: int) -> list[Claimed]:
+        """Claim up to `limit` due operations, each with its subject when it could be read."""
+        async with self._db.connection() as conn:
+            owned = await leases.claim_due(
+                conn, owner=self._worker, lease_s=self._settings.lease_s, limit=limit
+            )
+            if not owned:
+                return []
+            subjects = await self._load_subjects(conn, owned)
+        return [(due, subjects.get(due.ref.id)) for due in owned]
+
+    async def _load_subjects(self, conn: Connection, owned: list[DueRef]) -> dict[uuid.UUID, Any]:
+        """The batch's payments and refunds, one read per operation name.
+
+        Only a saving: an operation missing here (its row unreadable, or the read failed)
+        is reconciled as before, its driver reading the row itself.
+        """
+        by_name: dict[str, list[uuid.UUID]] = {}
+        for due in owned:
+            by_name.setdefault(due.operation_name, []).append(due.ref.id)
+        subjects: dict[uuid.UUID, Any] = {}
+        for name, ids in by_name.items():
+            try:
+                subjects.update(await self._reconcilers[name].load_subjects(conn, ids))
+            except Exception:
+                logger.exception("reading the subjects of %d operations failed", len(ids))
+        return subjects
+
+    async def handle(self, claimed: Claimed) -> None:
+        """Reconcile one owned operation; a reconcile that raises is a check that failed."""
+        due, subject = claimed
+        ref = due.ref
+        new_context(operation_id=str(ref.id), worker=self._worker)
+        outcome: Outcome | None
+        reconciler = self._reconcilers[due.operation_name]
+        try:
+            outcome = await reconciler.reconcile(ref, actor=self._worker, subject=subject)
+        except Exception as exc:
+            if is_transient_database_error(exc):
+                # The database went away (a failover, say), perhaps during a COMMIT whose
+                # fate is unknown: as after a crash, the lease expires and whoever claims
+                # the operation next reconciles it. Not a failed check: no attempt counted.
+                logger.warning("database unavailable while reconciling operation %s", ref.id)
+                return
+            logger.exception("reconciling operation %s failed", ref.id)
+            # Counted as a check that settled nothing, on the backoff schedule: neither
+            # re-claimed at once in a loop nor forever without reaching needs_attention.
+            outcome = await self._record_failure(reconciler, ref, exc)
+        if outcome is not None:
+            self._metrics.reconciled(outcome, source="worker")
+
+    async def _record_failure(
+        self, reconciler: Reconciler[Any, Any], ref: OwnedRef, error: Exception
+    ) -> Outcome | None:
+        try:
+            return await reconciler.record_failure(ref, error, actor=self._worker)
+        except Exception:
+            # The database itself may be what failed: the lease then expires and the
+            # operation is claimed again, as after a crash.
+            logger.exception("recording the failure of operation %s failed", ref.id)
+            return None
+
+    async def refresh_backlog(self) -> None:
+        """After each pass: the backlog gauges, read afresh."""
+        async with self._db.connection() as conn:
+            await self._metrics.refresh_backlog(conn)
