@@ -57,7 +57,7 @@ def _violations(
 def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
     assert "worker.reconciler" in MODULES
-    assert "app.flows.keyed" in _imports(MODULES["app.refunds.service"])
+    assert "app.idempotency.flow" in _imports(MODULES["app.refunds.service"])
     assert "app.operations.driving" in _imports(MODULES["app.payments.charging"])
 
 
@@ -74,7 +74,7 @@ def test_the_operations_record_depends_on_no_one_above_it() -> None:
         (
             "app.payments",
             "app.refunds",
-            "app.flows",
+            "app.idempotency",
             "app.recovery",
             "app.dependencies",
             "app.main",
@@ -87,23 +87,24 @@ def test_the_operations_record_depends_on_no_one_above_it() -> None:
 def test_recovery_knows_no_payment_or_refund_code() -> None:
     # The reconciler gets each driver through its Driver protocol, from composition.
     assert not _violations(
-        "app.recovery", ("app.payments", "app.refunds", "app.flows", "app.dependencies", "worker")
+        "app.recovery",
+        ("app.payments", "app.refunds", "app.idempotency", "app.dependencies", "worker"),
     )
 
 
 def test_the_keyed_flow_knows_no_kind_of_operation() -> None:
     # Payments and refunds hand the flow their claim and their driver; it knows neither.
     assert not _violations(
-        "app.flows", ("app.payments", "app.refunds", "app.dependencies", "app.main", "worker")
+        "app.idempotency", ("app.payments", "app.refunds", "app.dependencies", "app.main", "worker")
     )
 
 
 def test_the_drivers_are_mechanism_without_policy() -> None:
     assert not _violations(
-        "app.payments.charging", ("app.recovery", "app.payments.service", "app.flows.keyed")
+        "app.payments.charging", ("app.recovery", "app.payments.service", "app.idempotency.flow")
     )
     assert not _violations(
-        "app.refunds.driver", ("app.recovery", "app.refunds.service", "app.flows.keyed")
+        "app.refunds.driver", ("app.recovery", "app.refunds.service", "app.idempotency.flow")
     )
 
 

@@ -1,7 +1,7 @@
 """What driving or reconciling an operation came to, as typed values.
 
 The charge driver and the reconciler return one of these, never an HTTP reply; the API
-renders them at its edge (`app/flows/replies.py`), the worker and the metrics count them.
+renders them at its edge (`app/idempotency/replies.py`), the worker and the metrics count them.
 
     Succeeded   COMPLETED: the provider approved; the stored answer is the 201
     Declined    COMPLETED: the provider declined (definite); the stored answer is the 402

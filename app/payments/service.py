@@ -1,4 +1,4 @@
-"""The create-payment flow: the keyed flow (`app/flows/keyed.py`) with a payment's claim.
+"""The create-payment flow: the keyed flow (`app/idempotency/flow.py`) with a payment's claim.
 
 What is a payment's own here is the claim: one statement inserts the operation (first writer
 wins on the unique scoped key) with the owner's lease, claimed and marked sent, its audit
@@ -13,9 +13,9 @@ import uuid
 from typing import Any
 
 from app.db.database import Database
-from app.flows.keyed import KeyedFlow, Won
-from app.flows.replies import Answer
 from app.idempotency.fingerprint import fingerprint
+from app.idempotency.flow import KeyedFlow, Won
+from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
 from app.operations.models import OperationName

@@ -1,4 +1,4 @@
-"""The create-refund flow: the keyed flow (`app/flows/keyed.py`) with a refund's claim.
+"""The create-refund flow: the keyed flow (`app/idempotency/flow.py`) with a refund's claim.
 
 What is a refund's own here is the claim, which may refuse: in one short transaction it
 locks the payment row (see `repository.py` for why), checks that the payment may be
@@ -16,9 +16,9 @@ from typing import Any
 
 from app.db.database import Database
 from app.errors import NotFound, PaymentNotRefundable, RefundExceedsPayment
-from app.flows.keyed import KeyedFlow, Won
-from app.flows.replies import Answer
 from app.idempotency.fingerprint import fingerprint
+from app.idempotency.flow import KeyedFlow, Won
+from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import reads
 from app.operations import repository as operations

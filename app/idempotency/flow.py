@@ -13,7 +13,7 @@ in flight, lease expired,    take recovery ownership and reconcile inline
   or UNKNOWN
 FAILED_RETRYABLE             take ownership and drive the same operation again
 
-The flow returns a typed answer (`app/flows/replies.py` renders it); refusals are raised
+The flow returns a typed answer (`app/idempotency/replies.py` renders it); refusals are raised
 as problem errors.
 """
 
@@ -28,9 +28,9 @@ from typing import Any, Generic, TypeVar
 
 from app.clock import utcnow
 from app.db.database import Database
-from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
-from app.flows.replies import Answer, Pending, Replay, operation_location, retry_after_s
-from app.flows.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
+from app.idempotency.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
+from app.idempotency.replies import Answer, Pending, Replay, operation_location, retry_after_s
+from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
