@@ -27,7 +27,7 @@ from app.operations import repository as operations
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
 from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
-from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
+from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
 
 SubjectT = TypeVar("SubjectT")
 logger = logging.getLogger("payments.driving")
@@ -83,9 +83,9 @@ class OperationDriver(ABC, Generic[SubjectT]):
         """
         try:
             found = await self._request(subject)
-        except ChargeRejected as exc:
+        except RequestRejected as exc:
             return await self._record_rejected(sent, subject, str(exc), actor=actor)
-        except ChargeNotSent as exc:
+        except RequestNotSent as exc:
             return Indefinite(
                 sent,
                 str(exc),
