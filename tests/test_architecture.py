@@ -170,3 +170,12 @@ def test_webhooks_know_events_but_no_business_object() -> None:
     )
     assert "app.events.outbox" in _imports(MODULES["app.payments.charging"])
     assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])
+
+
+def test_every_operation_name_is_one_registered_kind() -> None:
+    # The composition root builds drivers, reconcilers and operators' views by looping
+    # over the registered kinds: an operation name without a kind would have none.
+    from app.composition import KINDS
+    from app.operations.models import OperationName
+
+    assert sorted(kind.name for kind in KINDS) == sorted(OperationName)

@@ -41,10 +41,11 @@ from app.admin.errors import (
     SendTooRecent,
 )
 from app.admin.models import Operator
-from app.admin.subjects import Described, Subject
+from app.admin.subjects import Subject
 from app.db.database import Database
 from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
+from app.operations.kinds import Described
 from app.operations.outcomes import FencedOut, Outcome
 from app.operations.refs import OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State

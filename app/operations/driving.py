@@ -18,6 +18,7 @@ import logging
 import math
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
@@ -127,18 +128,20 @@ class OperationDriver(ABC, Generic[SubjectT]):
         self,
         unsent: Indefinite,
         *,
-        payment_id: uuid.UUID,
+        noun: str,
+        links: Mapping[str, str],
         actor: str,
-        refund_id: uuid.UUID | None = None,
     ) -> NotSent | FencedOut:
-        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
+        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored.
+
+        `noun` and `links` are the operation's kind's, for the problem the client gets."""
         ref = unsent.ref
         async with self._db.connection() as conn:
             moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         retry_after_s = max(1, math.ceil(unsent.retry_after_s or 1))
-        return NotSent(ref.id, payment_id, retry_after_s, refund_id)
+        return NotSent(ref.id, retry_after_s, noun, links)
 
     async def record_unknown(
         self, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule

@@ -14,6 +14,7 @@ renders them at its edge (`app/idempotency/replies.py`), the worker and the metr
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.operations.refs import OwnedRef, StoredResponse
@@ -42,10 +43,11 @@ class Rejected:
 @dataclass(frozen=True)
 class NotSent:
     operation_id: uuid.UUID
-    payment_id: uuid.UUID
     retry_after_s: int
-    # Set for a refund operation (`payment_id` is then the refunded payment).
-    refund_id: uuid.UUID | None = None
+    # What the operation creates, and the ids its problem shows: its kind's `noun` and
+    # `links` (`app/operations/kinds.py`).
+    noun: str
+    links: Mapping[str, str]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from app.operations.models import OperationName
 from app.operations.refs import Claimed, Snapshot
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
+from app.payments.kind import PAYMENT, links
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
@@ -47,8 +48,7 @@ class PaymentService:
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
         self._flow = KeyedFlow(
-            operation_name=OperationName.CREATE_PAYMENT,
-            noun="payment",
+            kind=PAYMENT,
             db=db,
             driver=driver,
             reconciler=reconciler,
@@ -119,4 +119,4 @@ class PaymentService:
             command=command,
             at=claimed.at,
         )
-        return Won(claimed.ref, payment, payment_id)
+        return Won(claimed.ref, payment, links(payment_id))

@@ -32,6 +32,7 @@ from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
+from app.refunds.kind import REFUND, links
 from app.refunds.models import RefundRow
 from app.refunds.repository import LockedPayment
 from app.refunds.schemas import CreateRefundCommand, CreateRefundRequest, to_command
@@ -55,8 +56,7 @@ class RefundService:
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
         self._flow = KeyedFlow(
-            operation_name=OperationName.CREATE_REFUND,
-            noun="refund",
+            kind=REFUND,
             db=db,
             driver=driver,
             reconciler=reconciler,
@@ -163,7 +163,7 @@ class RefundService:
             command=command,
             at=claimed.at,
         )
-        return Won(claimed.ref, won, command.payment_id, refund_id)
+        return Won(claimed.ref, won, links(command.payment_id, refund_id))
 
 
 def _refusal(
