@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from app.operations.kinds import Described
 from app.operations.outcomes import FencedOut, Final, Outcome, Rejected
-from app.operations.refs import OwnedRef
+from app.operations.values import OwnedRef
 
 
 class ResolvingDriver(Protocol):

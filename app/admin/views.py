@@ -9,7 +9,7 @@ from app.admin.desk import Detail, ProviderView
 from app.admin.queries import Overview
 from app.clock import iso
 from app.operations.history import full_history
-from app.operations.refs import Snapshot
+from app.operations.values import Snapshot
 from app.operations.views import operation_json
 
 

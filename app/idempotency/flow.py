@@ -38,8 +38,8 @@ from app.operations import leases, reads
 from app.operations.driving import OperationDriver
 from app.operations.kinds import OperationKind
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
-from app.operations.refs import OwnedRef, Snapshot, stored_response
 from app.operations.states import TERMINAL, Trigger
+from app.operations.values import OwnedRef, Snapshot, stored_response
 from app.operations.views import operation_json
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.operations.outcomes import Declined, NotSent, Rejected, Succeeded
-from app.operations.refs import StoredResponse
+from app.operations.values import StoredResponse
 
 JSON = "application/json"
 

@@ -26,8 +26,8 @@ from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
-from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
+from app.operations.values import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
 
 SubjectT = TypeVar("SubjectT")

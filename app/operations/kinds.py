@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
 from app.failpoints import Failpoints
-from app.operations.refs import OperationRow
+from app.operations.values import OperationRow
 from app.provider.client import ProviderClient
 
 DriverT = TypeVar("DriverT")

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.operations.refs import OwnedRef, StoredResponse
+from app.operations.values import OwnedRef, StoredResponse
 
 
 @dataclass(frozen=True)

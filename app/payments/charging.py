@@ -24,8 +24,8 @@ from app.operations.outcomes import (
     Rejected,
     Succeeded,
 )
-from app.operations.refs import EventWrite, OwnedRef, StoredResponse
 from app.operations.states import Trigger
+from app.operations.values import EventWrite, OwnedRef, StoredResponse
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.models import PaymentRow

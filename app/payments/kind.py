@@ -13,7 +13,7 @@ from typing import Any
 from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
-from app.operations.refs import OperationRow
+from app.operations.values import OperationRow
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
 from app.payments.schemas import payment_json

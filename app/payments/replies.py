@@ -11,7 +11,7 @@ from datetime import datetime
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.idempotency.replies import JSON, stored_reply
-from app.operations.refs import StoredResponse
+from app.operations.values import StoredResponse
 from app.payments.models import PaymentRow
 from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus

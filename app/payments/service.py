@@ -19,7 +19,7 @@ from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
 from app.operations.models import OperationName
-from app.operations.refs import Claimed, Snapshot
+from app.operations.values import Claimed, Snapshot
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
 from app.payments.kind import PAYMENT, links

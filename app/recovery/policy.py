@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.operations.refs import Schedule
+from app.operations.values import Schedule
 from app.recovery.backoff import next_delay_s
 
 

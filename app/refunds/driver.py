@@ -16,8 +16,8 @@ from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
 from app.operations.driving import OperationDriver
 from app.operations.outcomes import FencedOut, Rejected, Succeeded
-from app.operations.refs import OwnedRef
 from app.operations.states import Trigger
+from app.operations.values import OwnedRef
 from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
 from app.refunds import replies
 from app.refunds import repository as refunds

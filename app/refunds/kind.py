@@ -13,7 +13,7 @@ from typing import Any
 from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
-from app.operations.refs import OperationRow
+from app.operations.values import OperationRow
 from app.provider.client import ProviderClient, ProviderRefund
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver

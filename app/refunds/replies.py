@@ -7,7 +7,7 @@ from datetime import datetime
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.idempotency.replies import JSON, stored_reply
-from app.operations.refs import StoredResponse
+from app.operations.values import StoredResponse
 from app.provider.client import ProviderRefund
 from app.refunds.models import RefundRow, RefundStatus
 from app.refunds.schemas import refund_json

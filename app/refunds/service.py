@@ -23,7 +23,7 @@ from app.observability.metrics import Metrics
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.models import OperationName
-from app.operations.refs import Claimed, Snapshot
+from app.operations.values import Claimed, Snapshot
 from app.payments import repository as payments
 from app.payments.money import format_minor_units
 from app.payments.status import REFUNDABLE, PaymentStatus

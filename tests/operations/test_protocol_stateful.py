@@ -34,8 +34,8 @@ from hypothesis.stateful import (
 
 from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.operations.outcomes import Indefinite
-from app.operations.refs import OwnedRef, stored_response
 from app.operations.states import TERMINAL, State, Trigger
+from app.operations.values import OwnedRef, stored_response
 from app.provider.client import Charge, ChargeRequest
 from app.recovery.reconcile import counts_as_check, resend_trigger
 from tests.conftest import make_tenant

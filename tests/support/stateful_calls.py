@@ -22,8 +22,8 @@ from app.failpoints import Failpoints
 from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.outcomes import Indefinite
-from app.operations.refs import Claimed, OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State, Trigger
+from app.operations.values import Claimed, OwnedRef, Snapshot
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.charging import ChargeDriver
