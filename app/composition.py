@@ -27,7 +27,7 @@ from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
 from app.payments.kind import PAYMENT
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker

@@ -58,7 +58,7 @@ def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
     assert "worker.reconciler" in MODULES
     assert "app.idempotency.flow" in _imports(MODULES["app.refunds.service"])
-    assert "app.operations.driving" in _imports(MODULES["app.payments.charging"])
+    assert "app.operations.driver" in _imports(MODULES["app.payments.driver"])
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -101,7 +101,7 @@ def test_the_keyed_flow_knows_no_kind_of_operation() -> None:
 
 def test_the_drivers_are_mechanism_without_policy() -> None:
     assert not _violations(
-        "app.payments.charging", ("app.recovery", "app.payments.service", "app.idempotency.flow")
+        "app.payments.driver", ("app.recovery", "app.payments.service", "app.idempotency.flow")
     )
     assert not _violations(
         "app.refunds.driver", ("app.recovery", "app.refunds.service", "app.idempotency.flow")
@@ -168,7 +168,7 @@ def test_webhooks_know_events_but_no_business_object() -> None:
         "app.webhooks",
         ("app.payments", "app.refunds", "app.recovery", "app.operations", "worker"),
     )
-    assert "app.events.outbox" in _imports(MODULES["app.payments.charging"])
+    assert "app.events.outbox" in _imports(MODULES["app.payments.driver"])
     assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])
 
 

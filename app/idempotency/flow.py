@@ -35,7 +35,7 @@ from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
-from app.operations.driving import OperationDriver
+from app.operations.driver import OperationDriver
 from app.operations.kinds import OperationKind
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.states import TERMINAL, Trigger

@@ -1,6 +1,6 @@
 """The payment as an operation kind: `create_payment`, registered in `app/composition.py`.
 
-Its driver (`charging.py`) sends the charge, looks it up, loads payments and records their
+Its driver (`driver.py`) sends the charge, looks it up, loads payments and records their
 outcomes with their stored replies (`replies.py`) and events; operators see the charge the
 provider holds under the payment's derived key.
 """
@@ -15,7 +15,7 @@ from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
 from app.operations.values import OperationRow
 from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
 from app.payments.schemas import payment_json
 from app.provider.client import Charge, ProviderClient
 

@@ -21,7 +21,7 @@ from app.operations import repository as operations
 from app.operations.models import OperationName
 from app.operations.values import Claimed, Snapshot
 from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
 from app.payments.kind import PAYMENT, links
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand

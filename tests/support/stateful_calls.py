@@ -26,7 +26,7 @@ from app.operations.states import TERMINAL, State, Trigger
 from app.operations.values import Claimed, OwnedRef, Snapshot
 from app.payments import replies
 from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus

@@ -1,6 +1,6 @@
 """What every driver does as an operation's owner, whatever the operation acts on.
 
-A driver (`payments/charging.py`, `refunds/driver.py`) owns the provider calls of one kind
+A driver (`payments/driver.py`, `refunds/driver.py`) owns the provider calls of one kind
 of operation. The steps that are the same for every kind live here, once:
 1. commit PROVIDER_REQUEST_SENT (fenced) before the call (`send`), or, right after a claim
    that committed it, go straight to the call (`call`);
