@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.admin.subjects import Subject
+from app.admin.targets import Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
@@ -51,7 +51,7 @@ class Runtime:
     db: Database
     policy: RecoveryPolicy
     # By operation name: each kind's driver, the reconciler of that driver, and what
-    # operators may act on (`app/admin/desk.py`).
+    # operators may act on (`app/admin/operators.py`).
     drivers: Mapping[str, Any]
     reconcilers: Mapping[str, Reconciler[Any, Any]]
     subjects: Mapping[str, Subject]

@@ -145,7 +145,7 @@ def test_nothing_below_the_operators_desk_knows_it() -> None:
 
 
 def test_the_operators_desk_knows_no_payment_code() -> None:
-    # Business objects reach it through `app/admin/subjects.py`, wired by the composition root.
+    # Business objects reach it through `app/admin/targets.py`, wired by the composition root.
     assert not _violations(
         "app.admin", ("app.payments", "app.console", "worker"), except_=("app.admin.router",)
     )

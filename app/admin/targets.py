@@ -1,4 +1,4 @@
-"""What operators need from the code that owns an operation's business object.
+"""What operators act on: the business object of each operation name, as a `Subject`.
 
 One `Subject` per operation name, built by the composition root from each registered
 operation kind (`app/operations/kinds.py`) with its driver and reconciler, so `app/admin/`

@@ -41,7 +41,7 @@ from app.admin.errors import (
     SendTooRecent,
 )
 from app.admin.models import Operator
-from app.admin.subjects import Subject
+from app.admin.targets import Subject
 from app.db.database import Database
 from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
