@@ -1,10 +1,12 @@
-"""The one place the service's parts are built and wired, for the API and the worker alike.
+"""Builds and wires the service's shared parts, for the API and the worker alike.
 
-    pool -> Database ─┬─> ChargeDriver (provider client, failpoints) ──> Reconciler (policy)
-    provider wire client ┴─> RefundDriver (provider client, failpoints) ──> Reconciler (policy)
+    pool -> Database ─┬─> one driver per operation kind (provider client, failpoints)
+    provider wire client ┘      └─> its Reconciler (policy), its operators' Subject
 
-`reconcilers` maps each operation name to the reconciler of its driver: the worker hands
-every operation it claims to the one its name picks.
+`KINDS` registers every operation kind (`app/operations/kinds.py`): one line per kind. The
+loop in `runtime` builds each one's driver (`build_driver`), its reconciler and what
+operators may act on, by operation name: the worker hands every operation it claims to the
+reconciler its name picks, the operators' desk to the subject its name picks.
 
 `runtime(settings, ...)` builds them, hands them over, and closes the provider's connections
 and the engine when the block ends. Nothing here runs at import time.
@@ -12,17 +14,21 @@ and the engine when the block ends. Nothing here runs at import time.
 
 from __future__ import annotations
 
+import functools
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from app.admin.subjects import Subject
+from app.admin.targets import Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
+from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
+from app.payments.kind import PAYMENT
 from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
@@ -30,31 +36,67 @@ from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds.driver import RefundDriver
+from app.refunds.kind import REFUND
 from app.refunds.models import RefundRow
 from app.settings import Settings
-from app.subjects import operator_subjects
+
+# Every operation kind the service runs; a new kind adds its line here.
+KINDS: tuple[OperationKind[Any], ...] = (PAYMENT, REFUND)
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What both processes share: sessions, the driver, recovery and its policy."""
+    """What both processes share: sessions, each kind's driver and recovery, the policy."""
 
     db: Database
-    driver: ChargeDriver
-    reconciler: Reconciler[PaymentRow, Any]
-    refund_driver: RefundDriver
-    refund_reconciler: Reconciler[RefundRow, Any]
     policy: RecoveryPolicy
-    # What operators may act on, by operation name (`app/admin/desk.py`).
+    # By operation name: each kind's driver, the reconciler of that driver, and what
+    # operators may act on (`app/admin/operators.py`).
+    drivers: Mapping[str, Any]
+    reconcilers: Mapping[str, Reconciler[Any, Any]]
     subjects: Mapping[str, Subject]
 
+    # The API's services take their own kind's driver and reconciler by these names.
     @property
-    def reconcilers(self) -> dict[str, Reconciler[Any, Any]]:
-        """The reconciler for each operation name."""
-        return {
-            OperationName.CREATE_PAYMENT: self.reconciler,
-            OperationName.CREATE_REFUND: self.refund_reconciler,
-        }
+    def driver(self) -> ChargeDriver:
+        return cast(ChargeDriver, self.drivers[OperationName.CREATE_PAYMENT])
+
+    @property
+    def reconciler(self) -> Reconciler[PaymentRow, Any]:
+        return self.reconcilers[OperationName.CREATE_PAYMENT]
+
+    @property
+    def refund_driver(self) -> RefundDriver:
+        return cast(RefundDriver, self.drivers[OperationName.CREATE_REFUND])
+
+    @property
+    def refund_reconciler(self) -> Reconciler[RefundRow, Any]:
+        return self.reconcilers[OperationName.CREATE_REFUND]
+
+
+def operator_subject(
+    kind: OperationKind[Any],
+    *,
+    db: Database,
+    provider: ProviderClient,
+    driver: Any,
+    reconciler: Reconciler[Any, Any],
+) -> Subject:
+    """What operators may do with operations of `kind`."""
+
+    async def describe(operation_id: uuid.UUID) -> Described | None:
+        async with db.connection() as conn:
+            return await kind.describe(conn, operation_id)
+
+    return Subject(
+        describe=describe,
+        find_at_provider=functools.partial(kind.find_at_provider, provider),
+        driver=driver,
+        reconciler=reconciler,
+        record_name=kind.record_name,
+        took_effect=kind.took_effect,
+        show=kind.show,
+    )
 
 
 def provider_connections(settings: Settings) -> int:
@@ -94,33 +136,32 @@ async def runtime(
                 deadline_s=settings.provider_timeout_s,
                 breaker=breaker,
             )
-            failpoints = Failpoints.parse(settings.failpoints)
-            driver = ChargeDriver(
-                db=db, provider=provider, lease_s=settings.lease_s, failpoints=failpoints
-            )
-            refund_driver = RefundDriver(
-                db=db, provider=provider, lease_s=settings.lease_s, failpoints=failpoints
+            parts = DriverParts(
+                db=db,
+                provider=provider,
+                lease_s=settings.lease_s,
+                failpoints=Failpoints.parse(settings.failpoints),
             )
             policy = RecoveryPolicy(
                 max_attempts=settings.max_attempts,
                 backoff_base_s=settings.backoff_base_s,
                 backoff_max_s=settings.backoff_max_s,
             )
-            reconciler = Reconciler(driver=driver, policy=policy)
-            refund_reconciler = Reconciler(driver=refund_driver, policy=policy)
+            drivers: dict[str, Any] = {}
+            reconcilers: dict[str, Reconciler[Any, Any]] = {}
+            subjects: dict[str, Subject] = {}
+            for kind in KINDS:
+                driver = drivers[kind.name] = kind.build_driver(parts)
+                reconciler = reconcilers[kind.name] = Reconciler(driver=driver, policy=policy)
+                subjects[kind.name] = operator_subject(
+                    kind, db=db, provider=provider, driver=driver, reconciler=reconciler
+                )
             yield Runtime(
                 db=db,
-                driver=driver,
-                reconciler=reconciler,
-                refund_driver=refund_driver,
-                refund_reconciler=refund_reconciler,
                 policy=policy,
-                subjects=operator_subjects(
-                    db=db,
-                    provider=provider,
-                    charges=(driver, reconciler),
-                    refunds_=(refund_driver, refund_reconciler),
-                ),
+                drivers=drivers,
+                reconcilers=reconcilers,
+                subjects=subjects,
             )
     finally:
         await wire.aclose()

@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
 from app.admin import repository as admin_tokens
-from app.admin.desk import OperatorDesk
 from app.admin.models import Operator
+from app.admin.operators import OperatorDesk
 from app.db.database import Database
 from app.errors import RateLimited, Unauthenticated
 from app.http.auth import bearer_token

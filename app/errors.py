@@ -113,14 +113,6 @@ class RateLimited(ProblemError):
     status, code, title = 429, "RATE_LIMITED", "Too many requests"
 
 
-class IdempotencyKeyMissing(ProblemError):
-    status, code, title = 400, "IDEMPOTENCY_KEY_MISSING", "Idempotency-Key header required"
-
-
-class IdempotencyKeyInvalid(ProblemError):
-    status, code, title = 400, "IDEMPOTENCY_KEY_INVALID", "Idempotency-Key header invalid"
-
-
 class ValidationFailed(ProblemError):
     status, code, title = 422, "VALIDATION_ERROR", "Request invalid"
 
@@ -131,18 +123,6 @@ class PayloadTooLarge(ProblemError):
 
 class UnsupportedMediaType(ProblemError):
     status, code, title = 415, "UNSUPPORTED_MEDIA_TYPE", "Request body must be JSON"
-
-
-class IdempotencyKeyReused(ProblemError):
-    status, code, title = 422, "IDEMPOTENCY_KEY_REUSED", "Idempotency key reused"
-
-
-class IdempotencyKeyExpired(ProblemError):
-    status, code, title = 422, "IDEMPOTENCY_KEY_EXPIRED", "Idempotency key expired"
-
-
-class RequestInProgress(ProblemError):
-    status, code, title = 409, "IDEMPOTENCY_REQUEST_IN_PROGRESS", "Request in progress"
 
 
 class PaymentNotRefundable(ProblemError):

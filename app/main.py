@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from app import health, heap
 from app.admin import router as admin_router
-from app.admin.desk import OperatorDesk
+from app.admin.operators import OperatorDesk
 from app.composition import runtime
 from app.console import router as console_router
 from app.console.forms import cap_console_forms

@@ -30,7 +30,7 @@ def _answers(url: str) -> bool:
 
 
 def worker_lease_name(process: Process) -> str:
-    """The name a worker process writes into the leases it holds (worker/reconciler.py)."""
+    """The name a worker process writes into the leases it holds (worker/main.py)."""
     return f"worker:{socket.gethostname()}:{process.pid}"
 
 

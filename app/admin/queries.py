@@ -13,8 +13,8 @@ from typing import Any
 
 from app.db.database import Connection
 from app.operations.reads import SNAPSHOT_COLUMNS, snapshot_of
-from app.operations.refs import Snapshot
 from app.operations.states import State
+from app.operations.values import Snapshot
 
 MAX_PAGE = 100
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.admin.delivery_views import failed_json
-from app.admin.desk import Resolution
+from app.admin.operators import Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.views import admin_operation_json, detail_json, overview_json
 from app.dependencies import CurrentOperator, ServicesDep

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from app.admin.delivery_views import event_json
-from app.admin.desk import Detail, ProviderView
+from app.admin.operators import Detail, ProviderView
 from app.admin.queries import Overview
 from app.clock import iso
 from app.operations.history import full_history
-from app.operations.refs import Snapshot
+from app.operations.values import Snapshot
 from app.operations.views import operation_json
 
 

@@ -18,7 +18,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request, Response
 
 from app.admin import repository as admin_auth
-from app.admin.desk import Resolution
+from app.admin.operators import Resolution
 from app.admin.queries import OperationFilter
 from app.admin.views import admin_operation_json, detail_json
 from app.console import deliveries

@@ -19,7 +19,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from app.events.models import EventType
-from app.operations.refs import EventWrite
+from app.operations.values import EventWrite
 
 _EVENT = """
     INSERT INTO events (id, tenant_id, type, operation_id, data)

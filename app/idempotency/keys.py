@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
+from app.idempotency.errors import IdempotencyKeyInvalid, IdempotencyKeyMissing
 
 MAX_KEY_LENGTH = 255
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from app.clock import iso
-from app.operations.refs import TransitionRow
 from app.operations.states import Trigger
+from app.operations.values import TransitionRow
 
 OPERATOR: Final = "operator"
 PROVIDER: Final = "provider"

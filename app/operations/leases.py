@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from app.db.database import Connection
 from app.jobs.leases import new_owner
-from app.operations.refs import DueRef, OwnedRef, Snapshot
 from app.operations.states import State
+from app.operations.values import DueRef, OwnedRef, Snapshot
 
 # A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
 # holds a live lease; a row another transaction holds is skipped, not waited for.

@@ -1,7 +1,7 @@
 """What driving or reconciling an operation came to, as typed values.
 
 The charge driver and the reconciler return one of these, never an HTTP reply; the API
-renders them at its edge (`app/flows/replies.py`), the worker and the metrics count them.
+renders them at its edge (`app/idempotency/replies.py`), the worker and the metrics count them.
 
     Succeeded   COMPLETED: the provider approved; the stored answer is the 201
     Declined    COMPLETED: the provider declined (definite); the stored answer is the 402
@@ -14,9 +14,10 @@ renders them at its edge (`app/flows/replies.py`), the worker and the metrics co
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.operations.refs import OwnedRef, StoredResponse
+from app.operations.values import OwnedRef, StoredResponse
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,11 @@ class Rejected:
 @dataclass(frozen=True)
 class NotSent:
     operation_id: uuid.UUID
-    payment_id: uuid.UUID
     retry_after_s: int
-    # Set for a refund operation (`payment_id` is then the refunded payment).
-    refund_id: uuid.UUID | None = None
+    # What the operation creates, and the ids its problem shows: its kind's `noun` and
+    # `links` (`app/operations/kinds.py`).
+    noun: str
+    links: Mapping[str, str]
 
 
 @dataclass(frozen=True)

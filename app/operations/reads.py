@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection
-from app.operations.refs import (
+from app.operations.states import State
+from app.operations.values import (
     OPERATION_COLUMNS,
     OperationRow,
     OwnedRef,
     Snapshot,
     TransitionRow,
 )
-from app.operations.states import State
 
 # The flags are computed on the database clock. A key expires only once its operation is
 # terminal (in-flight work never expires), and its TTL counts from when the outcome became

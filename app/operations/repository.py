@@ -32,7 +32,8 @@ from psycopg.types.json import Jsonb
 from app.db.database import Connection
 from app.operations import statements
 from app.operations.reads import snapshot_of
-from app.operations.refs import (
+from app.operations.states import MACHINE, State, Trigger
+from app.operations.values import (
     Claimed,
     EventWrite,
     OwnedRef,
@@ -41,7 +42,6 @@ from app.operations.refs import (
     StoredResponse,
     SubjectWrite,
 )
-from app.operations.states import MACHINE, State, Trigger
 
 CLAIM_TRIGGER = "claim"
 logger = logging.getLogger("payments.operations")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 
 from app.operations.reads import SNAPSHOT_COLUMNS
-from app.operations.refs import SubjectWrite
+from app.operations.values import SubjectWrite
 
 _AUDIT = """
     INSERT INTO operation_transitions

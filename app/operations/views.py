@@ -7,8 +7,8 @@ from typing import Any
 
 from app.clock import iso
 from app.operations.history import tenant_history
-from app.operations.refs import Snapshot
 from app.operations.states import TERMINAL
+from app.operations.values import Snapshot
 
 
 def operation_json(snapshot: Snapshot) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The answers stored for a payment's final outcomes (pure; rendering is `flows/replies.py`).
+"""The answers stored for a payment's final outcomes (pure; rendering is `idempotency/replies.py`).
 
 The charge driver renders them inside the transaction that records the outcome, so the first
 answer and every replay are the same bytes. Nothing here touches the database.
@@ -10,8 +10,8 @@ import uuid
 from datetime import datetime
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
-from app.flows.replies import JSON, stored_reply
-from app.operations.refs import StoredResponse
+from app.idempotency.replies import JSON, stored_reply
+from app.operations.values import StoredResponse
 from app.payments.models import PaymentRow
 from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus

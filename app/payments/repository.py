@@ -11,7 +11,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations.refs import SubjectWrite
+from app.operations.values import SubjectWrite
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus

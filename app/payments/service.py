@@ -1,4 +1,4 @@
-"""The create-payment flow: the keyed flow (`app/flows/keyed.py`) with a payment's claim.
+"""The create-payment flow: the keyed flow (`app/idempotency/flow.py`) with a payment's claim.
 
 What is a payment's own here is the claim: one statement inserts the operation (first writer
 wins on the unique scoped key) with the owner's lease, claimed and marked sent, its audit
@@ -13,15 +13,16 @@ import uuid
 from typing import Any
 
 from app.db.database import Database
-from app.flows.keyed import KeyedFlow, Won
-from app.flows.replies import Answer
 from app.idempotency.fingerprint import fingerprint
+from app.idempotency.flow import KeyedFlow, Won
+from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
 from app.operations.models import OperationName
-from app.operations.refs import Claimed, Snapshot
+from app.operations.values import Claimed, Snapshot
 from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
+from app.payments.kind import PAYMENT, links
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
@@ -47,8 +48,7 @@ class PaymentService:
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
         self._flow = KeyedFlow(
-            operation_name=OperationName.CREATE_PAYMENT,
-            noun="payment",
+            kind=PAYMENT,
             db=db,
             driver=driver,
             reconciler=reconciler,
@@ -119,4 +119,4 @@ class PaymentService:
             command=command,
             at=claimed.at,
         )
-        return Won(claimed.ref, payment, payment_id)
+        return Won(claimed.ref, payment, links(payment_id))

@@ -9,11 +9,11 @@ from app.provider.client import (
     RefundRequest,
 )
 from app.provider.errors import (
-    ChargeNotSent,
-    ChargeRejected,
     LookupFailed,
     OutcomeUnknown,
     ProviderError,
+    RequestNotSent,
+    RequestRejected,
 )
 from app.provider.keys import derive_provider_key
 from app.provider.wire import CONNECT_SHARE, WireClient
@@ -21,8 +21,6 @@ from app.provider.wire import CONNECT_SHARE, WireClient
 __all__ = [
     "CONNECT_SHARE",
     "Charge",
-    "ChargeNotSent",
-    "ChargeRejected",
     "ChargeRequest",
     "LookupFailed",
     "Observer",
@@ -31,6 +29,8 @@ __all__ = [
     "ProviderError",
     "ProviderRefund",
     "RefundRequest",
+    "RequestNotSent",
+    "RequestRejected",
     "WireClient",
     "derive_provider_key",
 ]

@@ -8,14 +8,14 @@ by a lookup, never by guessing. Charges and refunds are classified by the same c
 
     create_charge (POST /charges), create_refund (POST /refunds)
         201 + valid body                      -> Charge (succeeded or declined) / ProviderRefund
-        400                                   -> ChargeRejected
-        429, 503                              -> ChargeNotSent (with Retry-After)
+        400                                   -> RequestRejected
+        429, 503                              -> RequestNotSent (with Retry-After)
         could not connect (refused, DNS, TLS
         handshake, connect timeout), no
         connection free in time (all busy), or
         the deadline exceeded, before any byte of
         the request was written on any
-        attempt                               -> ChargeNotSent
+        attempt                               -> RequestNotSent
         anything else (other statuses, bad
         body, write and read errors, the
         connection closed, a malformed
@@ -46,12 +46,12 @@ from typing import Any, TypeVar
 from app.provider.answers import error_detail, lookup_answer, retry_after
 from app.provider.breaker import CircuitBreaker
 from app.provider.errors import (
-    ChargeNotSent,
-    ChargeRejected,
     CircuitOpen,
     LookupFailed,
     OutcomeUnknown,
     ProviderError,
+    RequestNotSent,
+    RequestRejected,
 )
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
 from app.provider.wire import NotSent, Progress, WireClient, WireError
@@ -128,7 +128,7 @@ class ProviderClient:
         """Send the charge under its provider key and classify the answer.
 
         Returns the charge when the provider definitely processed it (approved or declined).
-        Raises `ChargeNotSent`, `ChargeRejected` or `OutcomeUnknown`; no `WireError` escapes.
+        Raises `RequestNotSent`, `RequestRejected` or `OutcomeUnknown`; no `WireError` escapes.
         """
         body = {
             "amount_minor": request.amount_minor,
@@ -143,7 +143,7 @@ class ProviderClient:
         """Send the refund under its provider key and classify the answer, as for a charge.
 
         A refund the provider refuses (more than the charge has left, an unknown charge) is
-        `ChargeRejected`: definite, nothing refunded.
+        `RequestRejected`: definite, nothing refunded.
         """
         body = {"charge_id": request.charge_id, "amount_minor": request.amount_minor}
         return await self._send("refund", "/refunds", body, request.provider_key, parse_refund)
@@ -224,12 +224,12 @@ class ProviderClient:
                 self._wire.post(path, payload, idempotency_key=key, progress=progress)
             )
         except NotSent as exc:
-            raise ChargeNotSent(f"could not reach the provider ({exc})") from exc
+            raise RequestNotSent(f"could not reach the provider ({exc})") from exc
         except TimeoutError as exc:
             # Our own deadline. Fired before any byte of the request was written (on any
             # attempt), nothing was sent; once it may have been, only a lookup can tell.
             if not progress.written:
-                raise ChargeNotSent(
+                raise RequestNotSent(
                     "could not reach the provider (deadline exceeded while connecting)"
                 ) from exc
             raise OutcomeUnknown("the provider call exceeded its deadline") from exc
@@ -247,9 +247,9 @@ class ProviderClient:
                 )
             return found
         if status == 400:
-            raise ChargeRejected(error_detail(answer.body), unhealthy=False)
+            raise RequestRejected(error_detail(answer.body), unhealthy=False)
         if status in _NOT_PROCESSED_STATUSES:
-            raise ChargeNotSent(
+            raise RequestNotSent(
                 f"the provider answered {status} (not processed)",
                 retry_after=retry_after(answer.retry_after),
                 unhealthy=not answered,

@@ -6,15 +6,15 @@ does next: a definite answer may be recorded as final or retried with the same k
 indefinite one must be reconciled by looking the charge up, never guessed.
 
     ProviderError
-    ├── ChargeNotSent    definite: the provider certainly did not process the charge
-    │   │                (could not connect, or the deadline fired, before any byte of
-    │   │                the request was written on any attempt; or a 429/503 the
-    │   │                provider documents as "not processed").
+    ├── RequestNotSent   definite: the provider certainly did not process the request (a
+    │   │                charge or a refund: could not connect, or the deadline fired,
+    │   │                before any byte of the request was written on any attempt; or a
+    │   │                429/503 the provider documents as "not processed").
     │   │                Safe to send again later with the same key. Carries `retry_after`.
     │   └── CircuitOpen  not even tried: the circuit breaker is open (`breaker.py`);
     │                    `retry_after` is the rest of its cool-down.
-    ├── ChargeRejected   definite: the provider refused the request as invalid (400);
-    │                    nothing was charged and sending it again would not help.
+    ├── RequestRejected  definite: the provider refused the request as invalid (400);
+    │                    nothing was charged or refunded, and sending it again would not help.
     ├── OutcomeUnknown   indefinite: the request was or may have been sent and no definite
     │                    answer came back (the deadline fired once it may have been
     │                    written, a write or read error, the connection lost mid-request,
@@ -45,8 +45,8 @@ class ProviderError(Exception):
         self.unhealthy = unhealthy
 
 
-class ChargeNotSent(ProviderError):
-    """The provider certainly did not process the charge; it may be sent again later."""
+class RequestNotSent(ProviderError):
+    """The provider certainly did not process the request; it may be sent again later."""
 
     outcome: ClassVar[str] = "not_sent"
 
@@ -58,14 +58,14 @@ class ChargeNotSent(ProviderError):
         self.retry_after = retry_after
 
 
-class CircuitOpen(ChargeNotSent):
+class CircuitOpen(RequestNotSent):
     """Not sent at all: the circuit breaker is open; `retry_after` is its cool-down left."""
 
     outcome: ClassVar[str] = "circuit_open"
 
 
-class ChargeRejected(ProviderError):
-    """The provider refused the request as invalid; nothing was charged."""
+class RequestRejected(ProviderError):
+    """The provider refused the request as invalid; nothing was charged or refunded."""
 
     outcome: ClassVar[str] = "rejected"
 

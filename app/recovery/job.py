@@ -23,7 +23,7 @@ from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases
 from app.operations.outcomes import Outcome
-from app.operations.refs import DueRef, OwnedRef
+from app.operations.values import DueRef, OwnedRef
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.jobs.backoff import next_delay_s
-from app.operations.refs import Schedule
+from app.operations.values import Schedule
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Generic, Protocol, TypeVar
 
 from app.db.database import Connection
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
-from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State, Trigger
+from app.operations.values import OwnedRef, Schedule
 from app.provider.errors import LookupFailed
 from app.recovery.policy import RecoveryPolicy
 

@@ -1,6 +1,6 @@
 """Driving one refund through the provider call and recording what came of it.
 
-The steps every operation shares are `OperationDriver`'s (`app/operations/driving.py`); this
+The steps every operation shares are `OperationDriver`'s (`app/operations/driver.py`); this
 module adds what is a refund's own: the refund request, the refund lookup, and the refund's
 status (and, once it succeeded, its payment's refunded amount) written with the outcome.
 """
@@ -14,10 +14,10 @@ from app.db.database import Connection, Database
 from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
-from app.operations.driving import OperationDriver
+from app.operations.driver import OperationDriver
 from app.operations.outcomes import FencedOut, Rejected, Succeeded
-from app.operations.refs import OwnedRef
 from app.operations.states import Trigger
+from app.operations.values import OwnedRef
 from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
 from app.refunds import replies
 from app.refunds import repository as refunds

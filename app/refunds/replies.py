@@ -1,4 +1,4 @@
-"""The answers stored for a refund's final outcomes (pure; rendering is `flows/replies.py`)."""
+"""The answers stored for a refund's final outcomes (pure; `idempotency/replies.py` renders)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import uuid
 from datetime import datetime
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
-from app.flows.replies import JSON, stored_reply
-from app.operations.refs import StoredResponse
+from app.idempotency.replies import JSON, stored_reply
+from app.operations.values import StoredResponse
 from app.provider.client import ProviderRefund
 from app.refunds.models import RefundRow, RefundStatus
 from app.refunds.schemas import refund_json

@@ -24,7 +24,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations.refs import SubjectWrite
+from app.operations.values import SubjectWrite
 from app.payments.status import PaymentStatus
 from app.refunds.models import RefundRow, RefundStatus
 from app.refunds.schemas import CreateRefundCommand

@@ -10,12 +10,12 @@ from pydantic import ValidationError
 
 from app.dependencies import CurrentTenant, ServicesDep
 from app.errors import NotFound, ValidationFailed, dump_json
-from app.flows.keyed import MAX_WAIT_S
-from app.flows.replies import render
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
+from app.idempotency.flow import MAX_WAIT_S
 from app.idempotency.keys import parse_idempotency_key
+from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
 from app.payments.schemas import AmountError

@@ -1,4 +1,4 @@
-"""The create-refund flow: the keyed flow (`app/flows/keyed.py`) with a refund's claim.
+"""The create-refund flow: the keyed flow (`app/idempotency/flow.py`) with a refund's claim.
 
 What is a refund's own here is the claim, which may refuse: in one short transaction it
 locks the payment row (see `repository.py` for why), checks that the payment may be
@@ -16,14 +16,14 @@ from typing import Any
 
 from app.db.database import Database
 from app.errors import NotFound, PaymentNotRefundable, RefundExceedsPayment
-from app.flows.keyed import KeyedFlow, Won
-from app.flows.replies import Answer
 from app.idempotency.fingerprint import fingerprint
+from app.idempotency.flow import KeyedFlow, Won
+from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.models import OperationName
-from app.operations.refs import Claimed, Snapshot
+from app.operations.values import Claimed, Snapshot
 from app.payments import repository as payments
 from app.payments.money import format_minor_units
 from app.payments.status import REFUNDABLE, PaymentStatus
@@ -32,6 +32,7 @@ from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
+from app.refunds.kind import REFUND, links
 from app.refunds.models import RefundRow
 from app.refunds.repository import LockedPayment
 from app.refunds.schemas import CreateRefundCommand, CreateRefundRequest, to_command
@@ -55,8 +56,7 @@ class RefundService:
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
         self._flow = KeyedFlow(
-            operation_name=OperationName.CREATE_REFUND,
-            noun="refund",
+            kind=REFUND,
             db=db,
             driver=driver,
             reconciler=reconciler,
@@ -163,7 +163,7 @@ class RefundService:
             command=command,
             at=claimed.at,
         )
-        return Won(claimed.ref, won, command.payment_id, refund_id)
+        return Won(claimed.ref, won, links(command.payment_id, refund_id))
 
 
 def _refusal(

@@ -23,8 +23,8 @@ from psycopg.rows import DictRow
 
 from app.operations import leases, reads
 from app.operations import repository as operations
-from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State, Trigger
+from app.operations.values import OwnedRef, Schedule
 from tests.conftest import TenantHandle
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment

@@ -5,7 +5,7 @@ idempotency key per example: claims, takeovers, worker passes, lookups, sends (a
 refused, answer lost, or left on the network to land late or never), outcomes recorded,
 leases running out, processes dying, owners writing on stale beliefs. Every step is a real
 repository verb on the test PostgreSQL or a real call to the fake provider, decided as the
-service decides: by the service's own rules (`flows/rules.py`: what a taken key answers,
+service decides: by the service's own rules (`idempotency/rules.py`: what a taken key answers,
 whether a takeover drives again, what an own send records; `recovery/reconcile.py`: which
 trigger a resend fires, which checks count), not a copy of them; after every step the rows,
 the audit trail and the provider's ledger must keep the invariants (`check_protocol`,
@@ -32,10 +32,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from app.flows.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
+from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.operations.outcomes import Indefinite
-from app.operations.refs import OwnedRef, stored_response
 from app.operations.states import TERMINAL, State, Trigger
+from app.operations.values import OwnedRef, stored_response
 from app.provider.client import Charge, ChargeRequest
 from app.recovery.reconcile import counts_as_check, resend_trigger
 from tests.conftest import make_tenant

@@ -21,7 +21,6 @@ from psycopg.rows import DictRow
 
 from app.operations import leases, reads
 from app.operations import repository as operations
-from app.operations.refs import OwnedRef, Schedule, StoredResponse
 from app.operations.states import (
     MACHINE,
     TERMINAL,
@@ -30,6 +29,7 @@ from app.operations.states import (
     State,
     Trigger,
 )
+from app.operations.values import OwnedRef, Schedule, StoredResponse
 from tests.conftest import TenantHandle
 from tests.support.rows import operation, transitions
 from tests.support.spawning import AsyncDb

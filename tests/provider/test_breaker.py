@@ -8,7 +8,7 @@ import pytest
 
 from app.provider import ChargeRequest, ProviderClient, WireClient
 from app.provider.breaker import PROBE_WAIT_S, Admission, BreakerState, CircuitBreaker
-from app.provider.errors import ChargeRejected, CircuitOpen, OutcomeUnknown
+from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestRejected
 from tests.provider.conftest import Run
 from tests.support.scripted_server import answer, json_answer, serving
 
@@ -120,7 +120,7 @@ def test_an_answer_with_an_error_is_the_provider_working(run: Run) -> None:
             wire = WireClient(server.url)
             client = ProviderClient(wire, deadline_s=2.0, breaker=breaker)
             for _ in range(3):
-                with contextlib.suppress(ChargeRejected):
+                with contextlib.suppress(RequestRejected):
                     await client.create_charge(REQUEST)
             assert _state(breaker) is BreakerState.CLOSED
             assert len(server.requests) == 3

@@ -23,14 +23,14 @@ import pytest
 from app.provider import (
     CONNECT_SHARE,
     Charge,
-    ChargeNotSent,
-    ChargeRejected,
     ChargeRequest,
     LookupFailed,
     Observer,
     OutcomeUnknown,
     ProviderClient,
     ProviderError,
+    RequestNotSent,
+    RequestRejected,
     WireClient,
     derive_provider_key,
 )
@@ -236,18 +236,18 @@ def test_an_answer_in_slow_parts_is_read(run: Run) -> None:
 def test_400_is_rejected_with_the_providers_detail(run: Run) -> None:
     reply = json_answer(400, {"error": "invalid_request", "detail": "account is closed"})
 
-    assert raised(create(run, lambda _: reply), ChargeRejected).detail == "account is closed"
+    assert raised(create(run, lambda _: reply), RequestRejected).detail == "account is closed"
 
 
 def test_400_without_a_readable_body_is_still_rejected(run: Run) -> None:
-    rejected = raised(create(run, lambda _: answer(400, b"<html>bad</html>")), ChargeRejected)
+    rejected = raised(create(run, lambda _: answer(400, b"<html>bad</html>")), RequestRejected)
 
     assert rejected.detail == "the provider rejected the request as invalid"
 
 
 def test_400_detail_is_bounded(run: Run) -> None:
     rejected = raised(
-        create(run, lambda _: json_answer(400, {"detail": "x" * 5000})), ChargeRejected
+        create(run, lambda _: json_answer(400, {"detail": "x" * 5000})), RequestRejected
     )
 
     assert len(rejected.detail) == 200
@@ -256,7 +256,7 @@ def test_400_detail_is_bounded(run: Run) -> None:
 @pytest.mark.parametrize("status", [429, 503])
 def test_not_processed_statuses_are_not_sent(run: Run, status: int) -> None:
     not_sent = raised(
-        create(run, lambda _: json_answer(status, {"error": "unavailable"})), ChargeNotSent
+        create(run, lambda _: json_answer(status, {"error": "unavailable"})), RequestNotSent
     )
 
     assert not_sent.retry_after is None
@@ -268,7 +268,7 @@ def test_not_processed_statuses_are_not_sent(run: Run, status: int) -> None:
 )
 def test_retry_after_seconds(run: Run, header: str, expected: float | None) -> None:
     reply = answer(503, headers=f"Retry-After:{header}\r\n")
-    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
+    not_sent = raised(create(run, lambda _: reply), RequestNotSent)
 
     assert not_sent.retry_after == expected
 
@@ -276,7 +276,7 @@ def test_retry_after_seconds(run: Run, header: str, expected: float | None) -> N
 def test_retry_after_http_date(run: Run) -> None:
     when = datetime.now(UTC) + timedelta(seconds=120)
     reply = answer(429, headers=f"Retry-After: {format_datetime(when, usegmt=True)}\r\n")
-    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
+    not_sent = raised(create(run, lambda _: reply), RequestNotSent)
 
     assert not_sent.retry_after is not None
     assert 100 <= not_sent.retry_after <= 120
@@ -284,7 +284,7 @@ def test_retry_after_http_date(run: Run) -> None:
 
 def test_retry_after_date_in_the_past_is_zero(run: Run) -> None:
     reply = answer(503, headers="retry-after: Wed, 21 Oct 2015 07:28:00 GMT\r\n")
-    not_sent = raised(create(run, lambda _: reply), ChargeNotSent)
+    not_sent = raised(create(run, lambda _: reply), RequestNotSent)
 
     assert not_sent.retry_after == 0.0
 
@@ -377,14 +377,14 @@ def test_deadline_bounds_the_whole_call_and_is_unknown(run: Run) -> None:
 
 
 def test_connection_refused_is_not_sent(run: Run) -> None:
-    not_sent = raised(create_at(run, f"http://127.0.0.1:{free_port()}"), ChargeNotSent)
+    not_sent = raised(create_at(run, f"http://127.0.0.1:{free_port()}"), RequestNotSent)
 
     assert isinstance(not_sent.__cause__, NotSent)
     assert not_sent.retry_after is None
 
 
 def test_an_unknown_host_is_not_sent(run: Run) -> None:
-    not_sent = raised(create_at(run, "http://no-such-host.invalid"), ChargeNotSent)
+    not_sent = raised(create_at(run, "http://no-such-host.invalid"), RequestNotSent)
 
     assert isinstance(not_sent.__cause__, NotSent)
 
@@ -392,7 +392,9 @@ def test_an_unknown_host_is_not_sent(run: Run) -> None:
 def test_connect_that_hangs_times_out_before_the_deadline_and_is_not_sent(run: Run) -> None:
     started = time.monotonic()
     with unaccepting_listener() as url:
-        not_sent = raised(create_at(run, url, deadline_s=1.0, connect_timeout_s=0.4), ChargeNotSent)
+        not_sent = raised(
+            create_at(run, url, deadline_s=1.0, connect_timeout_s=0.4), RequestNotSent
+        )
 
     # The connect timeout, not the deadline: the wire client said it could not connect.
     assert isinstance(not_sent.__cause__, NotSent)
@@ -402,7 +404,7 @@ def test_connect_that_hangs_times_out_before_the_deadline_and_is_not_sent(run: R
 
 def test_deadline_while_connecting_is_not_sent(run: Run) -> None:
     with unaccepting_listener() as url:
-        not_sent = raised(create_at(run, url, deadline_s=0.2), ChargeNotSent)
+        not_sent = raised(create_at(run, url, deadline_s=0.2), RequestNotSent)
 
     assert "while connecting" in not_sent.detail
 
@@ -443,14 +445,14 @@ async def _not_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
 
 
 def test_a_tls_handshake_that_hangs_is_not_sent(run: Run) -> None:
-    not_sent = raised(create_over_tls(run, _silent, deadline_s=0.5), ChargeNotSent)
+    not_sent = raised(create_over_tls(run, _silent, deadline_s=0.5), RequestNotSent)
 
     assert isinstance(not_sent.__cause__, NotSent)
     assert "TimeoutError" in str(not_sent.__cause__)
 
 
 def test_a_failed_tls_handshake_is_not_sent(run: Run) -> None:
-    not_sent = raised(create_over_tls(run, _not_tls, deadline_s=2.0), ChargeNotSent)
+    not_sent = raised(create_over_tls(run, _not_tls, deadline_s=2.0), RequestNotSent)
 
     assert isinstance(not_sent.__cause__, NotSent)
 
@@ -465,7 +467,7 @@ def test_deadline_during_a_tls_handshake_is_not_sent(run: Run) -> None:
             except ProviderError as exc:
                 return exc
 
-    assert "while connecting" in raised(run(go()), ChargeNotSent).detail
+    assert "while connecting" in raised(run(go()), RequestNotSent).detail
 
 
 # --- create_charge on a kept-alive connection ----------------------------------------------
@@ -554,7 +556,7 @@ def test_observer_sees_transport_failures(run: Run) -> None:
     async def go() -> None:
         wire = WireClient(f"http://127.0.0.1:{free_port()}")
         client = ProviderClient(wire, observer=_recorder(observed), deadline_s=TIMEOUT_S)
-        with pytest.raises(ChargeNotSent):
+        with pytest.raises(RequestNotSent):
             await client.create_charge(REQUEST)
 
     run(go())
@@ -664,8 +666,8 @@ def test_lookup_accepts_a_body_without_the_key_echoed(run: Run) -> None:
 @pytest.mark.parametrize(
     ("error", "outcome"),
     [
-        (ChargeNotSent, "not_sent"),
-        (ChargeRejected, "rejected"),
+        (RequestNotSent, "not_sent"),
+        (RequestRejected, "rejected"),
         (OutcomeUnknown, "unknown"),
         (LookupFailed, "failed"),
     ],

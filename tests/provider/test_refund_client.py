@@ -15,14 +15,14 @@ import pytest
 
 from app.provider import (
     CONNECT_SHARE,
-    ChargeNotSent,
-    ChargeRejected,
     LookupFailed,
     OutcomeUnknown,
     ProviderClient,
     ProviderError,
     ProviderRefund,
     RefundRequest,
+    RequestNotSent,
+    RequestRejected,
     WireClient,
 )
 from app.provider.breaker import CircuitBreaker
@@ -130,7 +130,7 @@ def test_a_refused_refund_is_rejected(run: Run) -> None:
     reply = json_answer(400, {"error": "invalid_request", "detail": "exceeds what is left"})
     rejected = one(run, lambda _: reply, observed=observed)
 
-    assert isinstance(rejected, ChargeRejected)
+    assert isinstance(rejected, RequestRejected)
     assert rejected.detail == "exceeds what is left"
     assert observed == [("refund", "rejected")]
 
@@ -139,14 +139,14 @@ def test_a_refused_refund_is_rejected(run: Run) -> None:
 def test_not_processed_statuses_are_not_sent(run: Run, status: int) -> None:
     not_sent = one(run, lambda _: answer(status, headers="Retry-After: 3\r\n"))
 
-    assert isinstance(not_sent, ChargeNotSent)
+    assert isinstance(not_sent, RequestNotSent)
     assert not_sent.retry_after == 3.0
 
 
 def test_connection_refused_is_not_sent(run: Run) -> None:
     got, _ = refunds(run, f"http://127.0.0.1:{free_port()}", "create")
 
-    assert isinstance(got[0], ChargeNotSent)
+    assert isinstance(got[0], RequestNotSent)
 
 
 @pytest.mark.parametrize(

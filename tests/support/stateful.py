@@ -20,8 +20,8 @@ import psycopg
 from hypothesis import strategies as st
 from psycopg.rows import DictRow
 
-from app.operations.refs import OwnedRef, Snapshot
 from app.operations.states import TERMINAL, TRANSITIONS, State, Trigger
+from app.operations.values import OwnedRef, Snapshot
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.client import Charge, ChargeRequest

@@ -22,16 +22,16 @@ from app.failpoints import Failpoints
 from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.outcomes import Indefinite
-from app.operations.refs import Claimed, OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State, Trigger
+from app.operations.values import Claimed, OwnedRef, Snapshot
 from app.payments import replies
 from app.payments import repository as payments
-from app.payments.charging import ChargeDriver
+from app.payments.driver import ChargeDriver
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
-from app.provider.errors import ChargeNotSent, ChargeRejected, LookupFailed, ProviderError
+from app.provider.errors import LookupFailed, ProviderError, RequestNotSent, RequestRejected
 from app.provider.keys import derive_provider_key
 from app.provider.wire import WireClient
 from app.recovery.policy import RecoveryPolicy
@@ -184,9 +184,9 @@ class Calls:
     def charge(self, request: ChargeRequest) -> tuple[Heard, Charge | None]:
         try:
             return Heard.CHARGED, self.async_db.run(self.provider.create_charge(request))
-        except ChargeRejected:
+        except RequestRejected:
             return Heard.REJECTED, None
-        except ChargeNotSent:
+        except RequestNotSent:
             return Heard.NOT_SENT, None
         except ProviderError:
             return Heard.UNKNOWN, None

@@ -13,8 +13,8 @@ from psycopg.rows import DictRow
 from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.operations import repository as operations
-from app.operations.refs import OwnedRef, Schedule
 from app.operations.states import State
+from app.operations.values import OwnedRef, Schedule
 from tests.conftest import TenantHandle, api_client, make_tenant
 from tests.support.faults import FaultInjector
 from tests.support.payments import new_key, payment_body, post_payment

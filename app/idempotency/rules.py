@@ -1,6 +1,6 @@
 """The keyed flow's decisions, as pure functions of what the owner knows.
 
-`flows/keyed.py` asks these; so does the stateful protocol test
+`idempotency/flow.py` asks these; so does the stateful protocol test
 (`tests/operations/test_protocol_stateful.py`), which therefore plays the service's own
 rules rather than a copy of them. No I/O here: the state a row holds, whether its lease is
 live, what a send came to.

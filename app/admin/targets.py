@@ -1,7 +1,8 @@
-"""What operators need from the code that owns an operation's business object.
+"""What operators act on: the business object of each operation name, as a `Subject`.
 
-One `Subject` per operation name (`create_payment` -> the payment; a refund's operation
-adds its own), handed in by the composition root, so `app/admin/` names no business table.
+One `Subject` per operation name, built by the composition root from each registered
+operation kind (`app/operations/kinds.py`) with its driver and reconciler, so `app/admin/`
+names no business table.
 
     describe      the business object's representation, for the admin read and the console
     find_at_provider, record_name, took_effect, show
@@ -18,8 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.operations.kinds import Described
 from app.operations.outcomes import FencedOut, Final, Outcome, Rejected
-from app.operations.refs import OwnedRef
+from app.operations.values import OwnedRef
 
 
 class ResolvingDriver(Protocol):
@@ -43,15 +45,6 @@ class Rechecker(Protocol):
     """Reconciling one owned operation (`Reconciler` does it)."""
 
     async def reconcile(self, ref: OwnedRef, *, actor: str) -> Outcome: ...
-
-
-@dataclass(frozen=True)
-class Described:
-    """The business object as operators see it, and the key the provider knows it by."""
-
-    kind: str
-    body: dict[str, Any]
-    provider_key: str
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The mechanism both the create flow and recovery use; what an indefinite answer means is
 theirs to decide (`Indefinite`), so no policy lives here. The steps every operation shares
 (PROVIDER_REQUEST_SENT before the call, fenced outcomes after it) are `OperationDriver`'s
-(`app/operations/driving.py`); this module adds what is a payment's own: the charge request,
+(`app/operations/driver.py`); this module adds what is a payment's own: the charge request,
 the charge lookup, and the payment's status and event written with the outcome.
 """
 
@@ -17,15 +17,15 @@ from app.db.database import Connection, Database
 from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
-from app.operations.driving import OperationDriver
+from app.operations.driver import OperationDriver
 from app.operations.outcomes import (
     Declined,
     FencedOut,
     Rejected,
     Succeeded,
 )
-from app.operations.refs import EventWrite, OwnedRef, StoredResponse
 from app.operations.states import Trigger
+from app.operations.values import EventWrite, OwnedRef, StoredResponse
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.models import PaymentRow

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.operations.outcomes import Declined, NotSent, Rejected, Succeeded
-from app.operations.refs import StoredResponse
+from app.operations.values import StoredResponse
 
 JSON = "application/json"
 
@@ -58,17 +58,15 @@ def render(answer: Answer) -> Reply:
         case Replay(stored=stored):
             return _from_stored(stored, replayed=True)
         case NotSent():
-            what = "payment" if answer.refund_id is None else "refund"
             return _problem(
                 503,
                 problem_body(
                     status=503,
                     code="PROVIDER_UNAVAILABLE",
                     title="Provider unavailable",
-                    detail=f"the provider did not process the {what}; retry with the same "
-                    "Idempotency-Key",
-                    payment_id=str(answer.payment_id),
-                    refund_id=None if answer.refund_id is None else str(answer.refund_id),
+                    detail=f"the provider did not process the {answer.noun}; retry with the "
+                    "same Idempotency-Key",
+                    **answer.links,
                     operation_id=str(answer.operation_id),
                 ),
                 {"retry-after": str(answer.retry_after_s)},

@@ -1,6 +1,6 @@
 """What every driver does as an operation's owner, whatever the operation acts on.
 
-A driver (`payments/charging.py`, `refunds/driver.py`) owns the provider calls of one kind
+A driver (`payments/driver.py`, `refunds/driver.py`) owns the provider calls of one kind
 of operation. The steps that are the same for every kind live here, once:
 1. commit PROVIDER_REQUEST_SENT (fenced) before the call (`send`), or, right after a claim
    that committed it, go straight to the call (`call`);
@@ -18,6 +18,7 @@ import logging
 import math
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
@@ -25,9 +26,9 @@ from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
-from app.operations.refs import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.operations.states import Trigger
-from app.provider.errors import ChargeNotSent, ChargeRejected, CircuitOpen, OutcomeUnknown
+from app.operations.values import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
 
 SubjectT = TypeVar("SubjectT")
 logger = logging.getLogger("payments.driving")
@@ -83,9 +84,9 @@ class OperationDriver(ABC, Generic[SubjectT]):
         """
         try:
             found = await self._request(subject)
-        except ChargeRejected as exc:
+        except RequestRejected as exc:
             return await self._record_rejected(sent, subject, str(exc), actor=actor)
-        except ChargeNotSent as exc:
+        except RequestNotSent as exc:
             return Indefinite(
                 sent,
                 str(exc),
@@ -127,18 +128,20 @@ class OperationDriver(ABC, Generic[SubjectT]):
         self,
         unsent: Indefinite,
         *,
-        payment_id: uuid.UUID,
+        noun: str,
+        links: Mapping[str, str],
         actor: str,
-        refund_id: uuid.UUID | None = None,
     ) -> NotSent | FencedOut:
-        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
+        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored.
+
+        `noun` and `links` are the operation's kind's, for the problem the client gets."""
         ref = unsent.ref
         async with self._db.connection() as conn:
             moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         retry_after_s = max(1, math.ceil(unsent.retry_after_s or 1))
-        return NotSent(ref.id, payment_id, retry_after_s, refund_id)
+        return NotSent(ref.id, retry_after_s, noun, links)
 
     async def record_unknown(
         self, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule

@@ -1,8 +1,9 @@
 """The keyed flow: claim the idempotency key, or answer from what the key already holds.
 
-Every operation a client creates with an `Idempotency-Key` (a payment, a refund) goes
-through this one flow; only the claim (what the winner writes) and the driver (what it sends
-to the provider) are the operation's own.
+Every operation a client creates with an `Idempotency-Key` goes through this one flow; only
+the claim (what the winner writes), the driver (what it sends to the provider) and the
+operation's kind (`app/operations/kinds.py`: its name, its noun, the ids its problems show)
+are the operation's own.
 
 first request with a key     claim (one transaction) -> drive the provider call
 same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
@@ -13,7 +14,7 @@ in flight, lease expired,    take recovery ownership and reconcile inline
   or UNKNOWN
 FAILED_RETRYABLE             take ownership and drive the same operation again
 
-The flow returns a typed answer (`app/flows/replies.py` renders it); refusals are raised
+The flow returns a typed answer (`app/idempotency/replies.py` renders it); refusals are raised
 as problem errors.
 """
 
@@ -22,22 +23,23 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from app.clock import utcnow
 from app.db.database import Database
-from app.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
-from app.flows.replies import Answer, Pending, Replay, operation_location, retry_after_s
-from app.flows.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
+from app.idempotency.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
+from app.idempotency.replies import Answer, Pending, Replay, operation_location, retry_after_s
+from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
-from app.operations.driving import OperationDriver
+from app.operations.driver import OperationDriver
+from app.operations.kinds import OperationKind
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
-from app.operations.refs import OwnedRef, Snapshot, stored_response
 from app.operations.states import TERMINAL, Trigger
+from app.operations.values import OwnedRef, Snapshot, stored_response
 from app.operations.views import operation_json
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -59,12 +61,12 @@ def new_owner(role: str) -> str:
 
 @dataclass(frozen=True)
 class Won(Generic[SubjectT]):
-    """The claim won: the owner's reference, the business object it created, its links."""
+    """The claim won: the owner's reference, the business object it created, and the ids
+    a problem about it shows (its kind's `links`)."""
 
     ref: OwnedRef
     subject: SubjectT
-    payment_id: uuid.UUID
-    refund_id: uuid.UUID | None = None
+    links: Mapping[str, str]
 
 
 # A claim, given the owner's name: `Won`; or the row holding the key (a `Snapshot`); or
@@ -79,8 +81,7 @@ class KeyedFlow(Generic[SubjectT]):
     def __init__(
         self,
         *,
-        operation_name: str,
-        noun: str,
+        kind: OperationKind[Any],
         db: Database,
         driver: OperationDriver[SubjectT],
         reconciler: Reconciler[SubjectT, Any],
@@ -89,8 +90,7 @@ class KeyedFlow(Generic[SubjectT]):
         key_ttl_s: int,
         metrics: Metrics,
     ):
-        self._operation_name = operation_name
-        self._noun = noun
+        self._kind = kind
         self._db = db
         self._driver = driver
         self._reconciler = reconciler
@@ -116,9 +116,7 @@ class KeyedFlow(Generic[SubjectT]):
             if isinstance(claimed, Won):
                 bind(operation_id=str(claimed.ref.id))
                 sent = await self._driver.call(claimed.ref, claimed.subject, actor=owner)
-                return await self._settle_own_attempt(
-                    sent, claimed.payment_id, claimed.refund_id, owner
-                )
+                return await self._settle_own_attempt(sent, claimed.links, owner)
             answer = await self._answer_existing(
                 tenant_id, idempotency_key, digest, owner, wait_s, seen=claimed
             )
@@ -132,7 +130,7 @@ class KeyedFlow(Generic[SubjectT]):
             return await reads.find_by_key(
                 conn,
                 tenant_id=tenant_id,
-                operation_name=self._operation_name,
+                operation_name=self._kind.name,
                 idempotency_key=idempotency_key,
                 key_ttl_s=self._key_ttl_s,
             )
@@ -213,9 +211,9 @@ class KeyedFlow(Generic[SubjectT]):
             return None
         if drives_again(ref.state):
             # Definitely not processed before: drive the same operation, same provider key.
-            op = snapshot.operation
             sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
-            return await self._settle_own_attempt(sent, op.payment_id, op.refund_id, owner)
+            links = self._kind.links(snapshot.operation)
+            return await self._settle_own_attempt(sent, links, owner)
         outcome = await self._reconciler.reconcile(ref, actor=owner)
         self._metrics.reconciled(outcome, source="inline")
         return await self._present(outcome)
@@ -223,8 +221,7 @@ class KeyedFlow(Generic[SubjectT]):
     async def _settle_own_attempt(
         self,
         sent: Final | Indefinite | FencedOut,
-        payment_id: uuid.UUID,
-        refund_id: uuid.UUID | None,
+        links: Mapping[str, str],
         owner: str,
     ) -> Answer:
         """Decide what a client's own send came to, and record an indefinite answer."""
@@ -234,9 +231,7 @@ class KeyedFlow(Generic[SubjectT]):
         elif own_send_trigger(sent) is Trigger.DEFER:
             # Certainly not processed, and nothing of ours is still on its way: the client
             # may retry with the same key (503), which drives this again.
-            outcome = await self._driver.defer(
-                sent, payment_id=payment_id, refund_id=refund_id, actor=owner
-            )
+            outcome = await self._driver.defer(sent, noun=self._kind.noun, links=links, actor=owner)
         else:
             schedule = self._policy.after_send(sent.ref.attempts)
             outcome = await self._driver.record_unknown(
@@ -263,6 +258,6 @@ class KeyedFlow(Generic[SubjectT]):
 
     def _expired(self, operation_id: uuid.UUID) -> IdempotencyKeyExpired:
         return IdempotencyKeyExpired(
-            f"this Idempotency-Key has expired; use a new key for a new {self._noun}",
+            f"this Idempotency-Key has expired; use a new key for a new {self._kind.noun}",
             operation_id=operation_id,
         )

@@ -41,13 +41,14 @@ from app.admin.errors import (
     SendTooRecent,
 )
 from app.admin.models import Operator
-from app.admin.subjects import Described, Subject
+from app.admin.targets import Subject
 from app.db.database import Database
 from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
+from app.operations.kinds import Described
 from app.operations.outcomes import FencedOut, Outcome
-from app.operations.refs import OwnedRef, Snapshot
 from app.operations.states import TERMINAL, State
+from app.operations.values import OwnedRef, Snapshot
 from app.provider.errors import ProviderError
 from app.webhooks.operator_reads import EventDeliveries
 

@@ -1,6 +1,13 @@
-"""What callers hold of an operation: an owner's reference, a read snapshot, a stored answer.
+"""The operations record's plain values, passed between its verbs and every layer above.
 
-These are plain values; the repository produces them and every layer above passes them on.
+    OperationRow, TransitionRow   rows as read
+    OwnedRef, DueRef, Claimed     an owner's reference (its fence), a worker's, a claim's
+    Snapshot                      an operation as a read sees it (lease live, key expired)
+    StoredResponse                the answer stored with a final outcome
+    SubjectWrite, EventWrite      the business object's and the event's SQL, handed to a verb
+    Schedule                      when recovery checks next, and whether it needs attention
+
+The repository produces them and every layer above passes them on; none does I/O.
 """
 
 from __future__ import annotations
