@@ -25,6 +25,7 @@ class SettingsError(Exception):
 OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_FAKE_PROVIDER_DB": "the fake provider",
     "PAYMENTS_FAKE_PROVIDER_ADMIN": "the fake provider",
+    "PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS": "the fake provider",
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
     "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",

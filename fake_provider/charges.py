@@ -1,5 +1,7 @@
 """`POST /charges` and `GET /charges`: the provider's public API, with faults applied.
 
+The listing by creation window that `GET /charges` also serves is in `listings`.
+
 A charge request flows: validate -> take a fault rule -> faults that act before processing ->
 the ledger (create, replay or conflict) -> faults that act after the commit
 (`faulting.serve_with_faults`, shared with refunds).
@@ -13,13 +15,20 @@ from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from fake_provider import listings
 from fake_provider.accounts import Decline, Reject, decide
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
-from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Charge, ChargeList, ChargeRequest
+from fake_provider.schemas import (
+    IDEMPOTENCY_KEY_PATTERN,
+    Charge,
+    ChargeList,
+    ChargePage,
+    ChargeRequest,
+)
 
 router = APIRouter(tags=["charges"])
 
@@ -74,14 +83,21 @@ async def charge(
     return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
 
 
-@router.get("/charges", response_model=Charge | ChargeList)
+@router.get("/charges", response_model=Charge | ChargePage | ChargeList)
 async def read_charges(
     request: Request,
     ledger: LedgerDep,
     faults: FaultsDep,
     idempotency_key: IdempotencyKeyQuery = None,
+    created_gte: listings.CreatedGte = None,
+    created_lt: listings.CreatedLt = None,
+    starting_after: listings.StartingAfter = None,
+    limit: listings.Limit = None,
 ) -> Response:
-    """The charge under `idempotency_key`, or without it the whole ledger (admin API only)."""
+    """The charge under `idempotency_key`; a page of the charges created in a window
+    (`listings`); or, with no parameter, the whole ledger (admin API only)."""
+    if listings.is_listing(request):
+        return listings.page(request, ledger.charge_page)
     if idempotency_key is not None:
         return await lookup_charge(request, idempotency_key, ledger, faults)
     if not request.app.state.admin:

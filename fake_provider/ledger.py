@@ -18,7 +18,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fake_provider.schemas import Charge, ChargeRequest, ChargeStatus, Refund, RefundRequest
+from fake_provider.schemas import (
+    Charge,
+    ChargeRequest,
+    ChargeStatus,
+    LedgerChargeChange,
+    LedgerChargeRequest,
+    LedgerRefundChange,
+    ListedCharge,
+    ListedChargeStatus,
+    ListedRefund,
+    Refund,
+    RefundRequest,
+)
+from fake_provider.timeline import Key, Timeline, utc_timestamp
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS charges (
@@ -64,6 +77,13 @@ _COLUMNS = (
     "charge_id, status, decline_code, idempotency_key, amount_minor, currency, account_id,"
     " reference, created_at"
 )
+# A refund with its charge's currency, as the listings show it.
+_LISTED_REFUND = (
+    "SELECT r.refund_id, r.charge_id, r.idempotency_key, r.amount_minor, c.currency, r.status,"
+    " r.created_at FROM refunds r JOIN charges c ON c.charge_id = r.charge_id"
+)
+# Ids fetched per statement: under SQLite's oldest limit on a statement's parameters (999).
+_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,14 @@ class Recorded:
 
     charge: Charge
     created: bool
+
+
+class LedgerEditError(ValueError):
+    """An edit of the ledger (`/_ledger`) that cannot be made; nothing changed."""
+
+
+class UnknownRecord(LedgerEditError):
+    """No charge or refund has this id."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +121,23 @@ class Ledger:
         # keeps the class safe for threads too (sqlite3 connections are not safe for concurrent
         # use), and costs next to nothing uncontended.
         self._lock = threading.Lock()
+        # In memory, read once here and kept in step by every write below (this process is
+        # the ledger's only writer): the records in creation order, for the listings and the
+        # settlement reports, and what each refunded charge has given back.
+        self._charge_times = Timeline(
+            (row[0], row[1])
+            for row in connection.execute("SELECT created_at, charge_id FROM charges")
+        )
+        self._refund_times = Timeline(
+            (row[0], row[1])
+            for row in connection.execute("SELECT created_at, refund_id FROM refunds")
+        )
+        self._refunded: dict[str, int] = {
+            row[0]: row[1]
+            for row in connection.execute(
+                "SELECT charge_id, sum(amount_minor) FROM refunds GROUP BY charge_id"
+            )
+        }
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
@@ -149,7 +194,9 @@ class Ledger:
                 params,
             ).fetchall()
             if inserted:
-                return Recorded(_charge(inserted[0]), created=True)
+                charge = _charge(inserted[0])
+                self._charge_times.add(charge.created_at, charge.charge_id)
+                return Recorded(charge, created=True)
             existing = self._find(key)
         if existing is None:
             # Rows are never deleted, so the row that won the insert must be there.
@@ -180,7 +227,12 @@ class Ledger:
         with self._lock:
             inserted = self._conn.execute(_INSERT_REFUND, params).fetchall()
             if inserted:
-                return RecordedRefund(_refund(inserted[0]), created=True)
+                refund = _refund(inserted[0])
+                self._refund_times.add(refund.created_at, refund.refund_id)
+                self._refunded[refund.charge_id] = (
+                    self._refunded.get(refund.charge_id, 0) + refund.amount_minor
+                )
+                return RecordedRefund(refund, created=True)
             existing = self._find_refund(key)
             if existing is not None:
                 return RecordedRefund(existing, created=False)
@@ -207,6 +259,181 @@ class Ledger:
             ).fetchall()
         return [_refund(row) for row in rows]
 
+    # The listings and the settlement reports: records by creation time, in (created_at, id)
+    # order, found through the timelines and read by id.
+
+    def charge_page(
+        self, *, gte: str | None, lt: str | None, after: str | None, limit: int | None
+    ) -> tuple[list[ListedCharge], bool]:
+        """Charges created in [gte, lt), after the charge `after`, up to `limit`; and
+        whether more follow. UnknownRecord if `after` names no charge."""
+        with self._lock:
+            cursor = None if after is None else self._charge_key(after)
+            found = self._charge_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
+            rows = self._rows_by_id(f"SELECT {_COLUMNS} FROM charges", "charge_id", found.ids)
+            return [self._listed_charge(rows[i]) for i in found.ids], found.has_more
+
+    def refund_page(
+        self, *, gte: str | None, lt: str | None, after: str | None, limit: int | None
+    ) -> tuple[list[ListedRefund], bool]:
+        """Refunds created in [gte, lt), after the refund `after`, up to `limit`; and
+        whether more follow. UnknownRecord if `after` names no refund."""
+        with self._lock:
+            cursor = None if after is None else self._refund_key(after)
+            found = self._refund_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
+            rows = self._rows_by_id(_LISTED_REFUND, "r.refund_id", found.ids)
+            return [ListedRefund.model_validate(dict(rows[i])) for i in found.ids], found.has_more
+
+    def _charge_key(self, charge_id: str) -> Key:
+        row = self._conn.execute(
+            "SELECT created_at FROM charges WHERE charge_id = ?", (charge_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownRecord(f"no charge {charge_id}")
+        return (row[0], charge_id)
+
+    def _refund_key(self, refund_id: str) -> Key:
+        row = self._conn.execute(
+            "SELECT created_at FROM refunds WHERE refund_id = ?", (refund_id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownRecord(f"no refund {refund_id}")
+        return (row[0], refund_id)
+
+    def _rows_by_id(self, select: str, column: str, ids: list[str]) -> dict[str, sqlite3.Row]:
+        rows: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for row in self._conn.execute(f"{select} WHERE {column} IN ({marks})", chunk):
+                rows[row[0]] = row
+        return rows
+
+    def _listed_charge(self, row: sqlite3.Row) -> ListedCharge:
+        refunded = self._refunded.get(row["charge_id"], 0)
+        status: ListedChargeStatus = row["status"]
+        if status == "succeeded" and refunded > 0:
+            status = "refunded" if refunded >= row["amount_minor"] else "partially_refunded"
+        return ListedCharge.model_validate(
+            {**dict(row), "status": status, "amount_refunded_minor": refunded}
+        )
+
+    # Edits for tests (`/_ledger`, admin API only): the ledger as a provider's books might
+    # disagree with the service's. No rule beyond the columns' own is checked: an edited
+    # charge may have refunds worth more than it, or a declined one refunds.
+
+    def add_charge(self, request: LedgerChargeRequest, created_at: str | None) -> Charge:
+        """Store a charge no request made, under `request.idempotency_key`;
+        LedgerEditError if a charge has that key."""
+        params = {
+            "charge_id": f"ch_{uuid.uuid4().hex}",
+            "status": request.status,
+            "decline_code": "card_declined" if request.status == "declined" else None,
+            "idempotency_key": request.idempotency_key,
+            "amount_minor": request.amount_minor,
+            "currency": request.currency,
+            "account_id": request.account_id,
+            "reference": request.reference,
+            "created_at": created_at or _now(),
+        }
+        with self._lock:
+            inserted = self._conn.execute(
+                f"INSERT INTO charges ({_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
+                " :idempotency_key, :amount_minor, :currency, :account_id, :reference,"
+                f" :created_at) ON CONFLICT (idempotency_key) DO NOTHING RETURNING {_COLUMNS}",
+                params,
+            ).fetchall()
+            if not inserted:
+                raise LedgerEditError(f"a charge has the key {request.idempotency_key!r}")
+            charge = _charge(inserted[0])
+            self._charge_times.add(charge.created_at, charge.charge_id)
+        return charge
+
+    def change_charge(
+        self, charge_id: str, change: LedgerChargeChange, created_at: str | None
+    ) -> Charge:
+        """Overwrite the members `change` sets; UnknownRecord if there is no such charge."""
+        values: dict[str, object] = change.model_dump(exclude_none=True, exclude={"created_at"})
+        if change.status is not None:
+            values["decline_code"] = "card_declined" if change.status == "declined" else None
+        if created_at is not None:
+            values["created_at"] = created_at
+        with self._lock:
+            before = self._charge_by_id(charge_id)
+            if before is None:
+                raise UnknownRecord(f"no charge {charge_id}")
+            if values:
+                sets = ", ".join(f"{name} = :{name}" for name in values)
+                self._conn.execute(
+                    f"UPDATE charges SET {sets} WHERE charge_id = :id", {**values, "id": charge_id}
+                )
+            after = self._charge_by_id(charge_id)
+            assert after is not None
+            self._charge_times.remove(before.created_at, charge_id)
+            self._charge_times.add(after.created_at, charge_id)
+        return after
+
+    def drop_charge(self, charge_id: str) -> None:
+        """Forget a charge; UnknownRecord if there is none, LedgerEditError if it has
+        refunds (drop them first: every refund keeps its charge)."""
+        with self._lock:
+            before = self._charge_by_id(charge_id)
+            if before is None:
+                raise UnknownRecord(f"no charge {charge_id}")
+            if charge_id in self._refunded:
+                raise LedgerEditError(f"charge {charge_id} has refunds; drop them first")
+            self._conn.execute("DELETE FROM charges WHERE charge_id = ?", (charge_id,))
+            self._charge_times.remove(before.created_at, charge_id)
+
+    def change_refund(
+        self, refund_id: str, change: LedgerRefundChange, created_at: str | None
+    ) -> Refund:
+        """Overwrite the members `change` sets; UnknownRecord if there is no such refund."""
+        values: dict[str, object] = change.model_dump(exclude_none=True, exclude={"created_at"})
+        if created_at is not None:
+            values["created_at"] = created_at
+        with self._lock:
+            before = self._refund_by_id(refund_id)
+            if before is None:
+                raise UnknownRecord(f"no refund {refund_id}")
+            if values:
+                sets = ", ".join(f"{name} = :{name}" for name in values)
+                self._conn.execute(
+                    f"UPDATE refunds SET {sets} WHERE refund_id = :id", {**values, "id": refund_id}
+                )
+            after = self._refund_by_id(refund_id)
+            assert after is not None
+            self._refund_times.remove(before.created_at, refund_id)
+            self._refund_times.add(after.created_at, refund_id)
+            self._forget_refund(before)
+            self._refunded[after.charge_id] = (
+                self._refunded.get(after.charge_id, 0) + after.amount_minor
+            )
+        return after
+
+    def drop_refund(self, refund_id: str) -> None:
+        """Forget a refund; UnknownRecord if there is none."""
+        with self._lock:
+            before = self._refund_by_id(refund_id)
+            if before is None:
+                raise UnknownRecord(f"no refund {refund_id}")
+            self._conn.execute("DELETE FROM refunds WHERE refund_id = ?", (refund_id,))
+            self._refund_times.remove(before.created_at, refund_id)
+            self._forget_refund(before)
+
+    def _forget_refund(self, refund: Refund) -> None:
+        left = self._refunded.get(refund.charge_id, 0) - refund.amount_minor
+        if left > 0:
+            self._refunded[refund.charge_id] = left
+        else:
+            self._refunded.pop(refund.charge_id, None)
+
+    def _refund_by_id(self, refund_id: str) -> Refund | None:
+        row = self._conn.execute(
+            f"SELECT {_REFUND_COLUMNS} FROM refunds WHERE refund_id = ?", (refund_id,)
+        ).fetchone()
+        return None if row is None else _refund(row)
+
     def _find_refund(self, key: str) -> Refund | None:
         row = self._conn.execute(
             f"SELECT {_REFUND_COLUMNS} FROM refunds WHERE idempotency_key = ?", (key,)
@@ -227,7 +454,7 @@ class Ledger:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return utc_timestamp(datetime.now(UTC))
 
 
 def _refund(row: sqlite3.Row) -> Refund:

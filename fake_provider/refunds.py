@@ -15,12 +15,19 @@ from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from fake_provider import listings
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
-from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN, Refund, RefundList, RefundRequest
+from fake_provider.schemas import (
+    IDEMPOTENCY_KEY_PATTERN,
+    Refund,
+    RefundList,
+    RefundPage,
+    RefundRequest,
+)
 
 router = APIRouter(tags=["refunds"])
 
@@ -67,14 +74,21 @@ async def create_refund(
     return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
 
 
-@router.get("/refunds", response_model=Refund | RefundList)
+@router.get("/refunds", response_model=Refund | RefundPage | RefundList)
 async def read_refunds(
     request: Request,
     ledger: LedgerDep,
     faults: FaultsDep,
     idempotency_key: IdempotencyKeyQuery = None,
+    created_gte: listings.CreatedGte = None,
+    created_lt: listings.CreatedLt = None,
+    starting_after: listings.StartingAfter = None,
+    limit: listings.Limit = None,
 ) -> Response:
-    """The refund under `idempotency_key`, or without it every refund (admin API only)."""
+    """The refund under `idempotency_key`; a page of the refunds created in a window
+    (`listings`); or, with no parameter, every refund (admin API only)."""
+    if listings.is_listing(request):
+        return listings.page(request, ledger.refund_page)
     if idempotency_key is not None:
         return await lookup_refund(request, idempotency_key, ledger, faults)
     if not request.app.state.admin:

@@ -126,3 +126,125 @@ class FaultRuleList(BaseModel):
     """The rules with calls left, in the order they are matched."""
 
     faults: list[FaultRuleView]
+
+
+# A charge as the listings show it: its stored status, or for a succeeded charge with refunds
+# how much of it they gave back.
+ListedChargeStatus = Literal["succeeded", "declined", "partially_refunded", "refunded"]
+
+
+class ListedCharge(BaseModel):
+    """A charge in `GET /charges?created_gte=...`: the charge with what was refunded of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    charge_id: str
+    idempotency_key: str
+    amount_minor: int
+    amount_refunded_minor: int
+    currency: str
+    status: ListedChargeStatus
+    decline_code: str | None
+    account_id: str
+    reference: str
+    created_at: str
+
+
+class ListedRefund(BaseModel):
+    """A refund in `GET /refunds?created_gte=...`, with its charge's currency."""
+
+    model_config = ConfigDict(frozen=True)
+
+    refund_id: str
+    charge_id: str
+    idempotency_key: str
+    amount_minor: int
+    currency: str
+    status: Literal["succeeded"]
+    created_at: str
+
+
+class ChargePage(BaseModel):
+    """One page of a charge listing, and whether its window holds more after it."""
+
+    data: list[ListedCharge]
+    has_more: bool
+
+
+class RefundPage(BaseModel):
+    """One page of a refund listing, and whether its window holds more after it."""
+
+    data: list[ListedRefund]
+    has_more: bool
+
+
+class SettlementLine(BaseModel):
+    """One charge or refund in a day's settlement report."""
+
+    id: str
+    type: Literal["charge", "refund"]
+    charge_id: str | None
+    idempotency_key: str
+    gross_minor: int
+    fee_minor: int
+    net_minor: int
+    currency: str
+    status: Literal["succeeded"]
+    payout_id: str
+    settled_on: str
+    created_at: str
+
+
+class Payout(BaseModel):
+    """What one payout (a currency, a settlement day) pays: the sums of its lines."""
+
+    payout_id: str
+    currency: str
+    count: int
+    gross_minor: int
+    fee_minor: int
+    net_minor: int
+
+
+class SettlementReport(BaseModel):
+    """`GET /settlements/{date}`: the lines settled that day, and the payouts they add up to."""
+
+    date: str
+    settlement_lag_days: int
+    complete: bool
+    payouts: list[Payout]
+    data: list[SettlementLine]
+
+
+class LedgerChargeRequest(BaseModel):
+    """The body of `POST /_ledger/charges`: a charge the payments service never asked for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    idempotency_key: Annotated[StrictStr, Field(pattern=IDEMPOTENCY_KEY_PATTERN)]
+    amount_minor: Annotated[StrictInt, Field(gt=0)]
+    currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
+    account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)] = "acc_orphan"
+    reference: Annotated[StrictStr, Field(max_length=128)] = ""
+    status: ChargeStatus = "succeeded"
+    created_at: StrictStr | None = None
+
+
+class LedgerChargeChange(BaseModel):
+    """The body of `PATCH /_ledger/charges/{charge_id}`: the members to overwrite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amount_minor: Annotated[StrictInt, Field(gt=0)] | None = None
+    currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")] | None = None
+    status: ChargeStatus | None = None
+    created_at: StrictStr | None = None
+
+
+class LedgerRefundChange(BaseModel):
+    """The body of `PATCH /_ledger/refunds/{refund_id}`: the members to overwrite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amount_minor: Annotated[StrictInt, Field(gt=0)] | None = None
+    created_at: StrictStr | None = None

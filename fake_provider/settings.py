@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,3 +24,6 @@ class FakeProviderSettings(BaseSettings):
     # The admin API (fault rules at /_faults, the whole ledger at GET /charges): only for
     # tests and `payments dev`, which turn it on; anyone who can reach it can break charges.
     admin: bool = False
+    # Days between a charge or refund and its settlement: one made on day D (UTC) settles on
+    # D + this, and appears in that day's settlement report (`GET /settlements/{date}`).
+    settlement_lag_days: int = Field(default=1, ge=0, le=30)

@@ -182,4 +182,5 @@ def test_fast_path_leaves_every_other_query_to_fastapi(app: FastAPI, seen: list[
     assert through_fast_path == through_fastapi
     assert seen == [f"{case.method} {case.target}" for case in LEFT]
     statuses = [status for status, *_ in through_fastapi]
-    assert statuses == [200, 200, 400, 400, 400, 400, 400, 404, 200, 200, 200, 405, 405, 307, 404]
+    # `Idempotency_Key` (index 10) is no parameter of a lookup: a misspelt listing, refused.
+    assert statuses == [200, 200, 400, 400, 400, 400, 400, 404, 200, 200, 400, 405, 405, 307, 404]
