@@ -10,17 +10,19 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from fake_provider import admin as admin_api
-from fake_provider import charges, refunds
+from fake_provider import charges, ledger_admin, refunds, settlements
 from fake_provider.errors import validation_error_handler
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
 
 
-def create_app(db_path: Path, *, admin: bool = False) -> FastAPI:
+def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int = 1) -> FastAPI:
     """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown.
 
-    `admin` adds the admin API: fault rules (`/_faults`) and the whole ledger
-    (`GET /charges` and `GET /refunds` without a key), which tests and `payments dev` use.
+    `admin` adds the admin API: fault rules (`/_faults`), edits of the ledger (`/_ledger`) and
+    the whole ledger (`GET /charges` and `GET /refunds` without a parameter), which tests and
+    `payments dev` use. `settlement_lag_days`: a record made on day D settles on D + this
+    (`settlements`).
     """
 
     @asynccontextmanager
@@ -35,11 +37,14 @@ def create_app(db_path: Path, *, admin: bool = False) -> FastAPI:
     # Fault rules are process memory on purpose: a restarted provider starts healthy.
     app.state.faults = FaultBook()
     app.state.admin = admin
+    app.state.settlement_lag_days = settlement_lag_days
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(charges.router)
     app.include_router(refunds.router)
+    app.include_router(settlements.router)
     if admin:
         app.include_router(admin_api.router)
+        app.include_router(ledger_admin.router)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -9,15 +9,27 @@ import uvicorn
 from fake_provider.app import create_app
 from fake_provider.connection import DroppableHttpToolsProtocol
 from fake_provider.fast_path import with_fast_paths
+from fake_provider.settings import FakeProviderSettings
 
 
-def serve(db_path: Path, *, host: str, port: int, admin: bool = False) -> None:
+def serve(
+    db_path: Path,
+    *,
+    host: str,
+    port: int,
+    admin: bool = False,
+    settlement_lag_days: int | None = None,
+) -> None:
     """Serve the provider on `host:port` with its ledger at `db_path` until stopped.
 
-    The ledger file and its parent folders are created at startup if missing.
+    The ledger file and its parent folders are created at startup if missing. Without
+    `settlement_lag_days`, the lag is the setting's (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`).
     """
+    if settlement_lag_days is None:
+        settlement_lag_days = FakeProviderSettings().settlement_lag_days
+    app = create_app(db_path, admin=admin, settlement_lag_days=settlement_lag_days)
     config = uvicorn.Config(
-        with_fast_paths(create_app(db_path, admin=admin)),
+        with_fast_paths(app),
         host=host,
         port=port,
         # uvloop and httptools: C implementations of the event loop and the HTTP parser,

@@ -1,0 +1,104 @@
+"""The admin API that edits the ledger: `/_ledger`, for reconciliation tests.
+
+A test makes the provider's books disagree with the service's: a record the provider lost
+(`DELETE`), one it holds differently (`PATCH`: amount, currency, status, creation time), or a
+charge nobody asked the service for (`POST /_ledger/charges`, under a key of the test's
+choosing). Backdating `created_at` also places records on past days, for the listings and the
+settlement reports. Admin API only, like `/_faults`.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import JSONResponse, Response
+
+from fake_provider.dependencies import LedgerDep
+from fake_provider.errors import error_response, invalid_request
+from fake_provider.ledger import LedgerEditError, UnknownRecord
+from fake_provider.schemas import (
+    Charge,
+    LedgerChargeChange,
+    LedgerChargeRequest,
+    LedgerRefundChange,
+    Refund,
+)
+from fake_provider.timeline import parse_timestamp
+
+router = APIRouter(prefix="/_ledger", tags=["ledger"])
+
+
+def _created_at(text: str | None) -> str | None:
+    """`created_at` as the ledger writes it; ValueError with the reason if it is not a time."""
+    return None if text is None else parse_timestamp(text)
+
+
+def _refused(exc: LedgerEditError) -> Response:
+    if isinstance(exc, UnknownRecord):
+        return error_response(404, "not_found", str(exc))
+    return error_response(409, "conflict", str(exc))
+
+
+@router.post("/charges", status_code=201, response_model=Charge)
+async def add_charge(body: LedgerChargeRequest, ledger: LedgerDep) -> Response:
+    """Store a charge that no request made (`409` if its key is taken)."""
+    try:
+        created_at = _created_at(body.created_at)
+    except ValueError as exc:
+        return invalid_request(f"created_at: {exc}")
+    try:
+        charge = ledger.add_charge(body, created_at)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return JSONResponse(charge.model_dump(mode="json"), status_code=201)
+
+
+@router.patch("/charges/{charge_id}", response_model=Charge)
+async def change_charge(charge_id: str, body: LedgerChargeChange, ledger: LedgerDep) -> Response:
+    """Overwrite a charge's amount, currency, status or creation time."""
+    try:
+        created_at = _created_at(body.created_at)
+    except ValueError as exc:
+        return invalid_request(f"created_at: {exc}")
+    if not body.model_dump(exclude_none=True):
+        return invalid_request("nothing to change: give at least one member")
+    try:
+        charge = ledger.change_charge(charge_id, body, created_at)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return JSONResponse(charge.model_dump(mode="json"))
+
+
+@router.delete("/charges/{charge_id}", status_code=204)
+async def drop_charge(charge_id: str, ledger: LedgerDep) -> Response:
+    """Forget a charge (`409` while it has refunds)."""
+    try:
+        ledger.drop_charge(charge_id)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return Response(status_code=204)
+
+
+@router.patch("/refunds/{refund_id}", response_model=Refund)
+async def change_refund(refund_id: str, body: LedgerRefundChange, ledger: LedgerDep) -> Response:
+    """Overwrite a refund's amount or creation time."""
+    try:
+        created_at = _created_at(body.created_at)
+    except ValueError as exc:
+        return invalid_request(f"created_at: {exc}")
+    if not body.model_dump(exclude_none=True):
+        return invalid_request("nothing to change: give at least one member")
+    try:
+        refund = ledger.change_refund(refund_id, body, created_at)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return JSONResponse(refund.model_dump(mode="json"))
+
+
+@router.delete("/refunds/{refund_id}", status_code=204)
+async def drop_refund(refund_id: str, ledger: LedgerDep) -> Response:
+    """Forget a refund."""
+    try:
+        ledger.drop_refund(refund_id)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return Response(status_code=204)
