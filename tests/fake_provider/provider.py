@@ -5,7 +5,7 @@ from __future__ import annotations
 import ssl
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -40,14 +40,21 @@ class Provider:
         return httpx.Client(base_url=self.url, timeout=timeout, verify=_tls_context())
 
 
-def start_provider(db_path: Path, log_dir: Path) -> Provider:
-    """Start `payments fake-provider` on a free port with its ledger at `db_path`."""
+def start_provider(
+    db_path: Path, log_dir: Path, *, env: Mapping[str, str] | None = None
+) -> Provider:
+    """Start `payments fake-provider` on a free port with its ledger at `db_path`; `env`
+    adds settings (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = start_process(
         "fake-provider",
         [sys.executable, "-m", "app.cli", "fake-provider", "--port", str(port)],
-        env={"PAYMENTS_FAKE_PROVIDER_DB": str(db_path), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
+        env={
+            "PAYMENTS_FAKE_PROVIDER_DB": str(db_path),
+            "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            **(env or {}),
+        },
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
@@ -125,3 +132,45 @@ def all_at_once(count: int, call: Callable[[int], T]) -> list[T]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(run, range(count)))
+
+
+def listed(client: httpx.Client, path: str, **params: Any) -> list[list[dict[str, Any]]]:
+    """Every page of the listing at `path` (`/charges`, `/refunds`) with `params`, following
+    `starting_after` until `has_more` is false (`limit` 100 unless given: a query with no
+    parameter at all would read the whole ledger instead)."""
+    pages: list[list[dict[str, Any]]] = []
+    query = {"limit": 100, **params}
+    while True:
+        response = client.get(path, params=query)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        pages.append(body["data"])
+        if not body["has_more"]:
+            return pages
+        assert body["data"], "has_more with an empty page"
+        id_name = "charge_id" if path == "/charges" else "refund_id"
+        query["starting_after"] = body["data"][-1][id_name]
+
+
+def settlement(client: httpx.Client, day: str) -> dict[str, Any]:
+    """The settlement report of `day` (`2025-01-31`) as JSON."""
+    response = client.get(f"/settlements/{day}")
+    assert response.status_code == 200, response.text
+    report: dict[str, Any] = response.json()
+    return report
+
+
+def edit_charge(client: httpx.Client, charge_id: str, **change: Any) -> dict[str, Any]:
+    """`PATCH /_ledger/charges/{charge_id}`: overwrite the given members."""
+    response = client.patch(f"/_ledger/charges/{charge_id}", json=change)
+    assert response.status_code == 200, response.text
+    charge: dict[str, Any] = response.json()
+    return charge
+
+
+def add_ledger_charge(client: httpx.Client, **charge: Any) -> dict[str, Any]:
+    """`POST /_ledger/charges`: a charge no request made."""
+    response = client.post("/_ledger/charges", json=charge)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
