@@ -1,4 +1,4 @@
-"""The fake provider's admin API (faults, the whole ledger) is off unless turned on."""
+"""The fake provider's admin API (faults, ledger edits, whole ledger) is off unless turned on."""
 
 from __future__ import annotations
 
@@ -41,9 +41,17 @@ def test_without_the_setting_only_the_provider_api_answers(plain_provider: str) 
             headers={"Idempotency-Key": "payment-admin-switch"},
         )
         lookup = http.get("/charges", params={"idempotency_key": "payment-admin-switch"})
+        edit = http.delete(f"/_ledger/charges/{charge.json()['charge_id']}")
+        listing = http.get("/charges", params={"limit": 10})
+        report = http.get("/settlements/2024-01-02")
 
     assert fault.status_code == 404
     assert ledger.status_code == 404
     assert charge.status_code == 201, charge.text
     assert lookup.status_code == 200
     assert lookup.json()["charge_id"] == charge.json()["charge_id"]
+    # Editing the ledger is the admin API's; listing it and the reports are the provider's.
+    assert edit.status_code == 404
+    assert listing.status_code == 200
+    assert [c["charge_id"] for c in listing.json()["data"]] == [charge.json()["charge_id"]]
+    assert report.status_code == 200
