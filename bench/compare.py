@@ -44,8 +44,8 @@ from bench.system import (
     create_tenant,
     start_provider,
 )
-from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
-from tests.support.system import admin_env
+from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+from tests.support.control.system import admin_env
 
 SCENARIOS = ("replays", "payments", "lookups")
 MADE = 3000

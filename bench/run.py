@@ -17,7 +17,7 @@ from bench.machine import describe_machine, load_average
 from bench.report import Row, table, write_results
 from bench.scenarios import Bench, log
 from bench.system import RESULTS_DIR, bench_database
-from tests.support.processes import REPO_ROOT
+from tests.support.control.processes import REPO_ROOT
 
 # How long the provider takes to answer a lookup in the second pair of reconcile scenarios:
 # a provider's API across the internet answers in about this time.

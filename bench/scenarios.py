@@ -42,8 +42,9 @@ from bench.preload import preload
 from bench.report import BASELINE_HTTP, BASELINE_ORM, BASELINE_PGBENCH, WINDOW, Row
 from bench.stats import Measurement
 from bench.system import Database, api_env, create_tenant, start_api, start_provider
-from tests.support.faults import FaultInjector
-from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
+from tests.support.control.waiting import wait_until
 
 
 def log(message: str) -> None:

@@ -21,9 +21,9 @@ import psycopg
 from app.db.embedded import EmbeddedPostgres
 from app.db.migrate import upgrade_head
 from app.tenants.keys import hash_api_key
-from tests.support.database import as_url
-from tests.support.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
-from tests.support.system import admin_env, start_fake_provider, system_env
+from tests.support.control.database import as_url
+from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+from tests.support.control.system import admin_env, start_fake_provider, system_env
 
 BENCH_ROOT = REPO_ROOT / "bench"
 RESULTS_DIR = BENCH_ROOT / "results"

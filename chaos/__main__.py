@@ -12,8 +12,8 @@ from pathlib import Path
 from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
 from chaos.run import run_chaos
-from tests.support.database import test_database
-from tests.support.replication import replicated_postgres
+from tests.support.control.database import test_database
+from tests.support.control.replication import replicated_postgres
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,8 +16,9 @@ import httpx
 
 from chaos.config import ChaosConfig
 from chaos.webhooks import WEBHOOK_ENV
-from tests.support.processes import PAYMENTS, Process, free_port, start_process, wait_until
-from tests.support.system import admin_env, system_env, with_test_mode
+from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
+from tests.support.control.system import admin_env, system_env, with_test_mode
+from tests.support.control.waiting import wait_until
 
 _START_TRIES = 3
 

@@ -4,7 +4,7 @@ At `failover_start_s` into the fault phase every process of the primary PostgreS
 SIGKILLed; `failover_gap_s` later the synchronous standby is promoted and its own
 `synchronous_standby_names` cleared, as a failover manager would. The APIs and workers are
 not told: they reach the database through the multi-host URL and must find the new primary
-on their own (tests/support/replication.py).
+on their own (tests/support/control/replication.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from tests.support.replication import ReplicatedPostgres
+from tests.support.control.replication import ReplicatedPostgres
 
 
 class Failover(threading.Thread):

@@ -37,7 +37,7 @@ import psycopg
 from chaos.cluster import Cluster, worker_lease_name
 from chaos.config import ChaosConfig
 from fake_provider.faults import CRASH_EXIT_STATUS
-from tests.support.processes import Process
+from tests.support.control.processes import Process
 
 PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
     ("latency", {"delay_s": 0.5, "times": 3}),

@@ -35,7 +35,7 @@ from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
 from chaos.refund_checks import RefundSnapshot, check_refunds
 from chaos.webhooks import Consumer, check_events, wait_delivered
-from tests.support.replication import ReplicatedPostgres
+from tests.support.control.replication import ReplicatedPostgres
 
 
 def say(message: str) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from tests.support.processes import Process, free_port, start_process
+from tests.support.control.processes import Process, free_port, start_process
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,7 @@ account ids, so provider faults aimed at one test never hit another.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -17,15 +15,20 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow, dict_row
 
-from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
-from tests.support.database import test_database
-from tests.support.faults import FaultInjector
-from tests.support.processes import Process, free_port
-from tests.support.system import start_api, start_fake_provider, system_env
+from tests.support.control.database import test_database
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process, free_port
+from tests.support.control.system import start_api, start_fake_provider, system_env
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
-# The fixtures that start dedicated processes (`spawn`) and drive the repository
-# directly (`async_db`), for every folder of the suite.
-pytest_plugins = ["tests.support.spawning", "tests.support.operators"]
+# The fixtures that start dedicated processes (`spawn`), drive the repository directly
+# (`async_db`) and act as an operator (`admin_client`), for every folder of the suite
+# (tests/support/fixtures/).
+pytest_plugins = [
+    "tests.support.fixtures.processes",
+    "tests.support.fixtures.repository",
+    "tests.support.fixtures.operators",
+]
 
 # Short provider timeout and lease keep crash and timeout tests quick; the lease still
 # outlives the provider timeout as the settings require.
@@ -35,12 +38,6 @@ TEST_LEASE_S = "6"
 # share one API process: its circuit breaker must not open on them. The breaker's own tests
 # start processes with a low threshold.
 TEST_BREAKER_FAILURES = "1000000"
-
-
-@dataclass(frozen=True)
-class TenantHandle:
-    id: uuid.UUID
-    api_key: str
 
 
 @pytest.fixture(scope="session")
@@ -92,29 +89,9 @@ def db(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
         yield conn
 
 
-def make_tenant(conn: psycopg.Connection[DictRow], name: str = "test tenant") -> TenantHandle:
-    api_key = generate_api_key()
-    tenant_id = uuid.uuid4()
-    conn.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (tenant_id, name))
-    conn.execute(
-        "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)",
-        (uuid.uuid4(), tenant_id, hash_api_key(api_key), display_prefix(api_key)),
-    )
-    return TenantHandle(id=tenant_id, api_key=api_key)
-
-
 @pytest.fixture
 def tenant(db: psycopg.Connection[DictRow]) -> TenantHandle:
     return make_tenant(db)
-
-
-def api_client(api: Process, tenant: TenantHandle) -> httpx.Client:
-    assert api.url is not None
-    return httpx.Client(
-        base_url=api.url,
-        headers={"Authorization": f"Bearer {tenant.api_key}"},
-        timeout=30.0,
-    )
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.processes import REPO_ROOT
+from tests.support.control.processes import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"

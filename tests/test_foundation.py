@@ -16,7 +16,7 @@ from psycopg.rows import DictRow
 from app.db.migrate import sync_engine
 from app.db.models import Base
 from app.settings import Settings, SettingsError
-from tests.support.processes import REPO_ROOT, Process
+from tests.support.control.processes import REPO_ROOT, Process
 
 
 def test_migrations_and_models_agree(database_url: str) -> None:

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 import tasks
-from tests.support.processes import REPO_ROOT
+from tests.support.control.processes import REPO_ROOT
 
 EXTRAS = sorted(tasks.LOCKS)
 PIN = re.compile(

@@ -21,8 +21,8 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.http.listeners import operators_path
-from tests.conftest import TenantHandle
-from tests.support.processes import Process
+from tests.support.control.processes import Process
+from tests.support.factories.tenants import TenantHandle
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])

@@ -11,7 +11,7 @@ import pytest
 
 from app.settings import OTHER_PROGRAMS_VARIABLES, Settings, SettingsError
 from fake_provider.settings import FakeProviderSettings
-from tests.support.processes import REPO_ROOT
+from tests.support.control.processes import REPO_ROOT
 
 
 def clean_environ(**variables: str) -> dict[str, str]:
@@ -152,7 +152,7 @@ def test_an_invalid_tenant_rate_limit_is_refused_by_name(
 
 
 def test_the_test_systems_turn_the_tenant_rate_limit_off() -> None:
-    from tests.support.system import system_env
+    from tests.support.control.system import system_env
 
     env = system_env("postgresql://u@h/db", "http://127.0.0.1:1")
     assert env["PAYMENTS_TENANT_RATE_LIMIT_PER_S"] == "0"

@@ -17,12 +17,18 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TEST_LEASE_S, TenantHandle, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.operators import AdminHandle, flag, make_admin, wait_past_last_send
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.rows import operation, payment_for, transitions
+from tests.conftest import TEST_LEASE_S
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.operators import AdminHandle, flag, make_admin
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, make_tenant
+from tests.support.readers.operations import (
+    operation,
+    payment_for,
+    transitions,
+    wait_past_last_send,
+)
 
 
 def _history(client: httpx.Client, operation_id: str) -> list[dict[str, object]]:

@@ -18,10 +18,12 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.webhooks import create_endpoint
 
 Db = psycopg.Connection[DictRow]
 

@@ -18,8 +18,8 @@ from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from tests.support.operators import AdminHandle
-from tests.support.processes import Process
+from tests.support.control.processes import Process
+from tests.support.factories.operators import AdminHandle
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])

@@ -14,10 +14,10 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key
-from tests.support.processes import wait_until
-from tests.support.refunds import paid, post_refund, refund_body
+from tests.support.control.faults import FaultInjector
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key
+from tests.support.factories.refunds import paid, post_refund, refund_body
 
 
 def _flagged_refund(

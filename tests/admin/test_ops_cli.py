@@ -17,14 +17,16 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.operators import AdminHandle, flag
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import REPO_ROOT, Process, wait_until
-from tests.support.rows import operation
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import REPO_ROOT, Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.operators import AdminHandle, flag
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.webhooks import create_endpoint
+from tests.support.readers.operations import operation
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,8 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.clock import utcnow
-from tests.support.operators import make_admin
-from tests.support.processes import REPO_ROOT, Process
+from tests.support.control.processes import REPO_ROOT, Process
+from tests.support.factories.operators import make_admin
 
 Db = psycopg.Connection[DictRow]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bench.compare import Round, checkout, known_settings, report
 from bench.system import api_env
-from tests.support.processes import REPO_ROOT
-from tests.support.system import admin_env
+from tests.support.control.processes import REPO_ROOT
+from tests.support.control.system import admin_env
 
 
 def _round(revision: str, number: int, per_s: float, cpu_ms: float) -> Round:

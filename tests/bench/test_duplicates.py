@@ -20,9 +20,9 @@ from bench.__main__ import exit_status
 from bench.duplicates import DuplicateTally, charges_per_group
 from bench.loadgen import Request, Response, Target, run_groups
 from bench.scenarios import payment_body, post_payment
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.processes import Process
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.tenants import TenantHandle, api_client
 
 GROUPS, SIZE = 6, 4
 

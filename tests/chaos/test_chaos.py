@@ -11,7 +11,7 @@ from pathlib import Path
 
 from chaos.config import ChaosConfig
 from chaos.run import run_chaos
-from tests.support.database import test_database as fresh_database
+from tests.support.control.database import test_database as fresh_database
 
 
 def test_short_chaos_run_keeps_every_promise(database_url: str, tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ import psycopg
 from psycopg.rows import DictRow
 
 from chaos.webhooks import Consumer, check_events
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import free_port
-from tests.support.webhooks import create_endpoint
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import free_port
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.webhooks import create_endpoint
 
 Db = psycopg.Connection[DictRow]
 

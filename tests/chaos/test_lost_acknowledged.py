@@ -20,9 +20,9 @@ from psycopg.rows import DictRow
 
 from chaos.checks import check_all
 from chaos.run import read_snapshot
-from tests.conftest import make_tenant
-from tests.support.payments import new_key, payment_body
-from tests.support.spawning import Spawner
+from tests.support.control.spawner import Spawner
+from tests.support.factories.payments import new_key, payment_body
+from tests.support.factories.tenants import make_tenant
 
 
 def _record(key: str, body: dict[str, Any], response: httpx.Response) -> dict[str, Any]:

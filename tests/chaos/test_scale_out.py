@@ -16,7 +16,7 @@ from pathlib import Path
 from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
 from chaos.run import _read_history, run_chaos
-from tests.support.replication import replicated_postgres
+from tests.support.control.replication import replicated_postgres
 
 
 def test_three_apis_and_three_workers_keep_every_promise_through_a_failover(

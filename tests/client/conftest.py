@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from client import PaymentsClient
-from tests.conftest import TenantHandle
-from tests.support.processes import Process
+from tests.support.control.processes import Process
+from tests.support.factories.tenants import TenantHandle
 
 
 def client_for(api: Process, tenant: TenantHandle, **kwargs: Any) -> PaymentsClient:

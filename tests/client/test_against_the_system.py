@@ -29,11 +29,11 @@ from client import (
 )
 from client.keys import uuid7_unix_ms
 from tests.client.conftest import client_for
-from tests.conftest import TenantHandle, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_account
-from tests.support.processes import Process
-from tests.support.system import start_worker
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.system import start_worker
+from tests.support.factories.payments import new_account
+from tests.support.factories.tenants import TenantHandle, make_tenant
 
 
 def _charges_for(faults: FaultInjector, payment: Payment) -> list[dict[str, object]]:

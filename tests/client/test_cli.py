@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_account
-from tests.support.processes import REPO_ROOT, Process
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import REPO_ROOT, Process
+from tests.support.factories.payments import new_account
+from tests.support.factories.tenants import TenantHandle
 
 
 def run_cli(

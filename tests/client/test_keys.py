@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from app.idempotency.keys import parse_idempotency_key
 from client import new_idempotency_key, uuid7
 from client.keys import check_idempotency_key, idempotency_key_header, uuid7_unix_ms
-from tests.support.processes import REPO_ROOT
+from tests.support.control.processes import REPO_ROOT
 
 
 @given(

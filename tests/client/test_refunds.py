@@ -15,10 +15,10 @@ from client import (
 )
 from tests.client.conftest import client_for
 from tests.client.test_cli import printed_key, run_cli, stdout_json
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_account
-from tests.support.processes import Process
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.payments import new_account
+from tests.support.factories.tenants import TenantHandle
 
 
 def test_a_refund_is_made_once_through_a_lost_answer_and_a_503(

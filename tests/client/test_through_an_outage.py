@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from client import RetryEvent
 from tests.client.conftest import client_for
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_account
-from tests.support.spawning import Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.factories.payments import new_account
+from tests.support.factories.tenants import TenantHandle
 
 COOLDOWN_S = 3
 

@@ -14,10 +14,11 @@ from selenium.common.exceptions import NoSuchElementException, StaleElementRefer
 from selenium.webdriver.common.by import By
 
 from tests.console.conftest import Browser
-from tests.support.faults import FaultInjector
-from tests.support.operators import AdminHandle, flag
-from tests.support.payments import post_payment
-from tests.support.processes import Process, wait_until
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.waiting import wait_until
+from tests.support.factories.operators import AdminHandle, flag
+from tests.support.factories.payments import post_payment
 
 
 def _text_of(browser: Browser, by: str, selector: str) -> str:

@@ -16,11 +16,13 @@ from selenium.webdriver.common.by import By
 
 from tests.console.conftest import Browser
 from tests.console.test_console_browser import _shows
-from tests.support.operators import AdminHandle
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.operators import AdminHandle
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.webhooks import create_endpoint
 
 
 def test_an_operator_finds_a_failed_delivery_and_redelivers_it(

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from app.console.forms import MAX_FORM_BYTES, MAX_FORM_FIELDS
-from tests.support.operators import AdminHandle
-from tests.support.processes import Process
+from tests.support.control.processes import Process
+from tests.support.factories.operators import AdminHandle
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 ACTIONS = ["/console/login", "/console/logout", "/console/operations/x/recheck"]

@@ -16,11 +16,11 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.operators import AdminHandle, flag
-from tests.support.processes import Process
-from tests.support.rows import operation, transitions
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.operators import AdminHandle, flag
+from tests.support.factories.tenants import TenantHandle
+from tests.support.readers.operations import operation, transitions
 
 
 def _login(http: httpx.Client, token: str) -> httpx.Response:

@@ -20,11 +20,12 @@ from psycopg.rows import dict_row
 
 from app.db.embedded import EmbeddedPostgres
 from app.db.migrate import upgrade_head
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body
-from tests.support.processes import Process, wait_until
-from tests.support.system import start_api
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.system import start_api
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 
 @dataclass

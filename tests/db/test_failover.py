@@ -26,12 +26,14 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.db.migrate import upgrade_head
-from tests.conftest import TEST_PROVIDER_TIMEOUT_S, TenantHandle, api_client, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body
-from tests.support.processes import Process, wait_until
-from tests.support.replication import ReplicatedPostgres, replicated_postgres
-from tests.support.system import start_api, start_worker
+from tests.conftest import TEST_PROVIDER_TIMEOUT_S
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.replication import ReplicatedPostgres, replicated_postgres
+from tests.support.control.system import start_api, start_worker
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 CLIENTS = 4
 # Connecting to a host, and waiting for a pooled connection, give up after this long.

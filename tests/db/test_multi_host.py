@@ -15,10 +15,11 @@ import httpx
 from psycopg.conninfo import conninfo_to_dict
 
 from app.db.migrate import current_revision, head_revision
-from tests.support.database import as_url
-from tests.support.payments import new_key, payment_body
-from tests.support.processes import REPO_ROOT, Process, free_port, start_process, wait_until
-from tests.support.system import PYTHON_CLI, admin_env
+from tests.support.control.database import as_url
+from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
+from tests.support.control.system import admin_env
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body
 
 
 def _multi_host(database_url: str) -> str:
@@ -30,7 +31,7 @@ def _multi_host(database_url: str) -> str:
 
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*PYTHON_CLI, *args],
+        [*PAYMENTS, *args],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -63,7 +64,7 @@ def test_migrate_tenant_create_and_serve_through_a_multi_host_url(
     port = free_port()
     api: Process = start_process(
         "api-multi-host",
-        [*PYTHON_CLI, "serve", "--port", str(port)],
+        [*PAYMENTS, "serve", "--port", str(port)],
         env=admin_env(env, free_port()),
         log_dir=work_dir / "logs",
         ready_url=f"http://127.0.0.1:{port}/readyz",
@@ -89,7 +90,7 @@ def test_dev_runs_on_a_multi_host_url(database_url: str, work_dir: Path, tmp_pat
     }
     dev = start_process(
         "dev-multi-host",
-        [*PYTHON_CLI, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
+        [*PAYMENTS, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
         env=env,
         log_dir=work_dir / "logs",
     )
@@ -132,7 +133,7 @@ def test_dev_stopped_during_its_start_stops_everything_and_exits_zero(
     }
     dev = start_process(
         "dev-stopped-early",
-        [*PYTHON_CLI, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
+        [*PAYMENTS, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
         env=env,
         log_dir=work_dir / "logs",
     )

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tests.support.processes import Process, free_port, start_process
+from tests.support.control.processes import Process, free_port, start_process
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import Process, free_port, start_process
+from tests.support.control.processes import Process, free_port, start_process
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.fake_provider.provider import (
     new_key,
     post_charge,
 )
-from tests.support.processes import wait_until
+from tests.support.control.waiting import wait_until
 
 
 def test_latency_answers_normally_after_the_delay(client: httpx.Client) -> None:

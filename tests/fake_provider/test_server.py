@@ -17,7 +17,7 @@ from tests.fake_provider.provider import (
     post_charge,
     start_provider,
 )
-from tests.support.processes import wait_until
+from tests.support.control.waiting import wait_until
 
 
 def test_stop_during_a_fault_wait_closes_the_connection_and_exits_cleanly(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 
 def assert_problem(response: httpx.Response, status: int, code: str) -> None:

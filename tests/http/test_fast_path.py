@@ -41,9 +41,9 @@ from app.http.middleware import ObserveRequests
 from app.main import FAST_ROUTES, create_app, fast_routes
 from app.payments.router import create_payment
 from app.settings import Settings
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import payment_body
+from tests.support.control.faults import FaultInjector
+from tests.support.factories.payments import payment_body
+from tests.support.factories.tenants import TenantHandle
 
 ROUTE_HEADER = b"x-test-path"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -14,10 +14,10 @@ import pytest
 
 from app.server import proxy_options
 from app.settings import Settings
-from tests.support.operators import AdminHandle
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import REPO_ROOT, Process, free_port
-from tests.support.spawning import Spawner
+from tests.support.control.processes import REPO_ROOT, Process, free_port
+from tests.support.control.spawner import Spawner
+from tests.support.factories.operators import AdminHandle
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 OPERATOR_PATHS = ["/admin/operations", "/admin/overview", "/console", "/console/login"]
 OPERATOR_PATHS += ["/console/static/console.css", "/metrics", "//admin/operations"]

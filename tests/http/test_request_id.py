@@ -8,9 +8,10 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import TenantHandle
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
+from tests.support.control.processes import Process
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
 
 
 def new_request_id() -> str:

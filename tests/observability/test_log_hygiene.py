@@ -9,8 +9,9 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.support.payments import payment_body, post_payment
-from tests.support.processes import Process, wait_until
+from tests.support.control.processes import Process
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import payment_body, post_payment
 
 POISON = "poisoned-key-"
 

@@ -12,11 +12,12 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.observability.logging import key_hash
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, free_port, wait_until
-from tests.support.system import start_worker
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process, free_port
+from tests.support.control.system import start_worker
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
 
 
 def _metric(text: str, name: str, **labels: str) -> float:

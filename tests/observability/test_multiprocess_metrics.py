@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import Process, free_port, start_process
-from tests.support.system import PYTHON_CLI, admin_env
+from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
+from tests.support.control.system import admin_env
 
 REQUESTS = 60
 ROUTE_COUNT = re.compile(
@@ -29,7 +29,7 @@ def two_process_api(work_dir: Path, base_env: dict[str, str]) -> Iterator[Proces
     url = f"http://127.0.0.1:{port}"
     process = start_process(
         "api-workers",
-        [*PYTHON_CLI, "serve", "--port", str(port), "--workers", "2"],
+        [*PAYMENTS, "serve", "--port", str(port), "--workers", "2"],
         env=admin_env(base_env, admin_port),
         log_dir=work_dir / "logs",
         ready_url=f"{url}/healthz",

@@ -25,21 +25,21 @@ from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.states import State, Trigger
 from app.operations.values import OwnedRef, Schedule
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.rows import (
-    assert_completed_once,
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.factories.payments import new_key, payment_body, post_in_background, post_payment
+from tests.support.factories.tenants import TenantHandle
+from tests.support.fixtures.repository import AsyncDb
+from tests.support.readers.ledger import assert_completed_once
+from tests.support.readers.operations import (
     make_due,
     operation,
     payment_for,
-    post_in_background,
     transitions,
     wait_for_key_state,
     wait_lease_expired,
     wait_owned_by,
 )
-from tests.support.spawning import AsyncDb, Spawner
 
 STORED = ("state", "fence", "response_status", "response_headers", "response_body", "completed_at")
 

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.system import start_api, start_worker
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.system import start_api, start_worker
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
 
 KEY_TTL_S = 600
 TOMBSTONE_TTL_S = 1200

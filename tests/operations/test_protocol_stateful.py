@@ -9,7 +9,7 @@ service decides: by the service's own rules (`idempotency/rules.py`: what a take
 whether a takeover drives again, what an own send records; `recovery/reconcile.py`: which
 trigger a resend fires, which checks count), not a copy of them; after every step the rows,
 the audit trail and the provider's ledger must keep the invariants (`check_protocol`,
-`check_write` in `tests/support/stateful.py`), and at the end the service's own reconciler
+`check_write` in `tests/support/stateful/world.py`), and at the end the service's own reconciler
 must finish the operation. More: STATEFUL_EXAMPLES=500 STATEFUL_STEPS=80.
 """
 
@@ -38,10 +38,11 @@ from app.operations.states import TERMINAL, State, Trigger
 from app.operations.values import OwnedRef, stored_response
 from app.provider.client import Charge, ChargeRequest
 from app.recovery.reconcile import counts_as_check, resend_trigger
-from tests.conftest import make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.spawning import AsyncDb
-from tests.support.stateful import (
+from tests.support.control.faults import FaultInjector
+from tests.support.factories.tenants import make_tenant
+from tests.support.fixtures.repository import AsyncDb
+from tests.support.stateful.calls import Calls
+from tests.support.stateful.world import (
     DECLARED,
     OUTCOMES,
     Heard,
@@ -55,7 +56,6 @@ from tests.support.stateful import (
     operation_row,
     read_rows,
 )
-from tests.support.stateful_calls import Calls
 
 CALLS = ["answered", "refused", "answer lost", "left on the network"]
 SETTINGS = settings(

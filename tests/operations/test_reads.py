@@ -6,8 +6,8 @@ import uuid
 
 import httpx
 
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.control.faults import FaultInjector
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 
 def test_operation_by_id_and_by_key_show_result_and_history(client: httpx.Client) -> None:

@@ -30,9 +30,9 @@ from app.operations.states import (
     Trigger,
 )
 from app.operations.values import OwnedRef, Schedule, StoredResponse
-from tests.conftest import TenantHandle
-from tests.support.rows import operation, transitions
-from tests.support.spawning import AsyncDb
+from tests.support.factories.tenants import TenantHandle
+from tests.support.fixtures.repository import AsyncDb
+from tests.support.readers.operations import operation, transitions
 
 # The declared table, read independently of the machine built from it.
 DECLARED: dict[tuple[State, Trigger], State] = {

@@ -17,7 +17,7 @@ from psycopg.rows import DictRow
 
 from app.operations.history import tenant_actor
 from app.operations.values import TransitionRow
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 OPERATOR_NOTE = "ticket 4711 from alice@10.1.2.3:8443, call back on +1 555 0100"
 

@@ -6,8 +6,8 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.control.faults import FaultInjector
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 
 def test_approved_payment_is_201_with_location_and_one_charge(

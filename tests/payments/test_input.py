@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
 
 
 @pytest.fixture

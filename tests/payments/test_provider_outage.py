@@ -9,12 +9,13 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import wait_until
-from tests.support.rows import assert_completed_once, operation_by_key, transitions
-from tests.support.spawning import Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.readers.ledger import assert_completed_once
+from tests.support.readers.operations import operation_by_key, transitions
 
 BREAKER = {
     "PAYMENTS_BREAKER_FAILURES": "2",

@@ -9,10 +9,10 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 
 def _count_operations(db: psycopg.Connection[DictRow], tenant_id: object) -> int:

@@ -10,7 +10,7 @@ from app.provider import ChargeRequest, ProviderClient, WireClient
 from app.provider.breaker import PROBE_WAIT_S, Admission, BreakerState, CircuitBreaker
 from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestRejected
 from tests.provider.conftest import Run
-from tests.support.scripted_server import answer, json_answer, serving
+from tests.support.servers.scripted import answer, json_answer, serving
 
 REQUEST = ChargeRequest(
     provider_key="payment-1", amount_minor=100, currency="EUR", account_id="a", reference="r"

@@ -1,6 +1,6 @@
 """The provider client's classification of charges and their lookups, over a real socket.
 
-Each test has a scripted server (`tests/support/scripted_server.py`) give one answer, or fail
+Each test has a scripted server (`tests/support/servers/scripted.py`) give one answer, or fail
 in one way on the wire, and checks what the client, wired as the service wires it (the wire
 client, its connect timeout a share of the deadline), turns it into. The fake provider is
 exercised by the system tests, not here.
@@ -36,9 +36,9 @@ from app.provider import (
 )
 from app.provider.wire import NotSent, WireError
 from tests.provider.conftest import Run
-from tests.support.listeners import unaccepting_listener
-from tests.support.processes import free_port
-from tests.support.scripted_server import (
+from tests.support.control.processes import free_port
+from tests.support.servers.listeners import unaccepting_listener
+from tests.support.servers.scripted import (
     CLOSE,
     HANG,
     RESET,

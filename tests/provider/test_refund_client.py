@@ -2,7 +2,7 @@
 
 Refunds are classified by the same code as charges; these tests pin that each answer and
 transport failure of `POST /refunds` and `GET /refunds?idempotency_key=`, played by a scripted
-server (`tests/support/scripted_server.py`), lands in the same branch of the error tree, and
+server (`tests/support/servers/scripted.py`), lands in the same branch of the error tree, and
 that refund sends go through the circuit breaker.
 """
 
@@ -28,8 +28,8 @@ from app.provider import (
 from app.provider.breaker import CircuitBreaker
 from app.provider.errors import CircuitOpen
 from tests.provider.conftest import Run
-from tests.support.processes import free_port
-from tests.support.scripted_server import (
+from tests.support.control.processes import free_port
+from tests.support.servers.scripted import (
     CLOSE,
     HANG,
     RESET,

@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.listeners import unaccepting_listener
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.system import start_api
+from tests.support.control.processes import Process
+from tests.support.control.system import start_api
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.servers.listeners import unaccepting_listener
 
 
 @pytest.fixture

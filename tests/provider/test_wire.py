@@ -1,6 +1,6 @@
 """The provider's wire client (`app/provider/wire.py`) against a real socket.
 
-A scripted server (`tests/support/scripted_server.py`) answers each request with chosen
+A scripted server (`tests/support/servers/scripted.py`) answers each request with chosen
 bytes, so every way an answer can go wrong on the wire (refused, closed, reset, cut short,
 malformed, too big, hanging) is played for real. Here: what the wire client sends, how it
 reads an answer, when it keeps a connection, and when it asks again on a new one; and each
@@ -21,8 +21,8 @@ from app.provider.parsing import ProviderRefund
 from app.provider.wire import MAX_BODY, MAX_HEAD, NotSent, Progress, WireClient, WireError
 from app.provider.wire import Answer as WireAnswer
 from tests.provider.conftest import Run
-from tests.support.processes import free_port
-from tests.support.scripted_server import (
+from tests.support.control.processes import free_port
+from tests.support.servers.scripted import (
     CLOSE,
     HANG,
     RESET,

@@ -10,13 +10,14 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
-from tests.support.rows import transitions
-from tests.support.spawning import Spawner
-from tests.support.system import start_api, start_worker
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import start_api, start_worker
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.readers.operations import transitions
 
 
 def _make_due(db: psycopg.Connection[DictRow], operation_id: str) -> None:

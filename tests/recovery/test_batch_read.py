@@ -15,7 +15,7 @@ import psycopg
 
 from app.payments import repository as payments
 from app.payments.models import PaymentRow
-from tests.support.payments import new_key, payment_body, post_payment
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 
 def test_the_payments_of_several_operations_come_back_by_operation_id(

@@ -18,24 +18,26 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.rows import (
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.factories.payments import new_key, payment_body, post_in_background, post_payment
+from tests.support.factories.tenants import TenantHandle
+from tests.support.readers.ledger import (
     assert_agrees_with_ledger,
     assert_completed_once,
     ledger_by_key,
+    wait_charged,
+)
+from tests.support.readers.operations import (
     operation,
     payment_for,
-    post_in_background,
     transitions,
-    wait_charged,
     wait_for_key_state,
     wait_for_state,
     wait_lease_expired,
 )
-from tests.support.spawning import FAST_WORKER, Spawner
 
 # An API whose lease runs out quickly once it is dead; the lease outlives the provider call.
 SHORT_LEASE = {"PAYMENTS_LEASE_S": "3", "PAYMENTS_PROVIDER_TIMEOUT_S": "1"}

@@ -19,20 +19,21 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import free_port, wait_until
-from tests.support.rows import (
-    assert_agrees_with_ledger,
-    assert_completed_once,
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import free_port
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.readers.ledger import assert_agrees_with_ledger, assert_completed_once
+from tests.support.readers.operations import (
     make_due,
     operation,
     payment_for,
     transitions,
     wait_for_state,
 )
-from tests.support.spawning import FAST_WORKER, Spawner
 
 CRASH_EXIT_STATUS = 75
 

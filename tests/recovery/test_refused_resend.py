@@ -14,10 +14,12 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.rows import assert_completed_once, make_due, operation, transitions
-from tests.support.spawning import FAST_WORKER, Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.readers.ledger import assert_completed_once
+from tests.support.readers.operations import make_due, operation, transitions
 
 # A worker pass that leaves the next check a minute away: `--once` then drains the one
 # check and exits, and the test sees what that check came to.

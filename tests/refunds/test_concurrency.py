@@ -14,18 +14,14 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key
-from tests.support.processes import Process, wait_until
-from tests.support.refunds import (
-    paid,
-    post_refund,
-    refund_body,
-    refund_in_background,
-    refund_operation,
-)
-from tests.support.spawning import Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key
+from tests.support.factories.refunds import paid, post_refund, refund_body, refund_in_background
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.readers.operations import refund_operation
 
 REFUNDS = 24  # of 1.00 each, against a 10.00 payment
 

@@ -8,11 +8,12 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key
-from tests.support.processes import Process
-from tests.support.refunds import paid, post_refund, refund_body, refund_operation
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.factories.payments import new_key
+from tests.support.factories.refunds import paid, post_refund, refund_body
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
+from tests.support.readers.operations import refund_operation
 
 REFUND_FIELDS = {
     "refund_id",

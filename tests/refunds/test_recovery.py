@@ -14,20 +14,21 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key
-from tests.support.processes import Process, wait_until
-from tests.support.refunds import (
-    paid,
-    post_refund,
-    refund_body,
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key
+from tests.support.factories.refunds import paid, post_refund, refund_body, refund_in_background
+from tests.support.factories.tenants import TenantHandle
+from tests.support.readers.operations import (
+    operation,
     refund_for,
-    refund_in_background,
     refund_operation,
+    transitions,
+    wait_for_state,
 )
-from tests.support.rows import operation, transitions, wait_for_state
-from tests.support.spawning import FAST_WORKER, Spawner
 
 
 def _completed_once(

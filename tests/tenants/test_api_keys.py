@@ -16,8 +16,9 @@ from psycopg.rows import DictRow, dict_row
 
 from app.db.migrate import alembic_config
 from app.tenants.keys import generate_api_key, hash_api_key
-from tests.support.database import as_url
-from tests.support.processes import REPO_ROOT, Process, wait_until
+from tests.support.control.database import as_url
+from tests.support.control.processes import REPO_ROOT, Process
+from tests.support.control.waiting import wait_until
 
 
 def payments(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:

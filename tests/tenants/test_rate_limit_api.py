@@ -1,6 +1,6 @@
 """An API with a small per-tenant rate limit: 429 with Retry-After, other tenants unaffected.
 
-The session's API runs with the limit off (tests/support/system.py); this one starts its
+The session's API runs with the limit off (tests/support/control/system.py); this one starts its
 own with a burst of 3 and one request every 10 s, so the test never waits for a refill.
 """
 
@@ -12,9 +12,9 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.spawning import Spawner
+from tests.support.control.spawner import Spawner
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 
 def _assert_limited(response: httpx.Response) -> None:

@@ -18,19 +18,20 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.payments import new_key, payment_body
-from tests.support.processes import Process, free_port, start_process, wait_until
-from tests.support.rows import (
+from tests.support.control.processes import Process, free_port, start_process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_in_background
+from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.webhooks import create_endpoint
+from tests.support.readers.ledger import wait_charged
+from tests.support.readers.operations import (
     operation,
     payment_for,
-    post_in_background,
-    wait_charged,
     wait_for_key_state,
     wait_for_state,
 )
-from tests.support.spawning import FAST_WORKER, Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
 
 Db = psycopg.Connection[DictRow]
 REPO = Path(__file__).resolve().parents[2]

@@ -16,10 +16,13 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, Receiver, create_endpoint, verified
+from tests.support.control.receivers import Receiver
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.webhooks import create_endpoint
+from tests.support.readers.webhooks import verified
 
 Db = psycopg.Connection[DictRow]
 

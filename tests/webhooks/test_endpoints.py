@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.processes import Process
-from tests.support.spawning import Spawner
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 Db = psycopg.Connection[DictRow]
 HOOK = "http://127.0.0.1:9/hook"

@@ -15,12 +15,15 @@ from app.events.outbox import outcome_event
 from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import OwnedRef, Schedule
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
-from tests.support.rows import make_due, operation, wait_for_state
-from tests.support.spawning import FAST_WORKER, AsyncDb, Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
+from tests.support.fixtures.repository import AsyncDb
+from tests.support.readers.operations import make_due, operation, wait_for_state
 
 Db = psycopg.Connection[DictRow]
 

@@ -16,12 +16,14 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.database import test_database as fresh_database
-from tests.support.payments import new_key, post_payment
-from tests.support.processes import free_port, wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, create_endpoint
+from tests.support.control.database import test_database as fresh_database
+from tests.support.control.processes import free_port
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
+from tests.support.factories.webhooks import create_endpoint
 
 
 def sample(text: str, name: str) -> float | None:

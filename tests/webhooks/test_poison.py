@@ -21,16 +21,12 @@ from psycopg.rows import DictRow
 from app.events.reads import EventRow
 from app.webhooks.deliveries import MAX_ERROR_LENGTH, Claimed, stored_error
 from app.webhooks.sender import WebhookSender
-from tests.conftest import TenantHandle
-from tests.support.processes import wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import (
-    FAST_WEBHOOKS,
-    backlog,
-    create_endpoint,
-    delivery_rows,
-    endpoint_uuid,
-)
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.webhooks import backlog, create_endpoint, endpoint_uuid
+from tests.support.readers.webhooks import delivery_rows
 
 Db = psycopg.Connection[DictRow]
 

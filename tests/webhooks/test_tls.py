@@ -15,16 +15,12 @@ import pytest
 from psycopg.rows import DictRow
 
 from app.settings import Settings, SettingsError
-from tests.conftest import TenantHandle
-from tests.support.spawning import Spawner
-from tests.support.webhooks import (
-    FAST_WEBHOOKS,
-    backlog,
-    create_endpoint,
-    delivery_rows,
-    make_certificates,
-    verified,
-)
+from tests.support.control.receivers import make_certificates
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.webhooks import backlog, create_endpoint
+from tests.support.readers.webhooks import delivery_rows, verified
 from tests.test_settings import set_only
 
 Db = psycopg.Connection[DictRow]

@@ -11,11 +11,14 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle, api_client, make_tenant
-from tests.support.payments import new_key, post_payment
-from tests.support.processes import Process, wait_until
-from tests.support.spawning import Spawner
-from tests.support.webhooks import FAST_WEBHOOKS, backlog, create_endpoint, pending, verified
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
+from tests.support.factories.webhooks import backlog, create_endpoint
+from tests.support.readers.webhooks import pending, verified
 
 Db = psycopg.Connection[DictRow]
 

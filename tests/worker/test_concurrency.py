@@ -23,19 +23,15 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-from tests.support.rows import (
-    assert_completed_once,
-    ledger_by_key,
-    make_due,
-    operation,
-    wait_connected,
-    wait_for_state,
-)
-from tests.support.spawning import FAST_WORKER, Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.control.waiting import wait_connected
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
+from tests.support.readers.ledger import assert_completed_once, ledger_by_key
+from tests.support.readers.operations import make_due, operation, wait_for_state
 
 OPERATIONS = 1000
 CLIENT_THREADS = 8

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.payments import new_key
-from tests.support.rows import operation, transitions
-from tests.support.spawning import Spawner
+from tests.support.control.spawner import Spawner
+from tests.support.factories.payments import new_key
+from tests.support.factories.tenants import TenantHandle
+from tests.support.readers.operations import operation, transitions
 
 
 @pytest.fixture

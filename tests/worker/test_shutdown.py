@@ -18,18 +18,19 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import wait_until
-from tests.support.rows import (
-    assert_completed_once,
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.readers.ledger import assert_completed_once
+from tests.support.readers.operations import (
     make_due,
     operation,
     transitions,
     wait_for_state,
     wait_owned_by,
 )
-from tests.support.spawning import FAST_WORKER, Spawner
 
 # One batch: the worker claims them all in one pass and reconciles them at once.
 BATCH = 6

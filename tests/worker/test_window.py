@@ -16,11 +16,12 @@ from psycopg.rows import DictRow
 from app.composition import provider_connections
 from app.provider.wire import DEFAULT_MAX_CONNECTIONS
 from app.settings import Settings
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import wait_until
-from tests.support.rows import assert_completed_once, make_due, operation
-from tests.support.spawning import Spawner
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.readers.ledger import assert_completed_once
+from tests.support.readers.operations import make_due, operation
 
 WINDOW = 4
 BATCH = 2

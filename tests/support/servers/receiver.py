@@ -1,6 +1,6 @@
 """A webhook receiver process for tests: records every request, answers as told.
 
-    python -m tests.support.receiver --port P --log FILE [--cert PEM --key PEM]
+    python -m tests.support.servers.receiver --port P --log FILE [--cert PEM --key PEM]
 
 With `--cert` (the certificate chain) and `--key` it speaks https, and records the TLS
 server name each request's connection asked for (`sni`).

@@ -34,7 +34,7 @@ from pathlib import Path
 import psycopg
 
 from app.db.embedded import EmbeddedPostgres, _ensure_service_user, _open_path_for, _run_as
-from tests.support.processes import wait_until
+from tests.support.control.waiting import wait_until
 
 STANDBY_NAME = "standby1"
 

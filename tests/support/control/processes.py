@@ -11,13 +11,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.control.waiting import wait_until
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
 PAYMENTS = [sys.executable, "-m", "app.cli"]
 
 
@@ -27,23 +31,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def wait_until(
-    predicate: Callable[[], bool],
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.05,
-    message: str = "condition",
-) -> None:
-    """Poll `predicate` until it is true; fail the test with `message` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 @dataclass

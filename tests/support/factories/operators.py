@@ -1,4 +1,4 @@
-"""Operators' fixtures (loaded for every folder): admin tokens, and flagged operations.
+"""Operators and what they act on: admin tokens, and flagged operations.
 
 An operation is flagged the way production flags one: its first answer is lost (or never
 comes), every provider lookup fails, and the client keeps retrying with its key; each retry
@@ -9,20 +9,18 @@ attempts limit (the session API's default, 10) flags it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import psycopg
-import pytest
 from psycopg.rows import DictRow
 
 from app.admin.repository import DISPLAY_PREFIX_LENGTH, generate_token
 from app.tenants.keys import hash_api_key
-from tests.support.faults import FaultInjector
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process, wait_until
+from tests.support.control.faults import FaultInjector
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
 
 Db = psycopg.Connection[DictRow]
 
@@ -43,20 +41,6 @@ def make_admin(db: Db, name: str = "alice", *, ttl_s: float = 86_400) -> AdminHa
         (uuid.uuid4(), name, hash_api_key(token), token[:DISPLAY_PREFIX_LENGTH], ttl_s),
     )
     return AdminHandle(name, token)
-
-
-@pytest.fixture
-def admin(db: Db) -> AdminHandle:
-    return make_admin(db, f"alice-{uuid.uuid4().hex[:6]}")
-
-
-@pytest.fixture
-def admin_client(api: Process, admin: AdminHandle) -> Iterator[httpx.Client]:
-    """The admin API, on the session API's operators' listener."""
-    assert api.admin_url is not None
-    headers = {"Authorization": f"Bearer {admin.token}"}
-    with httpx.Client(base_url=api.admin_url, headers=headers, timeout=30.0) as http:
-        yield http
 
 
 @dataclass(frozen=True)
@@ -101,18 +85,3 @@ def flag(
 
     wait_until(flagged, timeout=60, interval=0.05, message="the operation to be flagged")
     return Flagged(operation_id, key, body)
-
-
-def wait_past_last_send(db: Db, operation_id: str, seconds: float) -> None:
-    """Until `seconds` have passed (database clock) since the operation's last send."""
-
-    def quiet() -> bool:
-        row = db.execute(
-            "SELECT now() - max(created_at) >= make_interval(secs => %s) AS quiet"
-            " FROM operation_transitions"
-            " WHERE operation_id = %s AND to_state = 'PROVIDER_REQUEST_SENT'",
-            (seconds, operation_id),
-        ).fetchone()
-        return bool(row and row["quiet"])
-
-    wait_until(quiet, timeout=seconds + 30, interval=0.2, message="the last send to age")

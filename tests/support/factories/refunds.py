@@ -1,4 +1,5 @@
-"""Request builders and readers for refund tests: plain functions with keyword defaults."""
+"""Request builders for refund tests: plain functions with keyword defaults, and a
+request sent from another thread."""
 
 from __future__ import annotations
 
@@ -6,14 +7,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import psycopg
-from psycopg.rows import DictRow
 
-from tests.conftest import TenantHandle
-from tests.support.payments import new_key, payment_body, post_payment
-from tests.support.processes import Process
-
-Db = psycopg.Connection[DictRow]
+from tests.support.control.processes import Process
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle
 
 
 def paid(client: httpx.Client, **overrides: Any) -> dict[str, Any]:
@@ -65,19 +62,3 @@ def refund_in_background(
             return post_refund(http, payment_id, body, key=key)
 
     return pool.submit(post)
-
-
-def refund_operation(db: Db, tenant: TenantHandle, key: str) -> dict[str, Any] | None:
-    """The tenant's refund operation for an idempotency key, if one is stored."""
-    row = db.execute(
-        "SELECT * FROM operations WHERE tenant_id = %s AND operation_name = 'create_refund'"
-        " AND idempotency_key = %s",
-        (tenant.id, key),
-    ).fetchone()
-    return None if row is None else dict(row)
-
-
-def refund_for(db: Db, operation_id: Any) -> dict[str, Any]:
-    row = db.execute("SELECT * FROM refunds WHERE operation_id = %s", (operation_id,)).fetchone()
-    assert row is not None, f"no refund for operation {operation_id}"
-    return dict(row)

@@ -36,8 +36,8 @@ from app.provider.keys import derive_provider_key
 from app.provider.wire import WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
-from tests.support.spawning import AsyncDb
-from tests.support.stateful import Db, Heard, Row, operation_row, others_locked
+from tests.support.fixtures.repository import AsyncDb
+from tests.support.stateful.world import Db, Heard, Row, operation_row, others_locked
 
 T = TypeVar("T")
 LEASE_S = 300  # never runs out by itself within an example: only the test's clock ends it

@@ -1,14 +1,12 @@
-"""Starting the system's real processes for tests: API, worker, fake provider."""
+"""Starting the system's real processes for tests: API, worker, fake provider; their
+environment, and the settings of workers that react quickly."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.support.processes import Process, free_port, start_process
-
-PYTHON_CLI = [sys.executable, "-m", "app.cli"]
+from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
 
 
 def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None) -> Process:
@@ -17,7 +15,7 @@ def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None)
     url = f"http://127.0.0.1:{port}"
     return start_process(
         "fake-provider",
-        [*PYTHON_CLI, "fake-provider", "--port", str(port)],
+        [*PAYMENTS, "fake-provider", "--port", str(port)],
         env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
@@ -70,7 +68,7 @@ def start_api(
     admin_url = f"http://127.0.0.1:{admin_port}"
     process = start_process(
         "api",
-        [*PYTHON_CLI, "serve", "--port", str(port)],
+        [*PAYMENTS, "serve", "--port", str(port)],
         env=with_test_mode(admin_env(env, admin_port)),
         log_dir=log_dir,
         ready_url=f"{admin_url}/healthz",
@@ -82,5 +80,31 @@ def start_api(
 
 def start_worker(log_dir: Path, env: Mapping[str, str], *, once: bool = False) -> Process:
     """`payments worker` (with `--once`: drain what is due and exit)."""
-    args = [*PYTHON_CLI, "worker", *(["--once"] if once else [])]
+    args = [*PAYMENTS, "worker", *(["--once"] if once else [])]
     return start_process("worker", args, env=with_test_mode(env), log_dir=log_dir)
+
+
+# Settings for a worker that reacts quickly: a short lease and provider timeout, tiny
+# backoff, a pass every 0.2 s. The lease still outlives the provider timeout.
+FAST_WORKER: dict[str, str] = {
+    "PAYMENTS_LEASE_S": "3",
+    "PAYMENTS_PROVIDER_TIMEOUT_S": "1",
+    "PAYMENTS_BACKOFF_BASE_S": "0.1",
+    "PAYMENTS_BACKOFF_MAX_S": "0.2",
+    "PAYMENTS_RECONCILE_INTERVAL_S": "0.2",
+}
+
+
+# A worker that delivers quickly: a pass every 0.1 s, short timeout and lease, tiny backoff.
+FAST_WEBHOOKS: dict[str, str] = {
+    "PAYMENTS_WEBHOOK_INTERVAL_S": "0.1",
+    "PAYMENTS_WEBHOOK_TIMEOUT_S": "2",
+    "PAYMENTS_WEBHOOK_LEASE_S": "4",
+    "PAYMENTS_WEBHOOK_BACKOFF_BASE_S": "0.1",
+    "PAYMENTS_WEBHOOK_BACKOFF_MAX_S": "0.3",
+    # This worker is here to deliver: it leaves other tests' operations alone as long as
+    # it can (their own workers reconcile them).
+    "PAYMENTS_RECONCILE_INTERVAL_S": "3600",
+    # A few connections are enough for a worker (and the database server is shared).
+    "PAYMENTS_DB_POOL_SIZE": "4",
+}

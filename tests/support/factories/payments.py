@@ -1,11 +1,18 @@
-"""Request builders for payment tests: plain functions with keyword defaults."""
+"""Request builders for payment tests: plain functions with keyword defaults, and a
+request sent from another thread."""
 
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
+
+from tests.support.control.processes import Process
+from tests.support.factories.tenants import TenantHandle
+
+Row = dict[str, Any]
 
 
 def new_key() -> str:
@@ -39,3 +46,19 @@ def post_payment(
     if key is not None:
         all_headers["Idempotency-Key"] = key
     return client.post("/payments", json=body or payment_body(), headers=all_headers)
+
+
+def post_in_background(
+    pool: ThreadPoolExecutor, api: Process, tenant: TenantHandle, key: str, body: Row
+) -> Future[httpx.Response]:
+    """Send `POST /payments` from another thread; the future holds the answer or the error."""
+    assert api.url is not None
+    url = api.url
+
+    def post() -> httpx.Response:
+        with httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {tenant.api_key}"}, timeout=120
+        ) as http:
+            return http.post("/payments", json=body, headers={"Idempotency-Key": key})
+
+    return pool.submit(post)

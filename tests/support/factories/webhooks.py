@@ -1,0 +1,56 @@
+"""Webhook endpoints for tests: created through the API, and a backlog of deliveries
+written straight to the tables."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from tests.support.factories.payments import new_key
+
+Db = psycopg.Connection[DictRow]
+
+
+def create_endpoint(client: httpx.Client, url: str, **extra: Any) -> dict[str, Any]:
+    created = client.post("/webhook-endpoints", json={"url": url, **extra})
+    assert created.status_code == 201, created.text
+    body: dict[str, Any] = created.json()
+    return body
+
+
+# A backlog written straight to the tables, as the outcome statements write it: an
+# operation, its event, and the event's delivery to one endpoint.
+_BACKLOG = """
+    WITH ops AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, payment_id, fence)
+        SELECT gen_random_uuid(), %(tenant)s, 'create_payment', %(tag)s || g, 'f',
+               'COMPLETED', gen_random_uuid(), 1
+        FROM generate_series(1, %(n)s) AS g
+        RETURNING id, payment_id
+    ), ev AS (
+        INSERT INTO events (id, tenant_id, type, operation_id, data)
+        SELECT gen_random_uuid(), %(tenant)s, %(type)s, id,
+               jsonb_build_object('payment_id', payment_id::text)
+        FROM ops
+        RETURNING id
+    )
+    INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
+    SELECT gen_random_uuid(), %(tenant)s, id, %(endpoint)s FROM ev
+"""
+
+
+def endpoint_uuid(endpoint: dict[str, Any]) -> uuid.UUID:
+    """The database id of an endpoint as the API shows it (`we_` + hex)."""
+    return uuid.UUID(hex=str(endpoint["id"]).removeprefix("we_"))
+
+
+def backlog(db: Db, tenant_id: uuid.UUID, endpoint: dict[str, Any], n: int, type: str) -> None:
+    """`n` events of `type` with a pending delivery each to `endpoint`, written directly."""
+    endpoint_id = endpoint_uuid(endpoint)
+    params = {"tenant": tenant_id, "tag": new_key(), "n": n, "type": type, "endpoint": endpoint_id}
+    db.execute(_BACKLOG, params)
