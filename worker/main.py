@@ -14,6 +14,7 @@ once, and exits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -28,6 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
 from app import heap
+from app.backlog import refresh_backlog
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
@@ -101,7 +103,7 @@ async def _serve(
             recovery,
             recovery_pace(settings),
             stopping=stopping,
-            after_pass=recovery.refresh_backlog,
+            after_pass=functools.partial(refresh_backlog, parts.db, metrics),
         )
         sender = WebhookSender(
             webhook_http,
