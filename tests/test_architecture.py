@@ -113,7 +113,14 @@ def _a_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str]:
 # layer. Top-level modules of `app/` are nodes of their own, as is `worker/`; `app/cli.py`
 # (the `payments` command) starts them all.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("app.clock", "app.failpoints", "app.heap", "app.jobs", "app.observability", "app.provider"),
+    (
+        "app.clock",
+        "app.failpoints",
+        "app.gc_tuning",
+        "app.jobs",
+        "app.observability",
+        "app.provider",
+    ),
     ("app.errors", "app.settings"),
     ("app.db", "app.http"),
     ("app.tenants",),

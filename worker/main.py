@@ -28,7 +28,7 @@ import uvloop
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
-from app import heap
+from app import gc_tuning
 from app.backlog import refresh_backlog
 from app.composition import runtime
 from app.errors import is_transient_database_error
@@ -130,7 +130,7 @@ async def _serve(
                 stopping=stopping,
             )
 
-        heap.settle()
+        gc_tuning.settle()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
