@@ -19,25 +19,20 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from app.admin.targets import Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.operations.kinds import Described, DriverParts, OperationKind
-from app.operations.models import OperationName
-from app.payments.driver import ChargeDriver
 from app.payments.kind import PAYMENT
-from app.payments.models import PaymentRow
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
 from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
-from app.refunds.driver import RefundDriver
 from app.refunds.kind import REFUND
-from app.refunds.models import RefundRow
 from app.settings import Settings
 
 # Every operation kind the service runs; a new kind adds its line here.
@@ -55,23 +50,6 @@ class Runtime:
     drivers: Mapping[str, Any]
     reconcilers: Mapping[str, Reconciler[Any, Any]]
     subjects: Mapping[str, Subject]
-
-    # The API's services take their own kind's driver and reconciler by these names.
-    @property
-    def driver(self) -> ChargeDriver:
-        return cast(ChargeDriver, self.drivers[OperationName.CREATE_PAYMENT])
-
-    @property
-    def reconciler(self) -> Reconciler[PaymentRow, Any]:
-        return self.reconcilers[OperationName.CREATE_PAYMENT]
-
-    @property
-    def refund_driver(self) -> RefundDriver:
-        return cast(RefundDriver, self.drivers[OperationName.CREATE_REFUND])
-
-    @property
-    def refund_reconciler(self) -> Reconciler[RefundRow, Any]:
-        return self.reconcilers[OperationName.CREATE_REFUND]
 
 
 def operator_subject(

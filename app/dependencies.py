@@ -1,29 +1,35 @@
-"""What request handlers receive: the services built in the lifespan, and the tenant.
+"""What the lifespan builds for request handlers: `Services`, at the top of the layers.
 
-Typed `Annotated` aliases keep handler signatures short and checked.
+`app/main.py` builds one `Services` and sets it on `app.state.services`. Routers below the
+edge do not import this module: each reads the services through `app.http.state.get_services`,
+typed as a `Protocol` of what it uses (its `Needs`), and `_provides` below has mypy check
+that `Services` gives every router what it declares. The edge modules (`app/health.py`,
+the console) take the whole of it as `ServicesDep`.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
-from fastapi.security import HTTPBearer
+from fastapi import Depends
 
-from app.admin import repository as admin_tokens
-from app.admin.models import Operator
+from app.admin import router as admin_router
 from app.admin.operators import OperatorDesk
 from app.db.database import Database
-from app.errors import RateLimited, Unauthenticated
-from app.http.auth import bearer_token
+from app.events import router as events_router
+from app.http.state import get_services
 from app.observability.metrics import Metrics
+from app.operations import router as operations_router
+from app.payments import router as payments_router
 from app.payments.service import PaymentService
+from app.refunds import router as refunds_router
 from app.refunds.service import RefundService
 from app.settings import Settings
+from app.tenants.bearer import TenantGate
 from app.tenants.cache import ApiKeyCache
 from app.tenants.rate_limit import TenantRateLimiter
+from app.webhooks import router as webhooks_router
 
 
 @dataclass(frozen=True)
@@ -41,73 +47,18 @@ class Services:
     rate_limiter: TenantRateLimiter
 
 
-async def get_services(request: Request) -> Services:
-    # async: FastAPI runs a plain `def` dependency on a worker thread, per request.
-    services: Services = request.app.state.services
-    return services
-
-
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-@dataclass(frozen=True)
-class Caller:
-    """The tenant a request speaks for, and the API key it used."""
-
-    id: uuid.UUID
-    key_id: uuid.UUID
-
-
-class TenantBearer(HTTPBearer):
-    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise, and 429
-    when the tenant is over its request rate (`app.tenants.rate_limit`).
-
-    A bearer security scheme, so the OpenAPI document describes it, that does the whole
-    authentication itself: one dependency with no dependencies of its own. FastAPI resolves
-    a route's dependency tree on every request, and this one is on every tenant route.
-    """
-
-    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
-        # (HTTPBearer's own answer is the raw credentials; this one is the tenant.)
-        challenge = {"www-authenticate": "Bearer"}
-        api_key = bearer_token(request.headers.get("authorization"))
-        if api_key is None:
-            raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
-        services: Services = request.app.state.services
-        owner = await services.api_keys.authenticate(api_key)
-        if owner is None:
-            raise Unauthenticated("the API key is not valid", headers=challenge)
-        wait_s = services.rate_limiter.acquire(owner.tenant_id)
-        if wait_s is not None:
-            raise RateLimited(
-                f"too many requests for this tenant; retry after {wait_s} s",
-                headers={"retry-after": str(wait_s)},
-            )
-        return Caller(id=owner.tenant_id, key_id=owner.key_id)
-
-
-get_tenant = TenantBearer(
-    auto_error=False, scheme_name="HTTPBearer", description="The tenant's API key"
-)
-CurrentTenant = Annotated[Caller, Depends(get_tenant)]
-
-
-async def get_operator(request: Request, services: ServicesDep) -> Operator:
-    """The operator whose admin token is in `Authorization: Bearer <token>`; 401 otherwise.
-
-    Only admin tokens are looked up here, so a tenant's API key is unknown (401), as an
-    admin token is on the tenants' routes. No cache: admin calls are few, and a revoked
-    token stops working at once.
-    """
-    challenge = {"www-authenticate": 'Bearer realm="admin"'}
-    token = bearer_token(request.headers.get("authorization"))
-    if token is None:
-        raise Unauthenticated("send Authorization: Bearer <admin token>", headers=challenge)
-    async with services.db.connection() as conn:
-        operator = await admin_tokens.authenticate(conn, token)
-    if operator is None:
-        raise Unauthenticated("the admin token is not valid", headers=challenge)
-    return operator
-
-
-CurrentOperator = Annotated[Operator, Depends(get_operator)]
+def _provides(services: Services) -> None:
+    """Never called: mypy checks here that `Services` is every router's `Needs`."""
+    needs: tuple[
+        TenantGate,
+        payments_router.Needs,
+        refunds_router.Needs,
+        operations_router.Needs,
+        events_router.Needs,
+        webhooks_router.Needs,
+        admin_router.Needs,
+    ] = (services,) * 7
+    del needs

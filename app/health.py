@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
+from app.backlog import read_backlog
+from app.db.database import Database
 from app.dependencies import ServicesDep
 from app.errors import ServiceUnavailable
 from app.http.problems import problem
-from app.observability.metrics import CONTENT_TYPE
+from app.observability.metrics import CONTENT_TYPE, Backlog
 
 logger = logging.getLogger("payments.health")
 
@@ -27,11 +30,16 @@ router = APIRouter(tags=["health"])
 async def metrics(services: ServicesDep) -> Response:
     """Served on the operators' listener only (`app/http/listeners.py`)."""
     try:
-        await services.metrics.refresh_backlog_if_stale(services.db.connection)
+        await services.metrics.refresh_backlog_if_stale(functools.partial(read, services.db))
     except Exception:
         # The counters are still worth serving while the database is away.
         logger.warning("metrics: backlog gauges not refreshed", exc_info=True)
     return Response(services.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def read(db: Database) -> Backlog:
+    async with db.connection() as conn:
+        return await read_backlog(conn)
 
 
 @router.get("/healthz", summary="The process is up")

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from app import health, heap
+from app import gc_tuning, health
 from app.admin import router as admin_router
 from app.admin.operators import OperatorDesk
 from app.composition import runtime
@@ -30,6 +30,7 @@ from app.http.middleware import ObserveRequests
 from app.http.openapi import install_openapi_documents
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
+from app.operations.models import OperationName
 from app.payments import router as payments_router
 from app.payments.service import PaymentService
 from app.refunds import router as refunds_router
@@ -64,8 +65,8 @@ def create_app(settings: Settings) -> FastAPI:
                 db=parts.db,
                 payments=PaymentService(
                     db=parts.db,
-                    driver=parts.driver,
-                    reconciler=parts.reconciler,
+                    driver=parts.drivers[OperationName.CREATE_PAYMENT],
+                    reconciler=parts.reconcilers[OperationName.CREATE_PAYMENT],
                     policy=parts.policy,
                     lease_s=settings.lease_s,
                     key_ttl_s=settings.key_ttl_s,
@@ -73,8 +74,8 @@ def create_app(settings: Settings) -> FastAPI:
                 ),
                 refunds=RefundService(
                     db=parts.db,
-                    driver=parts.refund_driver,
-                    reconciler=parts.refund_reconciler,
+                    driver=parts.drivers[OperationName.CREATE_REFUND],
+                    reconciler=parts.reconcilers[OperationName.CREATE_REFUND],
                     policy=parts.policy,
                     lease_s=settings.lease_s,
                     key_ttl_s=settings.key_ttl_s,
@@ -94,7 +95,7 @@ def create_app(settings: Settings) -> FastAPI:
                     burst=settings.tenant_rate_limit_burst,
                 ),
             )
-            heap.settle()
+            gc_tuning.settle()
             yield
 
     app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)

@@ -8,7 +8,7 @@ from logging.config import fileConfig
 from alembic import context
 
 from app.db.migrate import sync_engine
-from app.db.models import Base
+from app.tables import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

@@ -14,8 +14,8 @@ from alembic.migration import MigrationContext
 from psycopg.rows import DictRow
 
 from app.db.migrate import sync_engine
-from app.db.models import Base
 from app.settings import Settings, SettingsError
+from app.tables import Base
 from tests.support.control.processes import REPO_ROOT, Process
 
 

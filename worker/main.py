@@ -14,6 +14,7 @@ once, and exits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -27,7 +28,8 @@ import uvloop
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import start_http_server
 
-from app import heap
+from app import gc_tuning
+from app.backlog import refresh_backlog
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
@@ -101,7 +103,7 @@ async def _serve(
             recovery,
             recovery_pace(settings),
             stopping=stopping,
-            after_pass=recovery.refresh_backlog,
+            after_pass=functools.partial(refresh_backlog, parts.db, metrics),
         )
         sender = WebhookSender(
             webhook_http,
@@ -128,7 +130,7 @@ async def _serve(
                 stopping=stopping,
             )
 
-        heap.settle()
+        gc_tuning.settle()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)

@@ -8,24 +8,62 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.admin import repository as admin_tokens
 from app.admin.delivery_views import failed_json
-from app.admin.operators import Resolution
+from app.admin.models import Operator
+from app.admin.operators import OperatorDesk, Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.views import admin_operation_json, detail_json, overview_json
-from app.dependencies import CurrentOperator, ServicesDep
-from app.errors import NotFound, ValidationFailed, dump_json
+from app.db.database import Database
+from app.errors import NotFound, Unauthenticated, ValidationFailed, dump_json
 from app.events.views import parse_id as parse_event_id
+from app.http.auth import bearer_token
 from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
 from app.http.query import only_query
+from app.http.state import get_services
 from app.operations.states import State
 from app.webhooks import operator_reads
 from app.webhooks.views import DELIVERY_PREFIX, parse_id
+
+
+class Needs(Protocol):
+    """What the admin API uses of the services (`app.dependencies.Services` provides it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def operators(self) -> OperatorDesk: ...
+
+
+ServicesDep = Annotated[Needs, Depends(get_services)]
+
+
+async def get_operator(request: Request, services: ServicesDep) -> Operator:
+    """The operator whose admin token is in `Authorization: Bearer <token>`; 401 otherwise.
+
+    Only admin tokens are looked up here, so a tenant's API key is unknown (401), as an
+    admin token is on the tenants' routes. No cache: admin calls are few, and a revoked
+    token stops working at once.
+    """
+    challenge = {"www-authenticate": 'Bearer realm="admin"'}
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        raise Unauthenticated("send Authorization: Bearer <admin token>", headers=challenge)
+    async with services.db.connection() as conn:
+        operator = await admin_tokens.authenticate(conn, token)
+    if operator is None:
+        raise Unauthenticated("the admin token is not valid", headers=challenge)
+    return operator
+
+
+CurrentOperator = Annotated[Operator, Depends(get_operator)]
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.dependencies import CurrentTenant, ServicesDep
+from app.db.database import Database
 from app.errors import NotFound, ValidationFailed, dump_json
 from app.events import reads
 from app.events.schemas import EventList, EventOut
 from app.events.views import event_json, parse_id
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION
 from app.http.query import only_query
+from app.http.state import get_services
+from app.tenants.bearer import CurrentTenant
+
+
+class Needs(Protocol):
+    """What the events feed uses of the services (`app.dependencies.Services` provides it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+
+ServicesDep = Annotated[Needs, Depends(get_services)]
 
 router = APIRouter(tags=["events"])
 

@@ -37,7 +37,7 @@ from app.observability.metrics import Metrics
 from app.operations import leases, reads
 from app.operations.driver import OperationDriver
 from app.operations.kinds import OperationKind
-from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
+from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown, reconciled_as
 from app.operations.states import TERMINAL, Trigger
 from app.operations.values import OwnedRef, Snapshot, stored_response
 from app.operations.views import operation_json
@@ -215,7 +215,7 @@ class KeyedFlow(Generic[SubjectT]):
             links = self._kind.links(snapshot.operation)
             return await self._settle_own_attempt(sent, links, owner)
         outcome = await self._reconciler.reconcile(ref, actor=owner)
-        self._metrics.reconciled(outcome, source="inline")
+        self._metrics.reconciled(reconciled_as(outcome), source="inline")
         return await self._present(outcome)
 
     async def _settle_own_attempt(

@@ -20,66 +20,25 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
-
-from app.db.database import Connection
-from app.operations.outcomes import (
-    Declined,
-    FencedOut,
-    NotSent,
-    Outcome,
-    Rejected,
-    Succeeded,
-    Unknown,
-)
-from app.operations.states import IN_FLIGHT, State
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 
-# Each figure from an index, never a scan of the table (which holds every operation ever
-# made): the oldest in flight is the first entry of each in-flight state in
-# ix_operations_state_created (state, created_at, id), the unknown ones are counted in
-# ix_operations_recovery_due (partial: only those rows), the flagged ones in
-# ix_operations_needs_attention (partial too). So a scrape costs what the backlog holds,
-# not what the table does: on 150,000 operations 2,500 of them in flight, one statement
-# over the whole table took about 100 ms; these take well under a millisecond.
-_OLDEST_IN_FLIGHT = " , ".join(
-    f"(SELECT min(created_at) FROM operations WHERE state = '{state.value}')"
-    for state in sorted(IN_FLIGHT)
-)
-_BACKLOG_SQL = f"""
-    SELECT
-      coalesce(extract(epoch FROM now() - least({_OLDEST_IN_FLIGHT})), 0) AS oldest,
-      (SELECT count(*) FROM operations
-        WHERE state = '{State.UNKNOWN_REQUIRES_RECOVERY.value}') AS unknown,
-      (SELECT count(*) FROM operations WHERE needs_attention) AS attention
-    """
+@dataclass(frozen=True)
+class Backlog:
+    """What the backlog gauges show, as read from the database (`app/backlog.py`)."""
 
-# Webhooks: events with a delivery still pending, and how long the oldest has waited (since
-# its event, or its redelivery, was queued); read through ix_webhook_deliveries_due (partial:
-# pending rows only).
-_WEBHOOK_BACKLOG_SQL = """
-    SELECT count(DISTINCT event_id),
-           coalesce(extract(epoch FROM now() - min(started_at)), 0)
-    FROM webhook_deliveries
-    WHERE status = 'pending'
-    """
-
-# Reconciliations are counted by what the operation became.
-_RECONCILED: dict[type[Outcome], str] = {
-    Succeeded: "completed",
-    Declined: "completed",
-    Rejected: "failed",
-    NotSent: "unknown",
-    Unknown: "unknown",
-    FencedOut: "fenced_out",
-}
+    oldest_in_flight_s: float
+    unknown: int
+    needs_attention: int
+    webhook_events_pending: int
+    webhook_oldest_pending_s: float
 
 
 class Metrics:
@@ -190,26 +149,19 @@ class Metrics:
         self.provider_calls.labels(operation, outcome).inc()
         self.provider_latency.labels(operation).observe(seconds)
 
-    def reconciled(self, outcome: Outcome, *, source: str) -> None:
-        """Count a reconciliation by what it came to."""
-        self.reconciliations.labels(_RECONCILED[type(outcome)], source).inc()
+    def reconciled(self, became: str, *, source: str) -> None:
+        """Count a reconciliation by what the operation became (`reconciled_as`)."""
+        self.reconciliations.labels(became, source).inc()
 
-    async def refresh_backlog(self, conn: Connection) -> None:
-        """Read the backlog gauges from the database."""
-        row = await (await conn.execute(_BACKLOG_SQL)).fetchone()
-        assert row is not None, "an aggregate always has a row"
-        oldest, unknown, attention = row
-        self.oldest_in_flight.set(float(oldest))
-        self.unknown.set(int(unknown))
-        self.needs_attention.set(int(attention))
-        row = await (await conn.execute(_WEBHOOK_BACKLOG_SQL)).fetchone()
-        assert row is not None, "an aggregate always has a row"
-        self.webhook_events_pending.set(int(row[0]))
-        self.webhook_oldest_pending.set(float(row[1]))
+    def record_backlog(self, backlog: Backlog) -> None:
+        """Set the backlog gauges to what was read from the database."""
+        self.oldest_in_flight.set(backlog.oldest_in_flight_s)
+        self.unknown.set(backlog.unknown)
+        self.needs_attention.set(backlog.needs_attention)
+        self.webhook_events_pending.set(backlog.webhook_events_pending)
+        self.webhook_oldest_pending.set(backlog.webhook_oldest_pending_s)
 
-    async def refresh_backlog_if_stale(
-        self, connection: Callable[[], AbstractAsyncContextManager[Connection]]
-    ) -> bool:
+    async def refresh_backlog_if_stale(self, read: Callable[[], Awaitable[Backlog]]) -> bool:
         """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.
 
         What `/metrics` calls: scrapes (several Prometheus servers, a person's curl) reuse
@@ -222,8 +174,7 @@ class Metrics:
         async with self._backlog_lock:
             if self._backlog_fresh():
                 return False
-            async with connection() as conn:
-                await self.refresh_backlog(conn)
+            self.record_backlog(await read())
             self._backlog_read_at = time.monotonic()
         return True
 

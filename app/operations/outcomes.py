@@ -67,6 +67,21 @@ class FencedOut:
 Final = Succeeded | Declined | Rejected
 Outcome = Succeeded | Declined | Rejected | NotSent | Unknown | FencedOut
 
+# What a reconciled operation became, as the metrics count it.
+_RECONCILED_AS: dict[type[Outcome], str] = {
+    Succeeded: "completed",
+    Declined: "completed",
+    Rejected: "failed",
+    NotSent: "unknown",
+    Unknown: "unknown",
+    FencedOut: "fenced_out",
+}
+
+
+def reconciled_as(outcome: Outcome) -> str:
+    """The `payments_reconciliations` label of a reconciliation that came to `outcome`."""
+    return _RECONCILED_AS[type(outcome)]
+
 
 @dataclass(frozen=True)
 class Indefinite:

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
-from app.dependencies import CurrentTenant, ServicesDep
+from app.db.database import Database
 from app.errors import NotFound, dump_json
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION
+from app.http.state import get_services
 from app.operations import reads
 from app.operations.models import OperationName
 from app.operations.schemas import OperationOut
 from app.operations.views import operation_json
+from app.settings import Settings
+from app.tenants.bearer import CurrentTenant
+
+
+class Needs(Protocol):
+    """What the read API uses of the services (`app.dependencies.Services` provides it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+ServicesDep = Annotated[Needs, Depends(get_services)]
 
 router = APIRouter(tags=["operations"])
 

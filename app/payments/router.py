@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from app.dependencies import CurrentTenant, ServicesDep
+from app.db.database import Database
 from app.errors import NotFound, ValidationFailed, dump_json
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
+from app.http.state import get_services
 from app.idempotency.flow import MAX_WAIT_S
 from app.idempotency.keys import parse_idempotency_key
 from app.idempotency.replies import render
@@ -25,6 +26,21 @@ from app.payments.schemas import (
     payment_json,
     to_command,
 )
+from app.payments.service import PaymentService
+from app.tenants.bearer import CurrentTenant
+
+
+class Needs(Protocol):
+    """What the payments' routes use of the services (`app.dependencies.Services` provides it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def payments(self) -> PaymentService: ...
+
+
+ServicesDep = Annotated[Needs, Depends(get_services)]
 
 router = APIRouter(tags=["payments"])
 

@@ -22,7 +22,7 @@ from app.jobs.loop import Pace
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases
-from app.operations.outcomes import Outcome
+from app.operations.outcomes import Outcome, reconciled_as
 from app.operations.values import DueRef, OwnedRef
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
@@ -111,7 +111,7 @@ class RecoveryJob:
             # re-claimed at once in a loop nor forever without reaching needs_attention.
             outcome = await self._record_failure(reconciler, ref, exc)
         if outcome is not None:
-            self._metrics.reconciled(outcome, source="worker")
+            self._metrics.reconciled(reconciled_as(outcome), source="worker")
 
     async def _record_failure(
         self, reconciler: Reconciler[Any, Any], ref: OwnedRef, error: Exception
@@ -123,8 +123,3 @@ class RecoveryJob:
             # operation is claimed again, as after a crash.
             logger.exception("recording the failure of operation %s failed", ref.id)
             return None
-
-    async def refresh_backlog(self) -> None:
-        """After each pass: the backlog gauges, read afresh."""
-        async with self._db.connection() as conn:
-            await self._metrics.refresh_backlog(conn)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
-from app.dependencies import CurrentTenant, ServicesDep
+from app.db.database import Database
 from app.errors import NotFound, ValidationFailed, WebhookEndpointLimitReached, dump_json
 from app.events.views import parse_id as parse_event_id
 from app.failpoints import Failpoints
 from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.http.query import only_query
+from app.http.state import get_services
+from app.settings import Settings
+from app.tenants.bearer import CurrentTenant
 from app.webhooks import deliveries, delivery_reads, endpoints
 from app.webhooks.schemas import (
     CreateEndpointRequest,
@@ -32,6 +35,19 @@ from app.webhooks.views import (
     endpoint_json,
     parse_id,
 )
+
+
+class Needs(Protocol):
+    """What the endpoints' routes use of the services (`app.dependencies.Services` provides it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+ServicesDep = Annotated[Needs, Depends(get_services)]
 
 router = APIRouter(tags=["webhooks"])
 Limit = Annotated[int, Query(ge=1, le=100)]

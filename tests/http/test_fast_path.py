@@ -34,13 +34,14 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.dependencies import get_services, get_tenant
 from app.errors import PROBLEMS, ProblemError
 from app.http.fast_path import fast_route, with_fast_routes
 from app.http.middleware import ObserveRequests
+from app.http.state import get_services
 from app.main import FAST_ROUTES, create_app, fast_routes
 from app.payments.router import create_payment
 from app.settings import Settings
+from app.tenants.bearer import get_tenant
 from tests.support.control.faults import FaultInjector
 from tests.support.factories.payments import payment_body
 from tests.support.factories.tenants import TenantHandle

@@ -1,5 +1,7 @@
 """Every table's model, imported in one place so the metadata is complete.
 
+Each package declares its own tables on the shared `Base` (`app/db/base.py`), so `app/db/`
+imports no package above it; this module, at the top of the layers, imports them all.
 Migrations and the models-versus-migrations test load the metadata from here.
 """
 

@@ -1,4 +1,4 @@
-"""`app.heap.settle`: what exists after start-up is left out of every later collection."""
+"""`app.gc_tuning.settle`: what exists after start-up is left out of every later collection."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app import heap
+from app import gc_tuning
 
 
 class _StartupObject:
@@ -25,7 +25,7 @@ def test_settle_moves_what_is_alive_out_of_the_collected_generations() -> None:
     made_at_startup = _StartupObject()
     assert any(o is made_at_startup for o in gc.get_objects())
 
-    heap.settle()
+    gc_tuning.settle()
 
     assert gc.get_freeze_count() > 0
     assert not any(o is made_at_startup for o in gc.get_objects())

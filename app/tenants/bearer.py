@@ -1,0 +1,71 @@
+"""The tenant a request speaks for: the bearer scheme on every tenant route.
+
+Routes take `CurrentTenant`; the API key cache and the rate limiter come from what the
+lifespan built (`app.state.services`), read through the `TenantGate` protocol.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Annotated, Protocol
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPBearer
+
+from app.errors import RateLimited, Unauthenticated
+from app.http.auth import bearer_token
+from app.tenants.cache import ApiKeyCache
+from app.tenants.rate_limit import TenantRateLimiter
+
+
+class TenantGate(Protocol):
+    """What authenticating a tenant takes from the services."""
+
+    @property
+    def api_keys(self) -> ApiKeyCache: ...
+
+    @property
+    def rate_limiter(self) -> TenantRateLimiter: ...
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The tenant a request speaks for, and the API key it used."""
+
+    id: uuid.UUID
+    key_id: uuid.UUID
+
+
+class TenantBearer(HTTPBearer):
+    """The tenant whose API key is in `Authorization: Bearer <key>`; 401 otherwise, and 429
+    when the tenant is over its request rate (`app.tenants.rate_limit`).
+
+    A bearer security scheme, so the OpenAPI document describes it, that does the whole
+    authentication itself: one dependency with no dependencies of its own. FastAPI resolves
+    a route's dependency tree on every request, and this one is on every tenant route.
+    """
+
+    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
+        # (HTTPBearer's own answer is the raw credentials; this one is the tenant.)
+        challenge = {"www-authenticate": "Bearer"}
+        api_key = bearer_token(request.headers.get("authorization"))
+        if api_key is None:
+            raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
+        services: TenantGate = request.app.state.services
+        owner = await services.api_keys.authenticate(api_key)
+        if owner is None:
+            raise Unauthenticated("the API key is not valid", headers=challenge)
+        wait_s = services.rate_limiter.acquire(owner.tenant_id)
+        if wait_s is not None:
+            raise RateLimited(
+                f"too many requests for this tenant; retry after {wait_s} s",
+                headers={"retry-after": str(wait_s)},
+            )
+        return Caller(id=owner.tenant_id, key_id=owner.key_id)
+
+
+get_tenant = TenantBearer(
+    auto_error=False, scheme_name="HTTPBearer", description="The tenant's API key"
+)
+CurrentTenant = Annotated[Caller, Depends(get_tenant)]
