@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from bench.compare import Round, checkout, known_settings, report
+from bench.compare import Round, checkout, in_turn, known_settings, report
 from bench.system import api_env
 from tests.support.control.processes import REPO_ROOT
 from tests.support.control.system import admin_env
@@ -73,3 +73,9 @@ def test_only_revisions_with_the_operators_listener_get_an_admin_port() -> None:
     assert known_settings(REPO_ROOT, env) == env
     with checkout("1ab0268") as older:
         assert known_settings(older, env) == {"PATH": "/bin"}
+
+
+def test_each_revision_is_measured_first_every_other_round() -> None:
+    # Whichever side runs second in a round is measured slower; taking turns cancels it.
+    orders = [in_turn(["before", "after"], round_) for round_ in range(1, 5)]
+    assert orders == [["before", "after"], ["after", "before"]] * 2
