@@ -5,7 +5,9 @@
   provider lookup (also while the provider cannot answer).
 - recheck: reconciles now, audited with the operator's name.
 - resolve: refused (409, nothing changed) when the provider cannot be asked or disagrees,
-  or for an operation that does not need attention; accepted and audited when the provider
+  for an operation that does not need attention, or as not charged while its last send is
+  less than a lease old (with a Retry-After that is honest: once it has passed, the same
+  resolution is accepted); accepted and audited when the provider
   agrees, and the client's retry with its key then replays exactly the stored answer.
 """
 
@@ -20,6 +22,7 @@ from psycopg.rows import DictRow
 from tests.conftest import TEST_LEASE_S
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
+from tests.support.control.waiting import wait_until
 from tests.support.factories.operators import AdminHandle, flag, make_admin
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, make_tenant
@@ -292,6 +295,78 @@ def test_resolve_not_charged_waits_out_any_call_in_flight_then_fails_it_for_good
     assert replay.status_code == 502
     assert replay.headers["idempotent-replayed"] == "true"
     assert replay.json() == body["result"]["body"]
+    assert faults.charges(account_id=flagged.body["account_id"]) == []
+
+
+# The columns an owner's take-over and release rewrite (a refused resolution takes the
+# operation over, then gives it back): bookkeeping of who may write, not of the outcome.
+_OWNERSHIP = ("fence", "lease_owner", "lease_expires_at", "updated_at", "lease_expired")
+
+
+def _recorded(db: psycopg.Connection[DictRow], operation_id: str) -> dict[str, object]:
+    """What the operation has recorded: its row (but ownership), its history, its payment."""
+    row = operation(db, operation_id)
+    return {
+        "operation": {k: v for k, v in row.items() if k not in _OWNERSHIP},
+        "transitions": transitions(db, operation_id),
+        "payment": payment_for(db, operation_id),
+    }
+
+
+def test_resolve_not_charged_is_refused_while_a_send_may_be_in_flight_until_a_lease_passes(
+    client: httpx.Client,
+    admin_client: httpx.Client,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    flagged = flag(client, faults, db, charged=False)
+    faults.clear()
+    path = f"/admin/operations/{flagged.operation_id}/resolve"
+    claim = {"outcome": "not_charged", "reason": "provider has no record; customer informed"}
+    lease_s = float(TEST_LEASE_S)
+    since = db.execute(
+        "SELECT extract(epoch FROM now() - max(created_at))::float AS s"
+        " FROM operation_transitions"
+        " WHERE operation_id = %s AND to_state = 'PROVIDER_REQUEST_SENT'",
+        (flagged.operation_id,),
+    ).fetchone()
+    # The premise: the last send is recent enough that the request below comes inside the
+    # lease (the lookup then finds nothing, but a call may still be on its way to charge).
+    assert since is not None
+    assert since["s"] is not None
+    assert since["s"] < lease_s - 2, since
+    before = _recorded(db, flagged.operation_id)
+    audit = len(transitions(db, flagged.operation_id))
+
+    refused = admin_client.post(path, json=claim)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "PROVIDER_CALL_MAY_BE_IN_FLIGHT"
+    assert refused.json()["operation_id"] == flagged.operation_id
+    retry_after = int(refused.headers["retry-after"])
+    assert 1 <= retry_after <= lease_s + 1
+    refused_at = db.execute("SELECT now() AS t").fetchone()
+    assert refused_at is not None
+    assert _recorded(db, flagged.operation_id) == before
+    row = operation(db, flagged.operation_id)
+    assert (row["state"], row["needs_attention"]) == ("UNKNOWN_REQUIRES_RECOVERY", True)
+    assert row["lease_owner"] is None
+    assert payment_for(db, flagged.operation_id)["status"] == "PENDING"
+
+    def waited_as_told() -> bool:
+        got = db.execute(
+            "SELECT now() >= %s + make_interval(secs => %s) AS past",
+            (refused_at["t"], retry_after),
+        ).fetchone()
+        return bool(got and got["past"])
+
+    wait_until(waited_as_told, timeout=lease_s + 30, interval=0.2, message="Retry-After")
+    resolved = admin_client.post(path, json=claim)
+    assert resolved.status_code == 200, resolved.text
+    body = resolved.json()
+    assert (body["state"], body["needs_attention"]) == ("FAILED", False)
+    assert claim["reason"] in body["history"][-1]["reason"]
+    assert len(transitions(db, flagged.operation_id)) == audit + 1
+    assert payment_for(db, flagged.operation_id)["status"] == "FAILED"
     assert faults.charges(account_id=flagged.body["account_id"]) == []
 
 
