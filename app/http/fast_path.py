@@ -103,8 +103,17 @@ class FastRoute:
         """The route as an ASGI app: errors of `errors` answered by `render`, as the app's
         exception handlers answer them; anything else raised goes to the caller."""
 
+        # The table serves one exact path per route, so the route's match is the same for
+        # every request: found once here, not matched again per request (`enter_route`).
+        _, matched = self.context.matches(_probe(self.method, self.path))
+        route = self.context.original_route
+
         async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-            enter_route(app, self.context, scope)
+            scope["app"] = app
+            scope.setdefault("router", app.router)
+            scope.update(matched)
+            scope["path_params"] = {}
+            scope["route"] = route
             request = Request(scope, receive, send)
             try:
                 response = await self.call(request)
@@ -163,7 +172,17 @@ def fast_route(app: FastAPI, method: str, path: str) -> FastRoute:
 
 def declared_route(app: FastAPI, method: str, path: str) -> RouteContext:
     """The route FastAPI serves `method path` with: the first to match it in full."""
-    scope: Scope = {
+    scope = _probe(method, path)
+    for context in iter_route_contexts(app.routes):
+        match, _ = context.matches(scope)
+        if match is Match.FULL:
+            return context
+    raise NotFast(f"the app serves no route for {method} {path}")
+
+
+def _probe(method: str, path: str) -> Scope:
+    """A request's scope with only what matching a route reads."""
+    return {
         "type": "http",
         "method": method,
         "path": path,
@@ -171,11 +190,6 @@ def declared_route(app: FastAPI, method: str, path: str) -> RouteContext:
         "headers": [],
         "query_string": b"",
     }
-    for context in iter_route_contexts(app.routes):
-        match, _ = context.matches(scope)
-        if match is Match.FULL:
-            return context
-    raise NotFast(f"the app serves no route for {method} {path}")
 
 
 def _refusals(context: RouteContext) -> list[str]:

@@ -1,0 +1,162 @@
+"""Instructions per replay, counted by valgrind: a figure the machine's load does not move.
+
+Timings on this 2-core machine spread by about 15% from round to round, more than a small
+change costs. This counts what one replayed `POST /payments` costs in instructions instead:
+each revision's app (`app.main.serving_app`) is driven in-process, without uvicorn or a
+socket, through its lifespan and one payment, under `valgrind --tool=callgrind`, once with
+no measured replays and once with `--replays`; the difference, divided, is one replay.
+
+    python -m bench.instructions BEFORE AFTER [--replays 400]    (needs valgrind)
+
+The database is the server at `DATABASE_URL` (a fresh database, dropped afterwards), or an
+embedded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_instr"}).encode()
+PUBLIC_PORT = 8000
+
+
+async def replay(count: int, warm_up: int) -> None:
+    """In this process: start the app, make one payment, replay it `warm_up + count` times."""
+    from app.main import serving_app
+    from app.settings import Settings
+
+    app = serving_app(Settings.from_env())
+    lifespan: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await lifespan.put({"type": "lifespan.startup"})
+    started = asyncio.Event()
+
+    async def life_send(message: dict[str, Any]) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+        elif message["type"] == "lifespan.startup.failed":
+            sys.exit(f"the app did not start: {message}")
+
+    running: asyncio.Task[None] = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, lifespan.get, life_send)  # type: ignore[arg-type]
+    )
+    await started.wait()
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"authorization", f"Bearer {os.environ['INSTRUCTIONS_API_KEY']}".encode()),
+        (b"idempotency-key", b"instructions-1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(BODY)).encode()),
+    ]
+
+    async def one() -> int:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/payments",
+            "raw_path": b"/payments",
+            "root_path": "",
+            "query_string": b"",
+            "headers": headers,
+            "server": ("127.0.0.1", PUBLIC_PORT),
+            "client": ("127.0.0.1", 50000),
+            "state": {},
+        }
+        statuses: list[int] = []
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": BODY, "more_body": False}
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)  # type: ignore[arg-type]
+        return statuses[0]
+
+    first = await one()
+    assert first == 201, first
+    for _ in range(warm_up + count):
+        status = await one()
+        assert status == 201, status
+    running.cancel()
+    os._exit(0)
+
+
+def count_instructions(tree: Path, env: dict[str, str], replays: int) -> int:
+    """The instructions a run of `tree`'s app with `replays` measured replays executes."""
+    out = Path(tempfile.mkdtemp()) / "callgrind.out"
+    run = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--serve",
+            str(replays),
+        ],
+        cwd=tree,
+        env={**env, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if run.returncode != 0 or found is None:
+        sys.exit(f"the run of {tree} failed:\n{run.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
+    parser.add_argument("--replays", type=int, default=400)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        asyncio.run(replay(args.serve, warm_up=50))
+        return
+    from bench.compare import checkout, known_settings
+    from bench.system import api_env, bench_database, create_tenant, start_provider
+
+    with ExitStack() as stack:
+        trees = {rev: stack.enter_context(checkout(rev)) for rev in args.revisions}
+        db = stack.enter_context(bench_database(durable=False))
+        provider = start_provider(Path(tempfile.mkdtemp(prefix="payments-instructions-")))
+        stack.callback(provider.stop)
+        assert provider.url is not None
+        env = api_env(db.url, provider.url)
+        _, api_key = create_tenant(env, "instructions")
+        env = {**os.environ, **env, "INSTRUCTIONS_API_KEY": api_key}
+        env["PAYMENTS_ADMIN_PORT"] = str(PUBLIC_PORT + 1)
+        print("| revision | instructions per replay |\n|---|---:|")
+        for rev, tree in trees.items():
+            # Older revisions refuse settings they do not have yet.
+            tree_env = known_settings(tree, env)
+            idle = count_instructions(tree, tree_env, 0)
+            busy = count_instructions(tree, tree_env, args.replays)
+            print(f"| {rev} | {(busy - idle) / args.replays:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
