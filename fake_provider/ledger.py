@@ -362,11 +362,7 @@ class Ledger:
             before = self._charge_by_id(charge_id)
             if before is None:
                 raise UnknownRecord(f"no charge {charge_id}")
-            if values:
-                sets = ", ".join(f"{name} = :{name}" for name in values)
-                self._conn.execute(
-                    f"UPDATE charges SET {sets} WHERE charge_id = :id", {**values, "id": charge_id}
-                )
+            self._overwrite("charges", "charge_id", charge_id, values)
             after = self._charge_by_id(charge_id)
             assert after is not None
             self._charge_times.remove(before.created_at, charge_id)
@@ -396,11 +392,7 @@ class Ledger:
             before = self._refund_by_id(refund_id)
             if before is None:
                 raise UnknownRecord(f"no refund {refund_id}")
-            if values:
-                sets = ", ".join(f"{name} = :{name}" for name in values)
-                self._conn.execute(
-                    f"UPDATE refunds SET {sets} WHERE refund_id = :id", {**values, "id": refund_id}
-                )
+            self._overwrite("refunds", "refund_id", refund_id, values)
             after = self._refund_by_id(refund_id)
             assert after is not None
             self._refund_times.remove(before.created_at, refund_id)
@@ -420,6 +412,16 @@ class Ledger:
             self._conn.execute("DELETE FROM refunds WHERE refund_id = ?", (refund_id,))
             self._refund_times.remove(before.created_at, refund_id)
             self._forget_refund(before)
+
+    def _overwrite(
+        self, table: str, id_column: str, record_id: str, values: dict[str, object]
+    ) -> None:
+        """Set `values` (column -> value; none is nothing to do) on one row of `table`."""
+        if values:
+            sets = ", ".join(f"{name} = :{name}" for name in values)
+            self._conn.execute(
+                f"UPDATE {table} SET {sets} WHERE {id_column} = :id", {**values, "id": record_id}
+            )
 
     def _forget_refund(self, refund: Refund) -> None:
         left = self._refunded.get(refund.charge_id, 0) - refund.amount_minor

@@ -55,12 +55,9 @@ async def add_charge(body: LedgerChargeRequest, ledger: LedgerDep) -> Response:
 @router.patch("/charges/{charge_id}", response_model=Charge)
 async def change_charge(charge_id: str, body: LedgerChargeChange, ledger: LedgerDep) -> Response:
     """Overwrite a charge's amount, currency, status or creation time."""
-    try:
-        created_at = _created_at(body.created_at)
-    except ValueError as exc:
-        return invalid_request(f"created_at: {exc}")
-    if not body.model_dump(exclude_none=True):
-        return invalid_request("nothing to change: give at least one member")
+    created_at = _change_created_at(body)
+    if isinstance(created_at, Response):
+        return created_at
     try:
         charge = ledger.change_charge(charge_id, body, created_at)
     except LedgerEditError as exc:
@@ -81,12 +78,9 @@ async def drop_charge(charge_id: str, ledger: LedgerDep) -> Response:
 @router.patch("/refunds/{refund_id}", response_model=Refund)
 async def change_refund(refund_id: str, body: LedgerRefundChange, ledger: LedgerDep) -> Response:
     """Overwrite a refund's amount or creation time."""
-    try:
-        created_at = _created_at(body.created_at)
-    except ValueError as exc:
-        return invalid_request(f"created_at: {exc}")
-    if not body.model_dump(exclude_none=True):
-        return invalid_request("nothing to change: give at least one member")
+    created_at = _change_created_at(body)
+    if isinstance(created_at, Response):
+        return created_at
     try:
         refund = ledger.change_refund(refund_id, body, created_at)
     except LedgerEditError as exc:
@@ -102,3 +96,15 @@ async def drop_refund(refund_id: str, ledger: LedgerDep) -> Response:
     except LedgerEditError as exc:
         return _refused(exc)
     return Response(status_code=204)
+
+
+def _change_created_at(body: LedgerChargeChange | LedgerRefundChange) -> str | Response | None:
+    """A change's creation time, as the ledger stores it; or the answer refusing the change
+    (a time that does not parse, or a change of nothing)."""
+    try:
+        created_at = _created_at(body.created_at)
+    except ValueError as exc:
+        return invalid_request(f"created_at: {exc}")
+    if not body.model_dump(exclude_none=True):
+        return invalid_request("nothing to change: give at least one member")
+    return created_at
