@@ -13,6 +13,12 @@ from app.events.models import Event
 from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment
 from app.refunds.models import Refund
+from app.settlement.models import (
+    ReconciliationItem,
+    ReconciliationItemChange,
+    SettlementDay,
+    SettlementLine,
+)
 from app.tenants.models import ApiKey, Tenant
 from app.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -25,7 +31,11 @@ __all__ = [
     "Operation",
     "OperationTransition",
     "Payment",
+    "ReconciliationItem",
+    "ReconciliationItemChange",
     "Refund",
+    "SettlementDay",
+    "SettlementLine",
     "Tenant",
     "WebhookAttempt",
     "WebhookDelivery",

@@ -129,6 +129,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.idempotency", "app.webhooks"),
     ("app.payments",),
     ("app.refunds",),
+    ("app.settlement",),
     ("app.admin",),
     ("app.backlog", "app.composition", "app.dependencies", "app.devserver", "app.tables"),
     ("app.console", "app.health"),

@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, String, Text, func, text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    func,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -28,6 +38,9 @@ class Payment(Base):
             "amount_refunded_minor >= 0 AND amount_refunded_minor <= amount_minor",
             name="refunded_within_amount",
         ),
+        # Settlement reconciliation reads a day's payments by creation time; rows arrive in
+        # that order, so a BRIN index answers it for a few pages, at almost no cost per insert.
+        Index("ix_payments_created_at_brin", "created_at", postgresql_using="brin"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

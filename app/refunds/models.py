@@ -45,6 +45,8 @@ class Refund(Base):
         Index(
             "ix_refunds_tenant_id_payment_id_created_at", "tenant_id", "payment_id", "created_at"
         ),
+        # A day's refunds, for settlement reconciliation (as for payments).
+        Index("ix_refunds_created_at_brin", "created_at", postgresql_using="brin"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

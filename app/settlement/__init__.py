@@ -1,0 +1,1 @@
+"""Settlement reconciliation: our books against the provider's, every difference queued."""
