@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 
 from app.settings import Settings, SettingsError
 
@@ -43,6 +43,24 @@ def _cmd_fake_provider(args: argparse.Namespace) -> int:
     settings = FakeProviderSettings()
     serve(settings.db, host=args.host, port=args.port, admin=settings.admin)
     return 0
+
+
+def _cmd_settle(args: argparse.Namespace) -> int:
+    from app.settlement.command import settle_command
+
+    day = args.date or datetime.now(UTC).date() - timedelta(days=1)
+    return settle_command(_settings(), day, as_json=args.json)
+
+
+def _day(text: str) -> date:
+    try:
+        if len(text) != 10:
+            raise ValueError(text)
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date: give one as 2025-01-31"
+        ) from None
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -190,6 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run the reconciliation worker")
     worker.add_argument("--once", action="store_true", help="drain what is due, then exit")
     worker.set_defaults(func=_cmd_worker)
+
+    settle = sub.add_parser(
+        "settle", help="reconcile one day's payments and refunds with the provider's books"
+    )
+    settle.add_argument(
+        "--date",
+        type=_day,
+        default=None,
+        help="the UTC day whose records to reconcile (default: yesterday)",
+    )
+    settle.add_argument("--json", action="store_true", help="print the summary as JSON")
+    settle.set_defaults(func=_cmd_settle)
 
     fake = sub.add_parser("fake-provider", help="run the bundled fake payment provider")
     fake.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,214 @@
+"""One record's verdict: how our record and the provider's differ, if they do.
+
+Pure: it reads the two sides and says what to queue, and the run (`run.py`) writes it. Our
+side is a payment or a refund with its operation's state; theirs is what the provider holds
+under the same derived key. The rules, for a record whose key is one of ours:
+
+    ours                          theirs                      verdict
+    none                          succeeded                   orphan
+    none                          declined / none             nothing (no money moved)
+    not final (in flight,         any                         recover: the reconciler settles
+      unknown)                                                 it (nothing queued)
+    FAILED_RETRYABLE              succeeded                   orphan ("certainly not sent")
+    took effect (SUCCEEDED...)    none                        missing
+                                  declined                    status_mismatch
+                                  succeeded, differing        amount / currency / status
+                                    amount, currency or         mismatch, one item each
+                                    refunded amount
+                                  succeeded, equal, not       expected (not an exception:
+                                    settled yet                  inside the settlement lag)
+    declined (DECLINED)           succeeded                   status_mismatch
+    failed (FAILED)               succeeded                   orphan (we say not charged)
+    declined / failed             declined / none             nothing
+
+A refund took effect when SUCCEEDED and failed when FAILED; the provider's refunds all
+succeeded. A member a lookup did not give (None) is not compared.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.operations.states import State
+from app.settlement.books import TheirRecord
+from app.settlement.models import ItemKind, RecordType
+
+# Our statuses that say the money moved, and those that say it did not.
+TOOK_EFFECT = frozenset({"SUCCEEDED", "PARTIALLY_REFUNDED", "REFUNDED"})
+DECLINED = "DECLINED"
+# The provider's statuses of a record that moved money (a listed charge says how much of it
+# was refunded in its status too).
+THEY_CHARGED = frozenset({"succeeded", "partially_refunded", "refunded"})
+KEY_PREFIXES = {RecordType.CHARGE: "payment-", RecordType.REFUND: "refund-"}
+
+
+@dataclass(frozen=True)
+class OurRecord:
+    """A payment or refund of ours, with its operation's state."""
+
+    record_type: RecordType
+    provider_key: str
+    tenant_id: uuid.UUID
+    operation_id: uuid.UUID
+    operation_state: str
+    payment_id: uuid.UUID
+    refund_id: uuid.UUID | None
+    status: str
+    amount_minor: int
+    currency: str
+    amount_refunded_minor: int | None
+    provider_id: str | None
+    created_at: datetime
+
+    def snapshot(self) -> dict[str, Any]:
+        """The record as an item shows it."""
+        shown: dict[str, Any] = {
+            "id": str(self.refund_id or self.payment_id),
+            "status": self.status,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "created_at": self.created_at.isoformat(),
+            "operation_state": self.operation_state,
+            "provider_id": self.provider_id,
+        }
+        if self.record_type is RecordType.CHARGE:
+            shown["amount_refunded_minor"] = self.amount_refunded_minor
+        return shown
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One item to queue: its kind and what an operator reads about it."""
+
+    kind: ItemKind
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one record comes to: the differences to queue, or a hand-over to recovery."""
+
+    differences: tuple[Difference, ...] = field(default=())
+    # Our operation is not final and the provider holds a record: the reconciler decides.
+    recover: bool = False
+    # Both sides agree on a record that took effect: the settlement line is its proof.
+    agreed: bool = False
+
+
+NOTHING = Verdict()
+
+
+def is_our_key(record_type: RecordType, provider_key: str) -> bool:
+    """Whether `provider_key` has the shape of a key we derive (`app/provider/keys.py`)."""
+    prefix = KEY_PREFIXES[record_type]
+    if not provider_key.startswith(prefix):
+        return False
+    try:
+        uuid.UUID(provider_key[len(prefix) :])
+    except ValueError:
+        return False
+    return True
+
+
+def _money(minor: int, currency: str | None) -> str:
+    return f"{minor} {currency or ''}".strip()
+
+
+def _mismatches(ours: OurRecord, theirs: TheirRecord) -> list[Difference]:
+    found: list[Difference] = []
+    if ours.amount_minor != theirs.amount_minor:
+        found.append(
+            Difference(
+                ItemKind.AMOUNT_MISMATCH,
+                f"we recorded {_money(ours.amount_minor, ours.currency)}, the provider "
+                f"{_money(theirs.amount_minor, theirs.currency)}",
+            )
+        )
+    if theirs.currency is not None and ours.currency != theirs.currency:
+        found.append(
+            Difference(
+                ItemKind.CURRENCY_MISMATCH,
+                f"we recorded {ours.currency}, the provider {theirs.currency}",
+            )
+        )
+    if (
+        theirs.amount_refunded_minor is not None
+        and ours.amount_refunded_minor is not None
+        and ours.amount_refunded_minor != theirs.amount_refunded_minor
+    ):
+        found.append(
+            Difference(
+                ItemKind.STATUS_MISMATCH,
+                f"we recorded {ours.amount_refunded_minor} refunded, the provider "
+                f"{theirs.amount_refunded_minor}",
+            )
+        )
+    return found
+
+
+def judge(
+    record_type: RecordType, ours: OurRecord | None, theirs: TheirRecord | None, *, settled: bool
+) -> Verdict:
+    """The verdict on one key: `ours` and `theirs` as found (None: no record), and whether
+    the provider's settlement report lists `theirs`."""
+    noun = "charge" if record_type is RecordType.CHARGE else "refund"
+    charged = theirs is not None and theirs.status in THEY_CHARGED
+    if ours is None:
+        if not charged:
+            return NOTHING
+        return Verdict(
+            (Difference(ItemKind.ORPHAN, f"the provider made this {noun}; we have no record"),)
+        )
+    if ours.operation_state == State.FAILED_RETRYABLE:
+        if not charged:
+            return NOTHING
+        return Verdict(
+            (
+                Difference(
+                    ItemKind.ORPHAN,
+                    f"the provider made this {noun}; we recorded it as certainly not sent",
+                ),
+            )
+        )
+    if ours.operation_state not in (State.COMPLETED, State.FAILED):
+        return Verdict(recover=theirs is not None)
+    if ours.status in TOOK_EFFECT:
+        if theirs is None:
+            return Verdict(
+                (Difference(ItemKind.MISSING, f"we recorded this {noun}; the provider has none"),)
+            )
+        if not charged:
+            return Verdict(
+                (
+                    Difference(
+                        ItemKind.STATUS_MISMATCH,
+                        f"we recorded this {noun} as succeeded, the provider as {theirs.status}",
+                    ),
+                )
+            )
+        found = _mismatches(ours, theirs)
+        if found:
+            return Verdict(tuple(found))
+        if not settled:
+            return Verdict(
+                (Difference(ItemKind.EXPECTED, "agreed; the provider has not settled it yet"),),
+                agreed=True,
+            )
+        return Verdict(agreed=True)
+    if not charged:
+        return NOTHING
+    if ours.status == DECLINED:
+        return Verdict(
+            (
+                Difference(
+                    ItemKind.STATUS_MISMATCH,
+                    f"we recorded this {noun} as declined, the provider as succeeded",
+                ),
+            )
+        )
+    return Verdict(
+        (Difference(ItemKind.ORPHAN, f"the provider made this {noun}; we recorded it as not made"),)
+    )

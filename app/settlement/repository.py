@@ -1,0 +1,336 @@
+"""The run's reads and writes: our records of a day, the items found, the settled lines, the
+days' leases.
+
+Every statement is a constant; the run (`run.py`) decides, these carry it out. Items are
+written by `write_items` in one transaction: the rows of the compared keys are locked first,
+so a run's view of an item cannot change under it, and each change of an item's state is
+audited in `reconciliation_item_changes` by the statement batch that makes it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from app.db.database import Connection
+from app.settlement.books import Settled, day_bounds
+from app.settlement.matching import OurRecord
+from app.settlement.models import ItemKind, ItemState, RecordType
+
+_OURS = {
+    RecordType.CHARGE: """
+        SELECT p.provider_key, p.tenant_id, p.operation_id, o.state, p.id, NULL::uuid,
+               p.status, p.amount_minor, p.currency, p.amount_refunded_minor,
+               p.provider_charge_id, p.created_at
+        FROM payments p JOIN operations o ON o.id = p.operation_id
+    """,
+    RecordType.REFUND: """
+        SELECT r.provider_key, r.tenant_id, r.operation_id, o.state, r.payment_id, r.id,
+               r.status, r.amount_minor, r.currency, NULL::bigint,
+               r.provider_refund_id, r.created_at
+        FROM refunds r JOIN operations o ON o.id = r.operation_id
+    """,
+}
+_ALIAS = {RecordType.CHARGE: "p", RecordType.REFUND: "r"}
+
+
+def _our_record(record_type: RecordType, row: tuple[Any, ...]) -> OurRecord:
+    return OurRecord(record_type, *row)
+
+
+async def ours_created_on(conn: Connection, record_type: RecordType, day: date) -> list[OurRecord]:
+    """Our payments (or refunds) created on `day`, with their operations' states."""
+    start, end = day_bounds(day)
+    alias = _ALIAS[record_type]
+    sql = (
+        f"{_OURS[record_type]} WHERE {alias}.created_at >= %(start)s "
+        f"AND {alias}.created_at < %(end)s"
+    )
+    rows = await (await conn.execute(sql, {"start": start, "end": end})).fetchall()
+    return [_our_record(record_type, row) for row in rows]
+
+
+async def ours_by_key(
+    conn: Connection, record_type: RecordType, keys: Sequence[str]
+) -> dict[str, OurRecord]:
+    """Our payments (or refunds) under any of `keys`, whatever day they were made."""
+    if not keys:
+        return {}
+    sql = f"{_OURS[record_type]} WHERE {_ALIAS[record_type]}.provider_key = ANY(%(keys)s)"
+    rows = await (await conn.execute(sql, {"keys": list(keys)})).fetchall()
+    return {row[0]: _our_record(record_type, row) for row in rows}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A difference as the run found it, ready to be written."""
+
+    day: date
+    record_type: RecordType
+    provider_key: str
+    kind: ItemKind
+    detail: str
+    ours: OurRecord | None
+    theirs: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What writing a run's findings did to the queue."""
+
+    opened: int
+    reopened: int
+    updated: int
+    kept_closed: int
+    auto_resolved: int
+
+
+_LOCK_ITEMS = """
+    SELECT id, provider_key, kind, state FROM reconciliation_items
+    WHERE record_type = %(record_type)s AND provider_key = ANY(%(keys)s)
+    FOR UPDATE
+"""
+_INSERT_ITEM = """
+    INSERT INTO reconciliation_items (id, day, record_type, provider_key, kind, state,
+        tenant_id, operation_id, payment_id, refund_id, ours, theirs, detail)
+    VALUES (%(id)s, %(day)s, %(record_type)s, %(provider_key)s, %(kind)s, 'open',
+        %(tenant_id)s, %(operation_id)s, %(payment_id)s, %(refund_id)s, %(ours)s, %(theirs)s,
+        %(detail)s)
+"""
+# Seen again: the latest of both sides; an auto-resolved item whose difference came back
+# opens again. A resolved or voided one stays as the operator left it.
+_SEEN_AGAIN = """
+    UPDATE reconciliation_items
+    SET ours = %(ours)s, theirs = %(theirs)s, detail = %(detail)s, last_seen_at = now(),
+        state = CASE WHEN state = 'auto_resolved' THEN 'open' ELSE state END
+    WHERE id = %(id)s
+"""
+_AUTO_RESOLVE = """
+    UPDATE reconciliation_items
+    SET state = 'auto_resolved', last_seen_at = now()
+    WHERE id = %(id)s AND state = 'open'
+"""
+_CHANGE = """
+    INSERT INTO reconciliation_item_changes (item_id, from_state, to_state, actor, reason)
+    VALUES (%(item_id)s, %(from_state)s, %(to_state)s, %(actor)s, %(reason)s)
+"""
+
+
+def _item_values(finding: Finding) -> dict[str, Any]:
+    ours = finding.ours
+    return {
+        "day": finding.day,
+        "record_type": finding.record_type.value,
+        "provider_key": finding.provider_key,
+        "kind": finding.kind.value,
+        "detail": finding.detail,
+        "tenant_id": ours.tenant_id if ours else None,
+        "operation_id": ours.operation_id if ours else None,
+        "payment_id": ours.payment_id if ours else None,
+        "refund_id": ours.refund_id if ours else None,
+        "ours": json.dumps(ours.snapshot()) if ours else None,
+        "theirs": json.dumps(finding.theirs) if finding.theirs is not None else None,
+    }
+
+
+async def write_items(
+    conn: Connection,
+    record_type: RecordType,
+    compared: Iterable[str],
+    findings: Sequence[Finding],
+    *,
+    actor: str,
+) -> Written:
+    """Queue `findings` for the keys in `compared` (all of `record_type`), and auto-resolve
+    every open item of those keys that the run did not find again. Call in a transaction."""
+    keys = sorted(set(compared))
+    rows = await (
+        await conn.execute(_LOCK_ITEMS, {"record_type": record_type.value, "keys": keys})
+    ).fetchall()
+    existing: dict[tuple[str, str], tuple[uuid.UUID, str]] = {
+        (key, kind): (item_id, state) for item_id, key, kind, state in rows
+    }
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    kept_closed = reopened = 0
+    found: set[tuple[str, str]] = set()
+    for finding in findings:
+        found.add((finding.provider_key, finding.kind.value))
+        values = _item_values(finding)
+        current = existing.get((finding.provider_key, finding.kind.value))
+        if current is None:
+            item_id = uuid.uuid4()
+            inserts.append({**values, "id": item_id})
+            changes.append(_change(item_id, None, ItemState.OPEN, actor, finding.detail))
+            continue
+        item_id, state = current
+        updates.append({**values, "id": item_id})
+        if state == ItemState.AUTO_RESOLVED:
+            reopened += 1
+            changes.append(_change(item_id, state, ItemState.OPEN, actor, "found again"))
+        elif state != ItemState.OPEN:
+            kept_closed += 1
+    resolved: list[dict[str, Any]] = []
+    for (key, kind), (item_id, state) in existing.items():
+        if state == ItemState.OPEN and (key, kind) not in found:
+            resolved.append({"id": item_id})
+            reason = "settled" if kind == ItemKind.EXPECTED else "no longer differs"
+            changes.append(_change(item_id, state, ItemState.AUTO_RESOLVED, actor, reason))
+    async with conn.cursor() as cur:
+        if inserts:
+            await cur.executemany(_INSERT_ITEM, inserts)
+        if updates:
+            await cur.executemany(_SEEN_AGAIN, updates)
+        if resolved:
+            await cur.executemany(_AUTO_RESOLVE, resolved)
+        if changes:
+            await cur.executemany(_CHANGE, changes)
+    return Written(
+        opened=len(inserts),
+        reopened=reopened,
+        updated=len(updates) - reopened - kept_closed,
+        kept_closed=kept_closed,
+        auto_resolved=len(resolved),
+    )
+
+
+def _change(
+    item_id: uuid.UUID, from_state: str | None, to_state: ItemState, actor: str, reason: str
+) -> dict[str, Any]:
+    return {
+        "item_id": item_id,
+        "from_state": from_state,
+        "to_state": to_state.value,
+        "actor": actor,
+        "reason": reason,
+    }
+
+
+_RECORD_LINES = """
+    INSERT INTO settlement_lines (provider_id, record_type, provider_key, payment_id, refund_id,
+        gross_minor, fee_minor, net_minor, currency, payout_id, settled_on)
+    SELECT * FROM unnest(%(provider_id)s::text[], %(record_type)s::text[],
+        %(provider_key)s::text[], %(payment_id)s::uuid[], %(refund_id)s::uuid[],
+        %(gross)s::bigint[], %(fee)s::bigint[], %(net)s::bigint[], %(currency)s::text[],
+        %(payout_id)s::text[], %(settled_on)s::date[])
+    ON CONFLICT (provider_id) DO NOTHING
+"""
+
+
+async def record_lines(conn: Connection, lines: Sequence[tuple[Settled, OurRecord | None]]) -> int:
+    """Store each settled line with our payment (and refund) it belongs to; a line already
+    stored is left alone (a report's lines do not change). The lines newly stored."""
+    if not lines:
+        return 0
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "provider_id",
+            "record_type",
+            "provider_key",
+            "payment_id",
+            "refund_id",
+            "gross",
+            "fee",
+            "net",
+            "currency",
+            "payout_id",
+            "settled_on",
+        )
+    }
+    for line, ours in lines:
+        columns["provider_id"].append(line.provider_id)
+        columns["record_type"].append(line.record_type.value)
+        columns["provider_key"].append(line.provider_key)
+        columns["payment_id"].append(ours.payment_id if ours else None)
+        columns["refund_id"].append(ours.refund_id if ours else None)
+        columns["gross"].append(line.gross_minor)
+        columns["fee"].append(line.fee_minor)
+        columns["net"].append(line.net_minor)
+        columns["currency"].append(line.currency)
+        columns["payout_id"].append(line.payout_id)
+        columns["settled_on"].append(line.settled_on)
+    cursor = await conn.execute(_RECORD_LINES, columns)
+    return cursor.rowcount
+
+
+_RECOVER_NOW = """
+    UPDATE operations SET next_check_at = now()
+    WHERE id = ANY(%(ids)s) AND state = 'UNKNOWN_REQUIRES_RECOVERY' AND next_check_at > now()
+"""
+
+
+async def recover_now(conn: Connection, operation_ids: Sequence[uuid.UUID]) -> None:
+    """Make the unknown operations among `operation_ids` due for the reconciler at once (an
+    operation in flight is the reconciler's as soon as its owner's lease runs out)."""
+    if operation_ids:
+        await conn.execute(_RECOVER_NOW, {"ids": list(operation_ids)})
+
+
+_CLAIM_DAY = """
+    INSERT INTO settlement_days AS d (day, owner, lease_expires_at, runs, last_started_at)
+    VALUES (%(day)s, %(owner)s, now() + make_interval(secs => %(lease_s)s), 1, now())
+    ON CONFLICT (day) DO UPDATE
+    SET owner = EXCLUDED.owner, lease_expires_at = EXCLUDED.lease_expires_at,
+        runs = d.runs + 1, last_started_at = now()
+    WHERE d.owner IS NULL OR d.lease_expires_at < now()
+    RETURNING d.runs
+"""
+_OWNER = "SELECT owner FROM settlement_days WHERE day = %(day)s"
+_FINISH_DAY = """
+    UPDATE settlement_days
+    SET owner = NULL, lease_expires_at = NULL, last_finished_at = now(), summary = %(summary)s
+    WHERE day = %(day)s AND owner = %(owner)s
+"""
+_RELEASE_DAY = """
+    UPDATE settlement_days SET owner = NULL, lease_expires_at = NULL
+    WHERE day = %(day)s AND owner = %(owner)s
+"""
+
+
+async def claim_day(conn: Connection, day: date, owner: str, lease_s: float) -> str | None:
+    """Take `day` for a run; None when taken, else the owner holding it."""
+    params = {"day": day, "owner": owner, "lease_s": lease_s}
+    if await (await conn.execute(_CLAIM_DAY, params)).fetchone() is not None:
+        return None
+    row = await (await conn.execute(_OWNER, {"day": day})).fetchone()
+    return str(row[0]) if row and row[0] else "another run"
+
+
+async def finish_day(conn: Connection, day: date, owner: str, summary: dict[str, Any]) -> None:
+    """The run of `day` is done: its summary kept, the day free again."""
+    await conn.execute(_FINISH_DAY, {"day": day, "owner": owner, "summary": json.dumps(summary)})
+
+
+async def release_day(conn: Connection, day: date, owner: str) -> None:
+    """The run of `day` stopped early: the day is free again, its last summary kept."""
+    await conn.execute(_RELEASE_DAY, {"day": day, "owner": owner})
+
+
+# Days with items still expected whose settlement day has come and that have not been run
+# since it began (a line still absent then stays expected until an operator looks).
+_EXPECTED_DAYS = """
+    SELECT DISTINCT i.day FROM reconciliation_items i
+    LEFT JOIN settlement_days d ON d.day = i.day
+    WHERE i.kind = 'expected' AND i.state = 'open'
+      AND i.day + %(lag_days)s <= %(today)s
+      AND (d.last_finished_at IS NULL
+           OR d.last_finished_at < (i.day + %(lag_days)s)::timestamp AT TIME ZONE 'UTC')
+"""
+_FINISHED = "SELECT 1 FROM settlement_days WHERE day = %(day)s AND last_finished_at IS NOT NULL"
+
+
+async def days_due(conn: Connection, today: date, lag_days: int) -> list[date]:
+    """Yesterday unless a run of it has finished, and every day whose expected items have
+    reached their settlement day since its last run."""
+    params = {"today": today, "lag_days": lag_days}
+    due = {row[0] for row in await (await conn.execute(_EXPECTED_DAYS, params)).fetchall()}
+    yesterday = today - timedelta(days=1)
+    if await (await conn.execute(_FINISHED, {"day": yesterday})).fetchone() is None:
+        due.add(yesterday)
+    return sorted(due)
