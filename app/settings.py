@@ -84,9 +84,10 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Settlement reconciliation (`app/settlement/`): the provider settles a record made on day
     # D on D + this many days (its reports must say the same, or a run stops); the worker
-    # reconciles yesterday once it has not been done, looking every this many seconds.
+    # reconciles yesterday once it has not been done, looking every this many seconds (0: the
+    # worker never settles; `payments settle` still does).
     settlement_lag_days: int = Field(default=1, ge=0, le=30)
-    settle_interval_s: float = Field(default=3600.0, gt=0, le=86400)
+    settle_interval_s: float = Field(default=3600.0, ge=0, le=86400)
     # Records per page when listing the provider's charges and refunds (its maximum: 1000).
     settlement_page_size: int = Field(default=1000, ge=1, le=1000)
     # The operators' listener: the admin API, the console and `/metrics` are served only

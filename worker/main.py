@@ -9,6 +9,10 @@ SIGTERM or SIGINT sets the stop event: no new batch is claimed, the reconciliati
 webhook attempts under way finish (each bounded by its timeout), and the process exits.
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
+
+A fourth tick, `settle` (`app/settlement/job.py`, every PAYMENTS_SETTLE_INTERVAL_S, hourly;
+0 turns it off), runs the settlement reconciliation of whole days that are due: yesterday
+once, and days still expecting settlement lines. It is not part of `--once`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from app.observability.metrics import Metrics
 from app.operations.expiry import expire_keys
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
+from app.settlement.books import ProviderBooks
+from app.settlement.command import books_client
+from app.settlement.job import settle_due_days
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
 
@@ -80,14 +87,21 @@ async def _run(settings: Settings, *, once: bool) -> int:
         concurrency=settings.webhook_concurrency,
         ca_file=settings.webhook_ca_file,
     )
+    books_http = books_client(settings)
     try:
-        return await _serve(settings, metrics, webhook_http, once=once)
+        return await _serve(settings, metrics, webhook_http, books_http, once=once)
     finally:
         await webhook_http.aclose()
+        await books_http.aclose()
 
 
 async def _serve(
-    settings: Settings, metrics: Metrics, webhook_http: httpx.AsyncClient, *, once: bool
+    settings: Settings,
+    metrics: Metrics,
+    webhook_http: httpx.AsyncClient,
+    books_http: httpx.AsyncClient,
+    *,
+    once: bool,
 ) -> int:
     name = worker_name()
     stopping = asyncio.Event()
@@ -130,6 +144,13 @@ async def _serve(
                 stopping=stopping,
             )
 
+        books = ProviderBooks(books_http, page_size=settings.settlement_page_size)
+
+        async def settle() -> None:
+            await settle_due_days(
+                parts.db, books, lag_days=settings.settlement_lag_days, actor=name
+            )
+
         gc_tuning.settle()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -149,6 +170,8 @@ async def _serve(
             (webhooks.run, settings.webhook_interval_s, "webhooks"),
             (expire, settings.expire_interval_s, "expire"),
         )
+        if settings.settle_interval_s > 0:
+            jobs += ((settle, settings.settle_interval_s, "settle"),)
         for job, interval, job_name in jobs:
             scheduler.add_job(
                 _through_outages(job, job_name),

@@ -35,6 +35,8 @@ def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, 
         "DATABASE_URL": database_url,
         "PAYMENTS_PROVIDER_URL": provider_url,
         **RATE_LIMIT_OFF,
+        # No daily settlement run: a test settles the days it made (tests/settlement).
+        "PAYMENTS_SETTLE_INTERVAL_S": "0",
         **extra,
     }
 
