@@ -145,4 +145,4 @@ def test_the_worker_settles_yesterday_on_its_own(
         "SELECT actor FROM reconciliation_item_changes WHERE item_id = %s", (item["id"],)
     ).fetchall()
     assert history[0]["actor"].startswith("worker:")
-    assert worker.alive
+    assert worker.alive()
