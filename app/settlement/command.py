@@ -13,10 +13,11 @@ import json
 import os
 import socket
 import sys
-from datetime import date
+from datetime import date, timedelta
 
 import httpx
 
+from app.clock import utcnow
 from app.db.database import open_database
 from app.settings import Settings
 from app.settlement.books import BooksUnavailable, ProviderBooks
@@ -83,8 +84,22 @@ def render(summary: Summary) -> str:
     return "\n".join(lines)
 
 
-def settle_command(settings: Settings, day: date, *, as_json: bool) -> int:
-    """Run `day` and print its summary; the exit status."""
+def parse_day(text: str | None) -> date | None:
+    """`--date` as a day (yesterday, UTC, when not given); None when it is not a date."""
+    if text is None:
+        return utcnow().date() - timedelta(days=1)
+    try:
+        return date.fromisoformat(text) if len(text) == 10 else None
+    except ValueError:
+        return None
+
+
+def settle_command(settings: Settings, text: str | None, *, as_json: bool) -> int:
+    """Run the day `text` names and print its summary; the exit status."""
+    day = parse_day(text)
+    if day is None:
+        print(f"payments settle: {text!r} is not a date: give one as 2025-01-31", file=sys.stderr)
+        return 2
     if settings.database_url is None:
         print("payments: DATABASE_URL is not set", file=sys.stderr)
         return 2
