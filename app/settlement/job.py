@@ -1,7 +1,7 @@
 """The worker's daily settlement run: yesterday, once, and every day still expecting lines.
 
 Every `PAYMENTS_SETTLE_INTERVAL_S` (an hour; 0 turns it off) the worker asks which days are
-due (`repository.days_due`): yesterday (UTC) until a run of it has finished, and each day
+due (`days.days_due`): yesterday (UTC) until a run of it has finished, and each day
 whose expected items have reached their settlement day since its last run. Each is run as
 `payments settle` would run it. Several workers may tick at once: a day is run by whichever
 takes its lease (`DayTaken` for the others, who skip it). A provider that cannot answer, or
@@ -15,7 +15,7 @@ from datetime import date
 
 from app.clock import utcnow
 from app.db.database import Database
-from app.settlement import repository
+from app.settlement import days
 from app.settlement.books import BooksUnavailable, ProviderBooks
 from app.settlement.run import DayTaken, LagDiffers, Summary, settle_day
 
@@ -28,7 +28,7 @@ async def settle_due_days(
     """Run every day that is due; the summaries of the runs that finished."""
     today = today or utcnow().date()
     async with db.connection() as conn:
-        due = await repository.days_due(conn, today, lag_days)
+        due = await days.days_due(conn, today, lag_days)
     done: list[Summary] = []
     for day in due:
         try:

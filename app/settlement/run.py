@@ -33,7 +33,7 @@ from typing import Any
 
 from app.clock import utcnow
 from app.db.database import Database
-from app.settlement import repository
+from app.settlement import days, repository
 from app.settlement.books import BooksUnavailable, ProviderBooks, Report, TheirRecord
 from app.settlement.matching import OurRecord, Verdict, is_our_key, judge
 from app.settlement.models import RecordType
@@ -142,8 +142,8 @@ class _Reports:
         return record.created_at.date() + self._lag
 
     async def load(self, records: Sequence[TheirRecord]) -> None:
-        days = {self.settles_on(record) for record in records} - set(self._read)
-        for day in sorted(days):
+        wanted = {self.settles_on(record) for record in records} - set(self._read)
+        for day in sorted(wanted):
             if day > self._today:
                 continue
             report = await self._books.report(day)
@@ -226,7 +226,7 @@ async def settle_day(
     started = time.perf_counter()
     summary = Summary(day=day.isoformat())
     async with db.connection() as conn:
-        holder = await repository.claim_day(conn, day, actor, DAY_LEASE_S)
+        holder = await days.claim_day(conn, day, actor, DAY_LEASE_S)
     if holder is not None:
         raise DayTaken(f"a run of {day} is under way ({holder})")
     finished = False
@@ -241,13 +241,13 @@ async def settle_day(
             await _settle_side(db, side, reports, day, actor, summary)
         summary.seconds = round(time.perf_counter() - started, 3)
         async with db.connection() as conn:
-            await repository.finish_day(conn, day, actor, summary.as_json())
+            await days.finish_day(conn, day, actor, summary.as_json())
         finished = True
         return summary
     finally:
         if not finished:
             async with db.connection() as conn:
-                await repository.release_day(conn, day, actor)
+                await days.release_day(conn, day, actor)
 
 
 __all__ = ["BooksUnavailable", "DayTaken", "LagDiffers", "Summary", "settle_day"]
