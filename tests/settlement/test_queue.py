@@ -1,0 +1,227 @@
+"""The reconciliation queue's statements (`app/settlement/queue.py`, `changes.py`) on the
+test database: lists filtered and paged oldest first, the open queue read through its
+partial index, counts, an item with its history, closing guarded and audited in one
+statement, and `record_change`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, timedelta
+
+import psycopg
+import pytest
+from psycopg.rows import DictRow
+
+from app.errors import NotFound, ValidationFailed
+from app.settlement import changes as item_changes
+from app.settlement.errors import ItemNotOpen
+from app.settlement.models import ItemKind, ItemState, RecordType
+from app.settlement.queue import (
+    ItemFilter,
+    ReconciliationQueue,
+    StateFilter,
+    list_sql,
+    open_by_kind,
+)
+from app.settlement.views import differing_fields, side_by_side
+from tests.support.factories.reconciliation import (
+    RUN_ACTOR,
+    changes,
+    empty_queue,
+    item_row,
+    make_item,
+)
+from tests.support.fixtures.repository import AsyncDb
+
+Db = psycopg.Connection[DictRow]
+
+
+def _ids(queue: ReconciliationQueue, async_db: AsyncDb, flt: ItemFilter) -> list[uuid.UUID]:
+    page = async_db.run(queue.list(flt, limit=100))
+    assert not page.has_more
+    return [item.id for item in page.items]
+
+
+def test_lists_filter_and_page_oldest_first(db: Db, async_db: AsyncDb) -> None:
+    tenant = uuid.uuid4()
+    yesterday = date.today() - timedelta(days=1)
+    oldest = make_item(db, tenant_id=tenant, seen_ago_s=500, kind="missing", theirs=None)
+    refund = make_item(db, tenant_id=tenant, seen_ago_s=400, record_type="refund")
+    old_day = make_item(db, tenant_id=tenant, seen_ago_s=300, day=yesterday)
+    resolved = make_item(db, tenant_id=tenant, seen_ago_s=200, state="resolved")
+    auto = make_item(db, tenant_id=tenant, seen_ago_s=100, state="auto_resolved")
+    make_item(db, seen_ago_s=1000)  # another tenant's
+    queue = ReconciliationQueue(async_db.db)
+
+    # The open queue by default, oldest first.
+    assert _ids(queue, async_db, ItemFilter(tenant_id=tenant)) == [oldest, refund, old_day]
+    everything = ItemFilter(tenant_id=tenant, state=StateFilter.ALL)
+    assert _ids(queue, async_db, everything) == [oldest, refund, old_day, resolved, auto]
+    assert _ids(queue, async_db, ItemFilter(tenant_id=tenant, state=StateFilter.RESOLVED)) == [
+        resolved
+    ]
+    by_kind = ItemFilter(tenant_id=tenant, kind=ItemKind.MISSING)
+    assert _ids(queue, async_db, by_kind) == [oldest]
+    refunds = ItemFilter(tenant_id=tenant, record_type=RecordType.REFUND)
+    assert _ids(queue, async_db, refunds) == [refund]
+    assert _ids(queue, async_db, ItemFilter(tenant_id=tenant, day=yesterday)) == [old_day]
+
+    # Pages of two, each after the last id of the one before.
+    first = async_db.run(queue.list(everything, limit=2))
+    assert ([i.id for i in first.items], first.has_more) == ([oldest, refund], True)
+    after = ItemFilter(tenant_id=tenant, state=StateFilter.ALL, after=refund)
+    second = async_db.run(queue.list(after, limit=2))
+    assert ([i.id for i in second.items], second.has_more) == ([old_day, resolved], True)
+    last = ItemFilter(tenant_id=tenant, state=StateFilter.ALL, after=resolved)
+    third = async_db.run(queue.list(last, limit=2))
+    assert ([i.id for i in third.items], third.has_more) == ([auto], False)
+
+
+def test_the_open_queue_walks_its_partial_index_in_page_order(db: Db) -> None:
+    for flt in (ItemFilter(kind=ItemKind.AMOUNT_MISMATCH, after=uuid.uuid4()), ItemFilter()):
+        sql, params = list_sql(flt, limit=50)
+        with db.transaction():
+            db.execute("SET LOCAL enable_seqscan = off")
+            db.execute("SET LOCAL enable_bitmapscan = off")
+            rows = db.execute(f"EXPLAIN {sql}", params).fetchall()
+        plan = "\n".join(str(row["QUERY PLAN"]) for row in rows)
+        assert "ix_reconciliation_items_open" in plan, plan
+        if flt.kind is not None:
+            # By kind, the index is already in (first_seen_at, id) order: nothing sorted.
+            assert "Sort" not in plan.split("ix_reconciliation_items_open")[0], plan
+
+
+def test_counts_by_kind_and_state_and_the_oldest_open(db: Db, async_db: AsyncDb) -> None:
+    empty_queue(db)
+    queue = ReconciliationQueue(async_db.db)
+    nothing = async_db.run(queue.summary())
+    assert set(nothing.open_by_kind.values()) == {0}
+    assert sorted(nothing.open_by_kind) == sorted(k.value for k in ItemKind)
+    assert nothing.oldest_open_s is None
+    assert nothing.by_state == {"open": 0, "auto_resolved": 0, "resolved": 0, "void": 0}
+
+    make_item(db, kind="missing", theirs=None, seen_ago_s=3600)
+    make_item(db, kind="missing", theirs=None, seen_ago_s=10)
+    make_item(db, kind="orphan", ours=None, seen_ago_s=20)
+    make_item(db, kind="orphan", state="void", seen_ago_s=7200)
+    make_item(db, kind="expected", state="auto_resolved", seen_ago_s=7200)
+    make_item(db, state="resolved", seen_ago_s=7200)
+    summary = async_db.run(queue.summary())
+    assert summary.open_by_kind == {
+        "missing": 2,
+        "orphan": 1,
+        "amount_mismatch": 0,
+        "currency_mismatch": 0,
+        "status_mismatch": 0,
+        "expected": 0,
+    }
+    assert summary.by_state == {"open": 3, "auto_resolved": 1, "resolved": 1, "void": 1}
+    # The oldest open item, not the older closed ones.
+    assert summary.oldest_open_s is not None
+    assert 3600 <= summary.oldest_open_s < 3660
+
+    async def read() -> tuple[dict[str, int], float | None]:
+        async with async_db.db.connection() as conn:
+            return await open_by_kind(conn)
+
+    counts, oldest = async_db.run(read())
+    assert counts == summary.open_by_kind
+    assert oldest is not None
+    assert 3600 <= oldest < 3660
+
+
+def test_closing_is_guarded_and_audited_in_one_statement(db: Db, async_db: AsyncDb) -> None:
+    queue = ReconciliationQueue(async_db.db)
+    item_id = make_item(db)
+    closed = async_db.run(queue.void(item_id, "operator:bob", "  a test charge, never real \n"))
+    assert (closed.state, closed.resolved_by) == ("void", "operator:bob")
+    assert closed.resolution_reason == "a test charge, never real"
+    row = item_row(db, item_id)
+    assert (row["state"], row["resolved_by"]) == ("void", "operator:bob")
+    trail = changes(db, item_id)
+    assert [(c["from_state"], c["to_state"], c["actor"]) for c in trail] == [
+        (None, "open", RUN_ACTOR),
+        ("open", "void", "operator:bob"),
+    ]
+    assert trail[-1]["reason"] == "a test charge, never real"
+    assert trail[-1]["at"] == row["resolved_at"]
+
+    # Closed: a second close changes nothing, and says what the item is.
+    with pytest.raises(ItemNotOpen) as refused:
+        async_db.run(queue.resolve(item_id, "operator:carol", "late"))
+    assert refused.value.extra["state"] == "void"
+    assert item_row(db, item_id) == row
+    assert len(changes(db, item_id)) == 2
+    with pytest.raises(NotFound):
+        async_db.run(queue.resolve(uuid.uuid4(), "operator:carol", "no such item"))
+    detail = async_db.run(queue.read(item_id))
+    assert [c.to_state for c in detail.history] == ["open", "void"]
+
+
+@pytest.mark.parametrize(
+    "reason", ["", "   \n", "x" * 1001, "nul \x00 inside", "bell \x07", "lone \ud800"]
+)
+def test_a_close_without_a_usable_reason_changes_nothing(
+    reason: str, db: Db, async_db: AsyncDb
+) -> None:
+    item_id = make_item(db)
+    before = item_row(db, item_id)
+    with pytest.raises(ValidationFailed):
+        async_db.run(ReconciliationQueue(async_db.db).resolve(item_id, "operator:bob", reason))
+    assert item_row(db, item_id) == before
+    assert len(changes(db, item_id)) == 1
+
+
+def test_a_reason_of_1000_characters_with_line_breaks_is_kept(db: Db, async_db: AsyncDb) -> None:
+    item_id = make_item(db)
+    reason = "line one\n\tline two " + "x" * 981
+    assert len(reason) == 1000
+    closed = async_db.run(ReconciliationQueue(async_db.db).resolve(item_id, "operator:a", reason))
+    assert closed.resolution_reason == reason
+
+
+def test_record_change_writes_one_audit_row_in_the_callers_transaction(
+    db: Db, async_db: AsyncDb
+) -> None:
+    item_id = make_item(db)
+
+    async def auto_resolve(fail: bool) -> None:
+        async with async_db.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE reconciliation_items SET state = 'auto_resolved' WHERE id = %s",
+                (item_id,),
+            )
+            await item_changes.record_change(
+                conn, item_id, ItemState.OPEN, ItemState.AUTO_RESOLVED, "settlement", "agrees"
+            )
+            if fail:
+                raise RuntimeError("the run failed before it committed")
+
+    with pytest.raises(RuntimeError):
+        async_db.run(auto_resolve(fail=True))
+    assert item_row(db, item_id)["state"] == "open"
+    assert len(changes(db, item_id)) == 1
+    async_db.run(auto_resolve(fail=False))
+    assert item_row(db, item_id)["state"] == "auto_resolved"
+    last = changes(db, item_id)[-1]
+    assert (last["from_state"], last["to_state"], last["actor"], last["reason"]) == (
+        "open",
+        "auto_resolved",
+        "settlement",
+        "agrees",
+    )
+
+
+def test_both_sides_field_by_field() -> None:
+    ours = {"amount_minor": 1000, "currency": "EUR", "status": "succeeded", "ours_only": True}
+    theirs = {"amount_minor": 1200, "currency": "EUR", "status": "succeeded", "fee": 30}
+    pairs = {p.name: p for p in side_by_side(ours, theirs)}
+    assert list(pairs) == ["amount_minor", "currency", "fee", "ours_only", "status"]
+    assert (pairs["amount_minor"].ours, pairs["amount_minor"].theirs) == ("1000", "1200")
+    assert (pairs["fee"].ours, pairs["fee"].theirs) == ("", "30")
+    assert (pairs["currency"].ours, pairs["currency"].theirs) == ("EUR", "EUR")
+    assert differing_fields(ours, theirs) == ["amount_minor", "fee", "ours_only"]
+    # One side missing altogether: the record is the difference, no field is marked.
+    assert differing_fields(ours, None) == []
+    assert [p.theirs for p in side_by_side(ours, None)] == ["", "", "", ""]
