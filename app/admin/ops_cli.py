@@ -5,7 +5,7 @@ They talk to a running API's operators' listener (`--admin-url` or `PAYMENTS_ADM
 or `PAYMENTS_ADMIN_TOKEN`), so the admin API stays the one implementation of recheck,
 resolve and redelivery, the audit trail names the token's operator, and an operator needs
 no database credentials. Output: one line per item for lists, JSON for one
-operation or action.
+operation, reconciliation item, summary or action.
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ class AdminApi:
     def operations(self, params: dict[str, Any], *, size: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every operation matching `params`, page by page, with progress on stderr."""
         return self._pages("/admin/operations", params, "operation_id", "operations", size)
+
+    def reconciliation_items(
+        self, params: dict[str, Any], *, size: int = PAGE
+    ) -> Iterator[dict[str, Any]]:
+        """Every reconciliation item matching `params`, oldest first, page by page."""
+        return self._pages("/admin/reconciliation/items", params, "id", "items", size)
 
     def failed_deliveries(self, *, size: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every failed webhook delivery, newest first, page by page."""
@@ -111,6 +117,8 @@ def run(args: Any) -> int:
             _print(api.call("POST", f"/admin/events/{args.event_id}/redeliver"))
         elif args.ops_command == "show":
             _print(api.call("GET", f"/admin/operations/{args.operation_id}"))
+        elif args.ops_command == "recon":
+            _recon(api, args)
         elif args.ops_command == "recheck":
             _print(api.call("POST", f"/admin/operations/{args.operation_id}/recheck"))
         else:
@@ -121,6 +129,34 @@ def run(args: Any) -> int:
         print(f"payments: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _recon(api: AdminApi, args: Any) -> None:
+    """`payments ops recon list|show|resolve|void|summary`."""
+    items = "/admin/reconciliation/items"
+    if args.recon_command == "list":
+        options = {
+            "state": args.state,
+            "kind": args.kind,
+            "record_type": args.record_type,
+            "tenant_id": args.tenant,
+            "day": args.day,
+        }
+        params = {name: value for name, value in options.items() if value}
+        print(f"{'id':36}  {'kind':17}  {'state':13}  {'record':6}  {'day':10}  first seen  key")
+        for item in api.reconciliation_items(params, size=args.page_size):
+            print(
+                f"{item['id']:36}  {item['kind']:17}  {item['state']:13}  "
+                f"{item['record_type']:6}  {item['day']:10}  {item['first_seen_at']}  "
+                f"{item['provider_key']}"
+            )
+    elif args.recon_command == "show":
+        _print(api.call("GET", f"{items}/{args.item_id}"))
+    elif args.recon_command in ("resolve", "void"):
+        body = {"reason": args.reason}
+        _print(api.call("POST", f"{items}/{args.item_id}/{args.recon_command}", json=body))
+    else:
+        _print(api.call("GET", "/admin/reconciliation/summary"))
 
 
 def _print(body: dict[str, Any]) -> None:

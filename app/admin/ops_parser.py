@@ -24,7 +24,9 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
         "--page-size", type=int, default=PAGE, choices=range(1, 101), metavar="N", help="1-100"
     )
     ops_cmd = sub.add_parser(
-        "ops", help="operators: list, show, recheck, resolve operations; webhook deliveries"
+        "ops",
+        help="operators: list, show, recheck, resolve operations; webhook deliveries;"
+        " the reconciliation queue",
     )
     ops_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
     ops_list = ops_sub.add_parser(
@@ -60,4 +62,48 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
     )
     ops_redeliver.add_argument("event_id", help="the event (evt_...)")
     for command in (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver):
+        command.set_defaults(func=func)
+    _add_recon_parser(ops_sub, admin_options, page_size, func=func)
+
+
+def _add_recon_parser(
+    ops_sub: Any,
+    admin_options: argparse.ArgumentParser,
+    page_size: argparse.ArgumentParser,
+    *,
+    func: Callable[[argparse.Namespace], int],
+) -> None:
+    """`payments ops recon ...`: the reconciliation queue (the values are checked by the API)."""
+    recon = ops_sub.add_parser(
+        "recon", help="the reconciliation queue: differences between our books and the provider's"
+    )
+    recon_sub = recon.add_subparsers(dest="recon_command", required=True)
+    listed = recon_sub.add_parser(
+        "list", parents=[admin_options, page_size], help="items, oldest first (open by default)"
+    )
+    listed.add_argument("--state", help="open (default), auto_resolved, resolved, void or all")
+    listed.add_argument(
+        "--kind",
+        help="missing, orphan, amount_mismatch, currency_mismatch, status_mismatch or expected",
+    )
+    listed.add_argument("--record-type", help="charge or refund")
+    listed.add_argument("--tenant", help="only this tenant's items (its id)")
+    listed.add_argument("--day", help="only items of this creation day (YYYY-MM-DD)")
+    shown = recon_sub.add_parser(
+        "show", parents=[admin_options], help="an item: both sides, what differs, its history"
+    )
+    resolved = recon_sub.add_parser(
+        "resolve", parents=[admin_options], help="close an open item: the difference is explained"
+    )
+    voided = recon_sub.add_parser(
+        "void", parents=[admin_options], help="close an open item: it was never a difference"
+    )
+    for command in (resolved, voided):
+        command.add_argument("--reason", required=True, help="why: kept in the item's history")
+    for command in (shown, resolved, voided):
+        command.add_argument("item_id")
+    summary = recon_sub.add_parser(
+        "summary", parents=[admin_options], help="open items by kind, the oldest, all by state"
+    )
+    for command in (listed, shown, resolved, voided, summary):
         command.set_defaults(func=func)
