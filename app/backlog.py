@@ -1,9 +1,10 @@
-"""The backlog gauges' reading: the operations record's and the webhook deliveries'.
+"""The backlog gauges' reading: the operations record's, the webhook deliveries' and the
+reconciliation queue's.
 
 `app/observability/metrics.py` holds the gauges and knows no table; this module, at the top
-of the layers, knows both the operations' states and the deliveries' table. `/metrics`
-(`app/health.py`) reads it at most every `PAYMENTS_METRICS_BACKLOG_REFRESH_S`, the worker
-after each pass of its recovery job (`worker/main.py`).
+of the layers, knows the operations' states, the deliveries' table and the queue's.
+`/metrics` (`app/health.py`) reads it at most every `PAYMENTS_METRICS_BACKLOG_REFRESH_S`, the
+worker after each pass of its recovery job (`worker/main.py`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from app.db.database import Connection, Database
 from app.observability.metrics import Backlog, Metrics
 from app.operations.states import IN_FLIGHT, State
+from app.settlement.queue import open_by_kind
 
 # Each figure from an index, never a scan of the table (which holds every operation ever
 # made): the oldest in flight is the first entry of each in-flight state in
@@ -43,18 +45,23 @@ _WEBHOOK_BACKLOG_SQL = """
 
 
 async def read_backlog(conn: Connection) -> Backlog:
-    """The backlog as it is now: two statements, each through indexes only."""
+    """The backlog as it is now: three statements, each through indexes only (the third,
+    the reconciliation queue's open items by kind and the oldest one's age, reads the
+    partial index ix_reconciliation_items_open: `app/settlement/queue.py`)."""
     row = await (await conn.execute(_BACKLOG_SQL)).fetchone()
     assert row is not None, "an aggregate always has a row"
     oldest, unknown, attention = row
     row = await (await conn.execute(_WEBHOOK_BACKLOG_SQL)).fetchone()
     assert row is not None, "an aggregate always has a row"
+    open_items, oldest_open = await open_by_kind(conn)
     return Backlog(
         oldest_in_flight_s=float(oldest),
         unknown=int(unknown),
         needs_attention=int(attention),
         webhook_events_pending=int(row[0]),
         webhook_oldest_pending_s=float(row[1]),
+        reconciliation_open=open_items,
+        reconciliation_oldest_open_s=oldest_open or 0.0,
     )
 
 

@@ -1,10 +1,11 @@
 """Prometheus metrics: one `Metrics` object per process, built by its entry point.
 
 Counters and histograms are updated where things happen; the gauges that describe the
-backlog (oldest in-flight operation, unknown and needs-attention counts, pending webhooks)
-are read from the database when `/metrics` is scraped, so every process reports the same
-truth: through indexes only (a scrape costs what the backlog holds, not what the tables
-do), and at most once every `PAYMENTS_METRICS_BACKLOG_REFRESH_S` (5 s) per process.
+backlog (oldest in-flight operation, unknown and needs-attention counts, pending webhooks,
+the open reconciliation items by kind and the oldest of them) are read from the database
+when `/metrics` is scraped, so every process reports the same truth: through indexes only
+(a scrape costs what the backlog holds, not what the tables do), and at most once every
+`PAYMENTS_METRICS_BACKLOG_REFRESH_S` (5 s) per process.
 
 Several API processes (`payments serve --workers N`) answer one `/metrics` endpoint between
 them, so a scrape must not see only the process that happened to answer it. With
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -39,6 +40,10 @@ class Backlog:
     needs_attention: int
     webhook_events_pending: int
     webhook_oldest_pending_s: float
+    # The reconciliation queue: open items by kind (every kind, zeros included), and how
+    # long the oldest open one has been open (0 when none is).
+    reconciliation_open: Mapping[str, int]
+    reconciliation_oldest_open_s: float
 
 
 class Metrics:
@@ -143,6 +148,20 @@ class Metrics:
             "How long the oldest pending webhook delivery has waited",
             registry=r,
         )
+        self.reconciliation_open = Gauge(
+            "payments_reconciliation_items_open",
+            "Differences between our books and the provider's, open in the reconciliation "
+            "queue, by kind",
+            ["kind"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+        self.reconciliation_oldest_open = Gauge(
+            "payments_reconciliation_oldest_open_seconds",
+            "How long the oldest open reconciliation item has been open (0: none is)",
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
 
     def observe_provider_call(self, operation: str, outcome: str, seconds: float) -> None:
         """The provider client's observer hook."""
@@ -160,6 +179,9 @@ class Metrics:
         self.needs_attention.set(backlog.needs_attention)
         self.webhook_events_pending.set(backlog.webhook_events_pending)
         self.webhook_oldest_pending.set(backlog.webhook_oldest_pending_s)
+        for kind, count in backlog.reconciliation_open.items():
+            self.reconciliation_open.labels(kind).set(count)
+        self.reconciliation_oldest_open.set(backlog.reconciliation_oldest_open_s)
 
     async def refresh_backlog_if_stale(self, read: Callable[[], Awaitable[Backlog]]) -> bool:
         """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.

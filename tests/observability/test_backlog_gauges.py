@@ -14,11 +14,15 @@ from psycopg.rows import DictRow
 from app import backlog as backlog_module
 from app.backlog import read_backlog
 from app.observability.metrics import Backlog, Metrics
+from app.settlement import queue
 
 
 class _Rows:
     async def fetchone(self) -> tuple[int, int, int]:
         return (0, 0, 0)
+
+    async def fetchall(self) -> list[tuple[str, int, float]]:
+        return []
 
 
 class _CountingConnection:
@@ -77,7 +81,11 @@ def test_the_backlog_is_read_from_indexes_not_by_scanning_tables(
 ) -> None:
     # The planner would scan a small table anyway; forbidden, it shows what it must do.
     db.execute("SET enable_seqscan = off")
-    for sql in (backlog_module._BACKLOG_SQL, backlog_module._WEBHOOK_BACKLOG_SQL):
+    for sql in (
+        backlog_module._BACKLOG_SQL,
+        backlog_module._WEBHOOK_BACKLOG_SQL,
+        queue.OPEN_BY_KIND_SQL,
+    ):
         scans = [n for n in _plans(db, sql) if "Relation Name" in n]
         assert scans, sql
         for node in scans:
