@@ -1,9 +1,8 @@
-"""Changes of a reconciliation item's state, each with its audit row.
+"""An operator's change of a reconciliation item's state, with its audit row.
 
 Every change is audited in `reconciliation_item_changes` (from state, to state, actor,
-reason, when): `record_change` writes that row, in the transaction that changes the item
-(the settlement run uses it when it opens or auto-resolves an item); `close` is an
-operator's resolve or void, the state change and its audit row in one statement.
+reason, when): the settlement run writes its own (opened, auto-resolved, opened again) in
+its batch (`repository.py`); `close` is an operator's resolve or void.
 
 Closing is the item's `UPDATE ... WHERE state = 'open'` and its audit row's `INSERT` in one
 CTE, so both land or neither does. Two operators closing one item at once queue on its row
@@ -30,26 +29,6 @@ ITEM_COLUMNS = (
     " refund_id, ours, theirs, detail, first_seen_at, last_seen_at, resolved_at, resolved_by,"
     " resolution_reason"
 )
-
-
-async def record_change(
-    conn: Connection,
-    item_id: uuid.UUID,
-    from_state: ItemState | None,
-    to_state: ItemState,
-    actor: str,
-    reason: str | None,
-) -> None:
-    """Write one audit row: the item moved from `from_state` (None: it was just opened) to
-    `to_state`, by `actor`, for `reason`.
-
-    Call it in the transaction that changes the item's state, so the two land together.
-    """
-    await conn.execute(
-        "INSERT INTO reconciliation_item_changes (item_id, from_state, to_state, actor, reason)"
-        " VALUES (%s, %s, %s, %s, %s)",
-        (item_id, None if from_state is None else from_state.value, to_state.value, actor, reason),
-    )
 
 
 # Close an open item and audit it, in one statement: nothing is written unless the item

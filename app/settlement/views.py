@@ -25,23 +25,48 @@ class FieldPair:
 
 
 _ABSENT = object()
+# The provider's record calls its own id `id`; ours keeps that id as `provider_id` (our `id`
+# is our payment's or refund's): both on one row.
+_THEIRS_AS = {"id": "provider_id"}
+# Shown first, in this order: what the run compares (`matching.py`); the rest by name.
+_FIRST = ("status", "amount_minor", "currency", "amount_refunded_minor", "provider_id")
+# Shown, never marked: each side's own clock.
+_NOT_COMPARED = frozenset({"created_at"})
+# Our statuses are upper case, the provider's lower case (`SUCCEEDED`, `succeeded`).
+_ANY_CASE = frozenset({"status"})
 
 
 def side_by_side(ours: dict[str, Any] | None, theirs: dict[str, Any] | None) -> list[FieldPair]:
-    """Every field of either record, by name; a field differs when both records exist and
-    its values are not equal (a field one record lacks differs too). When one side has no
-    record at all nothing is marked: the whole record is the difference."""
-    both = ours is not None and theirs is not None
-    mine, other = ours or {}, theirs or {}
-    pairs = []
-    for name in sorted(set(mine) | set(other)):
-        a, b = mine.get(name, _ABSENT), other.get(name, _ABSENT)
-        pairs.append(FieldPair(name, _text(a), _text(b), both and a != b))
-    return pairs
+    """Every field of either record, one row each, our record's and the provider's value
+    side by side. A field differs when both records give it a value (not null) and the
+    values are not equal; a field only one record has, or one not compared (the creation
+    times), is shown and never marked, and so is every field when one side has no record
+    at all: the whole record is then the difference."""
+    mine = dict(ours or {})
+    other = {_THEIRS_AS.get(name, name): value for name, value in (theirs or {}).items()}
+    names = set(mine) | set(other)
+    order = [name for name in _FIRST if name in names] + sorted(names - set(_FIRST))
+    return [
+        FieldPair(
+            name,
+            _text(mine.get(name, _ABSENT)),
+            _text(other.get(name, _ABSENT)),
+            _differ(name, mine.get(name), other.get(name)),
+        )
+        for name in order
+    ]
 
 
 def differing_fields(ours: dict[str, Any] | None, theirs: dict[str, Any] | None) -> list[str]:
     return [pair.name for pair in side_by_side(ours, theirs) if pair.differs]
+
+
+def _differ(name: str, a: Any, b: Any) -> bool:
+    if name in _NOT_COMPARED or a is None or b is None:
+        return False
+    if name in _ANY_CASE and isinstance(a, str) and isinstance(b, str):
+        return a.casefold() != b.casefold()
+    return bool(a != b)
 
 
 def _text(value: Any) -> str:

@@ -24,6 +24,7 @@ from psycopg.rows import DictRow
 from tests.support.control.processes import Process
 from tests.support.factories.operators import AdminHandle, make_admin
 from tests.support.factories.reconciliation import (
+    OURS,
     RUN_ACTOR,
     changes,
     empty_queue,
@@ -62,7 +63,9 @@ def test_items_are_listed_filtered_and_paged_oldest_first(
 ) -> None:
     tenant = str(uuid.uuid4())
     yesterday = date.today() - timedelta(days=1)
-    missing = str(make_item(db, tenant_id=uuid.UUID(tenant), kind="missing", seen_ago_s=50))
+    missing = str(
+        make_item(db, tenant_id=uuid.UUID(tenant), kind="missing", theirs=None, seen_ago_s=50)
+    )
     refund = str(make_item(db, tenant_id=uuid.UUID(tenant), record_type="refund", seen_ago_s=40))
     old_day = str(make_item(db, tenant_id=uuid.UUID(tenant), day=yesterday, seen_ago_s=30))
     void = str(make_item(db, tenant_id=uuid.UUID(tenant), state="void", seen_ago_s=20))
@@ -92,7 +95,7 @@ def test_items_are_listed_filtered_and_paged_oldest_first(
     [shown] = item["data"]
     assert shown["tenant_id"] == tenant
     assert (shown["kind"], shown["state"], shown["record_type"]) == ("missing", "open", "charge")
-    assert shown["ours"] == {"amount_minor": 1000, "currency": "EUR", "status": "succeeded"}
+    assert (shown["ours"], shown["theirs"]) == (OURS, None)
     assert shown["resolved_by"] is None
 
     for bad in ({"state": "closed"}, {"kind": "x"}, {"limit": 0}, {"day": "2026-02-30"}):

@@ -21,17 +21,26 @@ from tests.console.test_console_browser import _shows
 from tests.support.control.processes import Process
 from tests.support.control.waiting import wait_until
 from tests.support.factories.operators import AdminHandle
-from tests.support.factories.reconciliation import changes, empty_queue, item_row, make_item
+from tests.support.factories.reconciliation import (
+    OURS,
+    RUN_ACTOR,
+    THEIRS,
+    changes,
+    empty_queue,
+    item_row,
+    make_item,
+)
 
-LONG_KEY_VALUE = "pay_" + "k" * 90
+# A long value must wrap in its cell, never widen the page.
+LONG_KEY_VALUE = "ch_" + "k" * 90
 
 
 def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     browser: Browser, api: Process, admin: AdminHandle, db: psycopg.Connection[DictRow]
 ) -> None:
     empty_queue(db)
-    ours = {"amount_minor": 1000, "currency": "EUR", "status": "succeeded", "ref": LONG_KEY_VALUE}
-    theirs = {**ours, "amount_minor": 1250}
+    ours = {**OURS, "provider_id": LONG_KEY_VALUE}
+    theirs = {**THEIRS, "id": LONG_KEY_VALUE, "amount_minor": 1250}
     item_id = make_item(
         db,
         ours=ours,
@@ -80,7 +89,7 @@ def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     plain = driver.find_element(By.CSS_SELECTOR, "#sides tr[data-field=currency]")
     assert highlight != plain.value_of_css_property("background-color")
     assert "12.50 EUR" in driver.find_element(By.ID, "detail").text
-    assert "settlement" in driver.find_element(By.ID, "history").text
+    assert RUN_ACTOR in driver.find_element(By.ID, "history").text
     browser.shot("24-reconciliation-item")
     browser.phone_shot("25-reconciliation-item-phone", at="sides")
     browser.phone_shot("26-reconciliation-forms-phone", at="act")

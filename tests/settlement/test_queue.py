@@ -1,7 +1,7 @@
 """The reconciliation queue's statements (`app/settlement/queue.py`, `changes.py`) on the
 test database: lists filtered and paged oldest first, the open queue read through its
 partial index, counts, an item with its history, closing guarded and audited in one
-statement, and `record_change`.
+statement; and both records field by field (`views.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import pytest
 from psycopg.rows import DictRow
 
 from app.errors import NotFound, ValidationFailed
-from app.settlement import changes as item_changes
 from app.settlement.errors import ItemNotOpen
-from app.settlement.models import ItemKind, ItemState, RecordType
+from app.settlement.models import ItemKind, RecordType
 from app.settlement.queue import (
     ItemFilter,
     ReconciliationQueue,
@@ -26,7 +25,9 @@ from app.settlement.queue import (
 )
 from app.settlement.views import differing_fields, side_by_side
 from tests.support.factories.reconciliation import (
+    OURS,
     RUN_ACTOR,
+    THEIRS,
     changes,
     empty_queue,
     item_row,
@@ -181,47 +182,38 @@ def test_a_reason_of_1000_characters_with_line_breaks_is_kept(db: Db, async_db: 
     assert closed.resolution_reason == reason
 
 
-def test_record_change_writes_one_audit_row_in_the_callers_transaction(
-    db: Db, async_db: AsyncDb
-) -> None:
-    item_id = make_item(db)
-
-    async def auto_resolve(fail: bool) -> None:
-        async with async_db.db.transaction() as conn:
-            await conn.execute(
-                "UPDATE reconciliation_items SET state = 'auto_resolved' WHERE id = %s",
-                (item_id,),
-            )
-            await item_changes.record_change(
-                conn, item_id, ItemState.OPEN, ItemState.AUTO_RESOLVED, "settlement", "agrees"
-            )
-            if fail:
-                raise RuntimeError("the run failed before it committed")
-
-    with pytest.raises(RuntimeError):
-        async_db.run(auto_resolve(fail=True))
-    assert item_row(db, item_id)["state"] == "open"
-    assert len(changes(db, item_id)) == 1
-    async_db.run(auto_resolve(fail=False))
-    assert item_row(db, item_id)["state"] == "auto_resolved"
-    last = changes(db, item_id)[-1]
-    assert (last["from_state"], last["to_state"], last["actor"], last["reason"]) == (
-        "open",
-        "auto_resolved",
-        "settlement",
-        "agrees",
-    )
-
-
 def test_both_sides_field_by_field() -> None:
-    ours = {"amount_minor": 1000, "currency": "EUR", "status": "succeeded", "ours_only": True}
-    theirs = {"amount_minor": 1200, "currency": "EUR", "status": "succeeded", "fee": 30}
+    ours = {**OURS, "status": "DECLINED", "provider_id": None}
+    theirs = {**THEIRS, "currency": "USD"}
     pairs = {p.name: p for p in side_by_side(ours, theirs)}
-    assert list(pairs) == ["amount_minor", "currency", "fee", "ours_only", "status"]
+    # What the run compares first, then the rest by name; the provider's own id beside the
+    # one we recorded for it.
+    assert list(pairs) == [
+        "status",
+        "amount_minor",
+        "currency",
+        "amount_refunded_minor",
+        "provider_id",
+        "created_at",
+        "id",
+        "operation_state",
+    ]
     assert (pairs["amount_minor"].ours, pairs["amount_minor"].theirs) == ("1000", "1200")
-    assert (pairs["fee"].ours, pairs["fee"].theirs) == ("", "30")
-    assert (pairs["currency"].ours, pairs["currency"].theirs) == ("EUR", "EUR")
-    assert differing_fields(ours, theirs) == ["amount_minor", "fee", "ours_only"]
+    assert (pairs["provider_id"].ours, pairs["provider_id"].theirs) == ("null", "ch_0001")
+    assert (pairs["id"].ours, pairs["id"].theirs) == (OURS["id"], "")
+    assert (pairs["operation_state"].ours, pairs["operation_state"].theirs) == ("COMPLETED", "")
+    # Marked: values both sides give and that differ. Not marked: a value one side lacks
+    # (null, or no such field), the creation times, a status in another case.
+    assert differing_fields(ours, theirs) == ["status", "amount_minor", "currency"]
+    assert differing_fields(OURS, THEIRS) == ["amount_minor"]
+    assert differing_fields({**OURS, "amount_minor": 1200}, THEIRS) == []
     # One side missing altogether: the record is the difference, no field is marked.
-    assert differing_fields(ours, None) == []
-    assert [p.theirs for p in side_by_side(ours, None)] == ["", "", "", ""]
+    assert differing_fields(OURS, None) == []
+    assert {p.theirs for p in side_by_side(OURS, None)} == {""}
+    refund = {"id": "re_1", "status": "succeeded", "charge_id": "ch_1", "amount_minor": 5}
+    assert [p.name for p in side_by_side(None, refund)] == [
+        "status",
+        "amount_minor",
+        "provider_id",
+        "charge_id",
+    ]

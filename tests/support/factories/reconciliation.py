@@ -19,10 +19,28 @@ from psycopg.types.json import Jsonb
 
 Db = psycopg.Connection[DictRow]
 
-# The run's actor when it opens an item (any name does: the audit trail records it).
-RUN_ACTOR = "settlement"
-OURS = {"amount_minor": 1000, "currency": "EUR", "status": "succeeded"}
-THEIRS = {"amount_minor": 1200, "currency": "EUR", "status": "succeeded"}
+# The run's actor when it opens an item, as `payments settle` names itself.
+RUN_ACTOR = "settle:test-host:1"
+# Both sides of a charge as the run records them (`OurRecord.snapshot`, `TheirRecord.snapshot`),
+# differing in the amount only.
+OURS: dict[str, Any] = {
+    "id": "5b0c1e55-0000-4000-8000-000000000001",
+    "status": "SUCCEEDED",
+    "amount_minor": 1000,
+    "currency": "EUR",
+    "created_at": "2026-11-24T10:00:00.000001+00:00",
+    "operation_state": "COMPLETED",
+    "provider_id": "ch_0001",
+    "amount_refunded_minor": 0,
+}
+THEIRS: dict[str, Any] = {
+    "id": "ch_0001",
+    "status": "succeeded",
+    "amount_minor": 1200,
+    "currency": "EUR",
+    "created_at": "2026-11-24T10:00:00.031000+00:00",
+    "amount_refunded_minor": 0,
+}
 
 
 def make_item(
