@@ -30,7 +30,8 @@ def test_the_gauges_show_the_open_queue_by_kind_and_its_oldest_item(
     spawn: Spawner, db: Db, admin: AdminHandle
 ) -> None:
     empty_queue(db)
-    api = spawn.api(PAYMENTS_METRICS_BACKLOG_REFRESH_S="0")
+    # A few connections are enough for it (and the database server is shared).
+    api = spawn.api(PAYMENTS_METRICS_BACKLOG_REFRESH_S="0", PAYMENTS_DB_POOL_SIZE="4")
     assert api.admin_url is not None
     empty = _scrape(api.admin_url)
     # Every kind has its series, at zero, from the first scrape.
