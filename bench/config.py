@@ -11,10 +11,12 @@ SCENARIO_GROUPS = (
     "provider",
     "payments",
     "replays",
+    "hotkey",
     "duplicates",
     "lookups",
     "reconcile",
     "pgbench",
+    "mixed",
     "preloaded",
 )
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench.config import SCENARIO_GROUPS, BenchConfig
 from bench.machine import describe_machine, load_average
+from bench.mixed import hot_key_replays, mixed_workload
 from bench.report import Row, table, write_results
 from bench.scenarios import Bench, log
 from bench.system import RESULTS_DIR, bench_database
@@ -54,6 +55,8 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
                 )
             if "replays" in wanted:
                 bench.replays()
+            if "hotkey" in wanted:
+                hot_key_replays(bench)
             if "duplicates" in wanted:
                 bench.duplicates()
             if "lookups" in wanted:
@@ -65,6 +68,8 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
                 bench.reconcile(2, lookup_delay_s=SLOW_LOOKUP_S)
             if "pgbench" in wanted:
                 bench.pgbench_baselines()
+            if "mixed" in wanted:
+                mixed_workload(bench)
             if "preloaded" in wanted:
                 bench.preload()
                 bench.lookups(f"lookups, +{config.preload_rows:,} rows")

@@ -419,7 +419,7 @@ class Bench:
                 )
             for process in processes:
                 wait_until(
-                    partial(_logged, process, "worker started"),
+                    partial(logged, process, "worker started"),
                     timeout=120,
                     message=f"{process.name} to start",
                 )
@@ -586,7 +586,7 @@ class Bench:
         )
 
 
-def _logged(process: Process, text: str) -> bool:
+def logged(process: Process, text: str) -> bool:
     return text in process.log()
 
 
