@@ -50,8 +50,9 @@ Errors are `application/problem+json` with a stable `code`.
 """
 
 # Served beside FastAPI's routing (`app/http/fast_path.py`): every payment and every replay
-# of one is a `POST /payments`.
-FAST_ROUTES = (("POST", "/payments"),)
+# of one is a `POST /payments`; every client that lost an answer looks its key up with
+# `GET /operations?idempotency_key=`.
+FAST_ROUTES = (("POST", "/payments"), ("GET", "/operations"))
 
 
 def create_app(settings: Settings) -> FastAPI:

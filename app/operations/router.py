@@ -5,15 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
 
 from app.db.database import Database
-from app.errors import NotFound, dump_json
+from app.errors import NotFound, ValidationFailed, dump_json
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION
 from app.http.state import get_services
 from app.operations import reads
-from app.operations.models import OperationName
-from app.operations.schemas import OperationOut
+from app.operations.schemas import LOOKUP_PARAMETERS, LookupQuery, OperationOut
 from app.operations.views import operation_json
 from app.settings import Settings
 from app.tenants.bearer import CurrentTenant
@@ -59,29 +59,41 @@ async def get_operation(operation_id: str, tenant: CurrentTenant, services: Serv
     return _json(operation_json(snapshot))
 
 
+async def lookup_query(request: Request) -> LookupQuery:
+    """The lookup's query, validated as FastAPI would (422 with pydantic's messages)."""
+    given = {
+        name: request.query_params[name]
+        for name in LookupQuery.model_fields
+        if name in request.query_params
+    }
+    try:
+        return LookupQuery.model_validate(given)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": str(err["msg"])}
+            for err in exc.errors()
+        ]
+        raise ValidationFailed("request parameters are invalid", errors=errors) from None
+
+
 @router.get(
     "/operations",
-    response_model=OperationOut,
     summary="Find the operation for an Idempotency-Key",
-    responses={**TENANT_AUTH, **NOT_FOUND, **VALIDATION},
+    responses={
+        200: {"model": OperationOut, "description": "Successful Response"},
+        **TENANT_AUTH,
+        **NOT_FOUND,
+        **VALIDATION,
+    },
+    # Read by `lookup_query`, not declared as parameters: the route is a fast route
+    # (`FAST_ROUTES` in app/main.py), which parses nothing itself.
+    openapi_extra={"parameters": LOOKUP_PARAMETERS},
 )
 async def find_operation(
     tenant: CurrentTenant,
     services: ServicesDep,
-    idempotency_key: Annotated[
-        str,
-        Query(
-            min_length=1,
-            max_length=255,
-            pattern=r"^[\x21-\x7E]+$",
-            description="The key as stored: unquoted, 1-255 visible ASCII characters",
-        ),
-    ],
-    operation: Annotated[
-        OperationName,
-        Query(description="The key's scope: `create_payment` (default) or `create_refund`"),
-    ] = OperationName.CREATE_PAYMENT,
-) -> Any:
+    query: Annotated[LookupQuery, Depends(lookup_query)],
+) -> Response:
     """The caller's operation with this key: for a client that lost every response.
 
     Keys are scoped by operation, so a refund's key is found with `operation=create_refund`.
@@ -90,8 +102,8 @@ async def find_operation(
         snapshot = await reads.find_by_key(
             conn,
             tenant_id=tenant.id,
-            operation_name=operation,
-            idempotency_key=idempotency_key,
+            operation_name=query.operation,
+            idempotency_key=query.idempotency_key,
             key_ttl_s=services.settings.key_ttl_s,
             with_history=True,
         )

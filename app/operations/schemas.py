@@ -2,9 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
+
+from app.operations.models import OperationName
+
+# What a client may send as a key in the lookup's query: the key as stored, unquoted.
+KEY_QUERY_PATTERN = r"^[\x21-\x7E]+$"
+KEY_QUERY_DESCRIPTION = "The key as stored: unquoted, 1-255 visible ASCII characters"
+OPERATION_QUERY_DESCRIPTION = "The key's scope: `create_payment` (default) or `create_refund`"
+
+
+class LookupQuery(BaseModel):
+    """`GET /operations?idempotency_key=K&operation=O`, validated by the route itself rather
+    than declared as FastAPI query parameters, so that the lookup can be a fast route
+    (`app/main.py`); the messages are pydantic's, as FastAPI's would be."""
+
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=255, pattern=KEY_QUERY_PATTERN)]
+    operation: OperationName = OperationName.CREATE_PAYMENT
+
+
+# The lookup's query parameters as the OpenAPI document describes them.
+LOOKUP_PARAMETERS: list[dict[str, Any]] = [
+    {
+        "name": "idempotency_key",
+        "in": "query",
+        "required": True,
+        "description": KEY_QUERY_DESCRIPTION,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": KEY_QUERY_PATTERN,
+            "title": "Idempotency Key",
+        },
+    },
+    {
+        "name": "operation",
+        "in": "query",
+        "required": False,
+        "description": OPERATION_QUERY_DESCRIPTION,
+        "schema": {
+            "type": "string",
+            "enum": [name.value for name in OperationName],
+            "default": OperationName.CREATE_PAYMENT.value,
+            "title": "Operation",
+        },
+    },
+]
 
 
 class TransitionOut(BaseModel):

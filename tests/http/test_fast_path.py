@@ -39,6 +39,7 @@ from app.http.fast_path import fast_route, with_fast_routes
 from app.http.middleware import ObserveRequests
 from app.http.state import get_services
 from app.main import FAST_ROUTES, create_app, fast_routes
+from app.operations.router import find_operation, lookup_query
 from app.payments.router import create_payment
 from app.settings import Settings
 from app.tenants.bearer import get_tenant
@@ -336,9 +337,57 @@ def test_a_database_error_answers_as_the_route(
     )
 
 
+async def _get(http: httpx.AsyncClient, path: Path, query: str, headers: dict[str, str]) -> Answer:
+    target = "/operations" + ("?" + query.replace("{k}", path.prefix) if query else "")
+    response = await http.get(target, headers=path.headers(headers))
+    return _normalized(response, path.prefix)
+
+
+def test_every_lookup_answer_is_the_routes_answer(serve: Serve, tenant: TenantHandle) -> None:
+    """`GET /operations?idempotency_key=` on the fast path answers as FastAPI's route: found,
+    not found, each invalid query (pydantic's messages, as FastAPI words them), refusals."""
+    auth = {"authorization": f"Bearer {tenant.api_key}", "x-request-id": "{k}-request"}
+    cases = [
+        ("found", "idempotency_key={k}-paid", auth),
+        ("found, operation given", "idempotency_key={k}-paid&operation=create_payment", auth),
+        ("another scope", "idempotency_key={k}-paid&operation=create_refund", auth),
+        ("not found", "idempotency_key={k}-none", auth),
+        ("no key", "", auth),
+        ("empty key", "idempotency_key=", auth),
+        ("key with a space", "idempotency_key=has%20space", auth),
+        ("key too long", "idempotency_key=" + "k" * 256, auth),
+        ("unknown operation", "idempotency_key={k}-paid&operation=capture", auth),
+        ("both invalid", "idempotency_key=&operation=capture", auth),
+        ("repeated, the last counts", "idempotency_key=x%20y&idempotency_key={k}-paid", auth),
+        ("other parameters ignored", "idempotency_key={k}-paid&expand=all", auth),
+        ("no credentials", "idempotency_key={k}-paid", {}),
+        ("unknown key", "idempotency_key={k}-paid", {"authorization": "Bearer pk_nope"}),
+    ]
+    compared: dict[str, int] = {}
+
+    async def scenario(http: httpx.AsyncClient, seen: Seen) -> None:
+        paths = _paths()
+        payment = {**auth, "content-type": "application/json", "idempotency-key": "{k}-paid"}
+        for path in paths:
+            assert (await _post(http, path, payment, _body()))[0] == 201
+        for what, query, headers in cases:
+            fast, route = [await _get(http, path, query, headers) for path in paths]
+            assert fast == route, what
+            compared[what] = fast[0]
+        assert seen.count(("GET", "/operations")) == len(cases)
+
+    serve(scenario)
+    assert set(compared.values()) == {200, 401, 404, 422}, compared
+    assert compared["repeated, the last counts"] == 200
+
+
 # Each fast route's declared endpoint and dependencies, as the table calls them.
 _DECLARED = {
     ("POST", "/payments"): (create_payment, [("tenant", get_tenant), ("services", get_services)]),
+    ("GET", "/operations"): (
+        find_operation,
+        [("tenant", get_tenant), ("services", get_services), ("query", lookup_query)],
+    ),
 }
 
 
