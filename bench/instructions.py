@@ -1,4 +1,5 @@
-"""Instructions per replay, counted by valgrind: a figure the machine's load does not move.
+"""Instructions per replay (or lookup), counted by valgrind: a figure the machine's load does
+not move.
 
 Timings on this 2-core machine spread by about 15% from round to round, more than a small
 change costs. This counts what one replayed `POST /payments` costs in instructions instead:
@@ -6,7 +7,11 @@ each revision's app (`app.main.serving_app`) is driven in-process, without uvico
 socket, through its lifespan and one payment, under `valgrind --tool=callgrind`, once with
 no measured replays and once with `--replays`; the difference, divided, is one replay.
 
-    python -m bench.instructions BEFORE AFTER [--replays 400]    (needs valgrind)
+    python -m bench.instructions BEFORE AFTER [--replays 400] [--scenario lookups]
+                                                                 (needs valgrind)
+
+With `--scenario lookups` each measured request is `GET /operations?idempotency_key=` of the
+payment instead of its replay.
 
 The database is the server at `DATABASE_URL` (a fresh database, dropped afterwards), or an
 embedded one.
@@ -30,8 +35,9 @@ BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_inst
 PUBLIC_PORT = 8000
 
 
-async def replay(count: int, warm_up: int) -> None:
-    """In this process: start the app, make one payment, replay it `warm_up + count` times."""
+async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
+    """In this process: start the app, make one payment, then replay it (or look its key up)
+    `warm_up + count` times."""
     from app.main import serving_app
     from app.settings import Settings
 
@@ -58,18 +64,18 @@ async def replay(count: int, warm_up: int) -> None:
         (b"content-length", str(len(BODY)).encode()),
     ]
 
-    async def one() -> int:
+    async def one(lookup: bool = False) -> int:
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": "POST",
+            "method": "GET" if lookup else "POST",
             "scheme": "http",
-            "path": "/payments",
-            "raw_path": b"/payments",
+            "path": "/operations" if lookup else "/payments",
+            "raw_path": b"/operations" if lookup else b"/payments",
             "root_path": "",
-            "query_string": b"",
-            "headers": headers,
+            "query_string": b"idempotency_key=instructions-1" if lookup else b"",
+            "headers": headers[:2] if lookup else headers,
             "server": ("127.0.0.1", PUBLIC_PORT),
             "client": ("127.0.0.1", 50000),
             "state": {},
@@ -94,14 +100,15 @@ async def replay(count: int, warm_up: int) -> None:
 
     first = await one()
     assert first == 201, first
+    lookup = scenario == "lookups"
     for _ in range(warm_up + count):
-        status = await one()
-        assert status == 201, status
+        status = await one(lookup)
+        assert status == (200 if lookup else 201), status
     running.cancel()
     os._exit(0)
 
 
-def count_instructions(tree: Path, env: dict[str, str], replays: int) -> int:
+def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: str) -> int:
     """The instructions a run of `tree`'s app with `replays` measured replays executes."""
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     run = subprocess.run(
@@ -113,6 +120,8 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int) -> int:
             str(Path(__file__).resolve()),
             "--serve",
             str(replays),
+            "--scenario",
+            scenario,
         ],
         cwd=tree,
         env={**env, "PYTHONPATH": str(tree)},
@@ -130,11 +139,12 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
-    parser.add_argument("--replays", type=int, default=400)
+    parser.add_argument("--replays", type=int, default=400, help="measured requests")
+    parser.add_argument("--scenario", choices=("replays", "lookups"), default="replays")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        asyncio.run(replay(args.serve, warm_up=50))
+        asyncio.run(replay(args.serve, warm_up=50, scenario=args.scenario))
         return
     from bench.compare import checkout, known_settings
     from bench.system import api_env, bench_database, create_tenant, start_provider
@@ -149,12 +159,13 @@ def main() -> None:
         _, api_key = create_tenant(env, "instructions")
         env = {**os.environ, **env, "INSTRUCTIONS_API_KEY": api_key}
         env["PAYMENTS_ADMIN_PORT"] = str(PUBLIC_PORT + 1)
-        print("| revision | instructions per replay |\n|---|---:|")
+        unit = "lookup" if args.scenario == "lookups" else "replay"
+        print(f"| revision | instructions per {unit} |\n|---|---:|")
         for rev, tree in trees.items():
             # Older revisions refuse settings they do not have yet.
             tree_env = known_settings(tree, env)
-            idle = count_instructions(tree, tree_env, 0)
-            busy = count_instructions(tree, tree_env, args.replays)
+            idle = count_instructions(tree, tree_env, 0, args.scenario)
+            busy = count_instructions(tree, tree_env, args.replays, args.scenario)
             print(f"| {rev} | {(busy - idle) / args.replays:,.0f} |", flush=True)
 
 
