@@ -125,16 +125,8 @@ class UnsupportedMediaType(ProblemError):
     status, code, title = 415, "UNSUPPORTED_MEDIA_TYPE", "Request body must be JSON"
 
 
-class PaymentNotRefundable(ProblemError):
-    status, code, title = 409, "PAYMENT_NOT_REFUNDABLE", "Payment cannot be refunded"
-
-
 class WebhookEndpointLimitReached(ProblemError):
     status, code, title = 409, "WEBHOOK_ENDPOINT_LIMIT_REACHED", "Webhook endpoint limit reached"
-
-
-class RefundExceedsPayment(ProblemError):
-    status, code, title = 422, "REFUND_EXCEEDS_PAYMENT", "Refund exceeds the payment"
 
 
 class NotFound(ProblemError):

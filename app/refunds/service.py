@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from app.db.database import Database
-from app.errors import NotFound, PaymentNotRefundable, RefundExceedsPayment
+from app.errors import NotFound
 from app.idempotency.fingerprint import fingerprint
 from app.idempotency.flow import KeyedFlow, Won
 from app.idempotency.replies import Answer
@@ -32,6 +32,7 @@ from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
+from app.refunds.errors import PaymentNotRefundable, RefundExceedsPayment
 from app.refunds.kind import REFUND, links
 from app.refunds.models import RefundRow
 from app.refunds.repository import LockedPayment
