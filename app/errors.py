@@ -125,10 +125,6 @@ class UnsupportedMediaType(ProblemError):
     status, code, title = 415, "UNSUPPORTED_MEDIA_TYPE", "Request body must be JSON"
 
 
-class WebhookEndpointLimitReached(ProblemError):
-    status, code, title = 409, "WEBHOOK_ENDPOINT_LIMIT_REACHED", "Webhook endpoint limit reached"
-
-
 class NotFound(ProblemError):
     status, code, title = 404, "NOT_FOUND", "Not found"
 

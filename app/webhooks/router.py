@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from app.db.database import Database
-from app.errors import NotFound, ValidationFailed, WebhookEndpointLimitReached, dump_json
+from app.errors import NotFound, ValidationFailed, dump_json
 from app.events.views import parse_id as parse_event_id
 from app.failpoints import Failpoints
 from app.http.body import read_json_object
@@ -19,6 +19,7 @@ from app.http.state import get_services
 from app.settings import Settings
 from app.tenants.bearer import CurrentTenant
 from app.webhooks import deliveries, delivery_reads, endpoints
+from app.webhooks.errors import WebhookEndpointLimitReached
 from app.webhooks.schemas import (
     CreateEndpointRequest,
     DeliveryList,
