@@ -1,9 +1,18 @@
-"""Errors as RFC 9457 problem details.
+"""Errors as RFC 9457 problem details: the machinery, and the errors every package shares.
 
-Every error the API answers with is a `ProblemError` subclass carrying its HTTP status and a
-stable machine-readable `code`; one handler renders them all as `application/problem+json`.
-Expected business outcomes never surface as 500s; an unexpected exception is logged and
-answered with a generic `INTERNAL_ERROR` problem that reveals nothing.
+Every error the API answers with is a `ProblemError` subclass carrying its HTTP status, a
+stable machine-readable `code` and a `title` as class attributes; one handler renders them
+all as `application/problem+json` (`problem_response`, registered for `PROBLEMS`, which
+names the base class, so a new subclass needs no registration). Expected business outcomes
+never surface as 500s; an unexpected exception is logged and answered with a generic
+`INTERNAL_ERROR` problem that reveals nothing.
+
+This module holds the errors that are no one package's: a missing or unknown credential,
+an invalid request, a body too large or not JSON, no such resource, a wrong method, the
+database away. A package's own refusals live beside it, in its `errors.py`, and import
+only `ProblemError` from here: `idempotency/`, `tenants/`, `refunds/`, `webhooks/`,
+`admin/` (the console's form refusals are `console/forms.py`'s, the one module that
+raises them).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ def printable(text: str) -> str:
 def problem_body(
     *, status: int, code: str, title: str, detail: str, **extra: Any
 ) -> dict[str, Any]:
-    """A problem details object; `type` points at the code's entry in docs/errors.md.
+    """A problem details object; `type` names the code (docs/api.md lists every code).
 
     Built while a request is handled, it carries that request's `request_id` (the
     `X-Request-Id` answered), also when it is stored to be replayed later.
@@ -107,10 +116,6 @@ class ProblemError(Exception):
 
 class Unauthenticated(ProblemError):
     status, code, title = 401, "UNAUTHENTICATED", "Missing or unknown API key"
-
-
-class RateLimited(ProblemError):
-    status, code, title = 429, "RATE_LIMITED", "Too many requests"
 
 
 class ValidationFailed(ProblemError):

@@ -13,9 +13,10 @@ from typing import Annotated, Protocol
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
-from app.errors import RateLimited, Unauthenticated
+from app.errors import Unauthenticated
 from app.http.auth import bearer_token
 from app.tenants.cache import ApiKeyCache
+from app.tenants.errors import RateLimited
 from app.tenants.rate_limit import TenantRateLimiter
 
 
