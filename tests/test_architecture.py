@@ -175,6 +175,25 @@ def test_no_package_imports_from_its_own_layer_or_above() -> None:
     assert not found, "\n".join(found)
 
 
+def test_a_packages_errors_know_only_the_problem_machinery() -> None:
+    # A package's refusals (`app/<package>/errors.py`) are problem classes and nothing
+    # more: they import `app/errors.py` and what lies below it, never their own package or
+    # another at its layer, so any module may raise them.
+    rank = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    homes = [name for name in MODULES if name.startswith("app.") and name.endswith(".errors")]
+    homes.remove("app.errors")
+    assert {"app.refunds.errors", "app.tenants.errors", "app.webhooks.errors"} <= set(homes)
+    found = [
+        f"{name} imports {imported}"
+        for name in homes
+        for imported in sorted(_imports(MODULES[name]))
+        if _package(imported) in rank
+        and _package(imported) != "app.errors"
+        and rank[_package(imported)] >= rank["app.errors"]
+    ]
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_module_is_over_the_size_limit(name: str) -> None:
     lines = len(MODULES[name].read_text().splitlines())
