@@ -29,8 +29,8 @@ from app.operations.values import EventWrite, OwnedRef, StoredResponse
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.models import PaymentRow
-from app.payments.schemas import payment_json
 from app.payments.status import PaymentStatus
+from app.payments.views import payment_json
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 
 logger = logging.getLogger("payments.charging")

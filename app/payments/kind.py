@@ -16,7 +16,7 @@ from app.operations.models import OperationName
 from app.operations.values import OperationRow
 from app.payments import repository as payments
 from app.payments.driver import ChargeDriver
-from app.payments.schemas import payment_json
+from app.payments.views import payment_json
 from app.provider.client import Charge, ProviderClient
 
 

@@ -19,14 +19,9 @@ from app.idempotency.keys import parse_idempotency_key
 from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
-from app.payments.schemas import (
-    AmountError,
-    CreatePaymentRequest,
-    PaymentOut,
-    payment_json,
-    to_command,
-)
+from app.payments.schemas import AmountError, CreatePaymentRequest, PaymentOut, to_command
 from app.payments.service import PaymentService
+from app.payments.views import payment_json
 from app.tenants.bearer import CurrentTenant
 
 

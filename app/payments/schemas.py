@@ -1,4 +1,7 @@
-"""The create-payment request, its canonical command, and the payment representation."""
+"""The create-payment request, its canonical command, and the payment's OpenAPI shape.
+
+The JSON of a stored payment is built by `views.py` (the shape of `PaymentOut`).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from app.clock import iso
-from app.payments.models import PaymentRow
-from app.payments.money import (
-    InvalidAmount,
-    UnknownCurrency,
-    currency_exponent,
-    format_minor_units,
-    to_minor_units,
-)
+from app.payments.money import InvalidAmount, UnknownCurrency, currency_exponent, to_minor_units
 
 MAX_METADATA_PAIRS = 20
 
@@ -161,33 +156,3 @@ class PaymentOut(BaseModel):
     decline_code: str | None = Field(description="The provider's decline code, if declined")
     created_at: datetime
     updated_at: datetime
-
-
-def payment_json(
-    payment: PaymentRow,
-    *,
-    status: str | None = None,
-    provider_charge_id: str | None = None,
-    decline_code: str | None = None,
-    updated_at: datetime | None = None,
-) -> dict[str, Any]:
-    """The payment as a JSON-ready dict (the shape of `PaymentOut`).
-
-    The keyword arguments describe an outcome being recorded, before the row is updated.
-    """
-    return {
-        "payment_id": str(payment.id),
-        "operation_id": str(payment.operation_id),
-        "status": status or payment.status,
-        "amount": format_minor_units(payment.amount_minor, payment.currency),
-        "currency": payment.currency,
-        "amount_refunded": format_minor_units(payment.amount_refunded_minor, payment.currency),
-        "account_id": payment.account_id,
-        "merchant_reference": payment.merchant_reference,
-        "description": payment.description,
-        "metadata": payment.metadata,
-        "provider_charge_id": provider_charge_id or payment.provider_charge_id,
-        "decline_code": decline_code or payment.decline_code,
-        "created_at": iso(payment.created_at),
-        "updated_at": iso(updated_at or payment.updated_at),
-    }

@@ -22,7 +22,7 @@ from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
 from app.refunds import replies
 from app.refunds import repository as refunds
 from app.refunds.models import RefundRow, RefundStatus
-from app.refunds.schemas import refund_json
+from app.refunds.views import refund_json
 
 
 class RefundDriver(OperationDriver[RefundRow]):

@@ -17,7 +17,7 @@ from app.operations.values import OperationRow
 from app.provider.client import ProviderClient, ProviderRefund
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
-from app.refunds.schemas import refund_json
+from app.refunds.views import refund_json
 
 
 def links(payment_id: uuid.UUID, refund_id: uuid.UUID) -> dict[str, str]:

@@ -10,7 +10,7 @@ from app.idempotency.replies import JSON, stored_reply
 from app.operations.values import StoredResponse
 from app.provider.client import ProviderRefund
 from app.refunds.models import RefundRow, RefundStatus
-from app.refunds.schemas import refund_json
+from app.refunds.views import refund_json
 
 
 def refunded(refund: RefundRow, found: ProviderRefund, *, at: datetime) -> StoredResponse:

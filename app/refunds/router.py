@@ -21,8 +21,9 @@ from app.operations.schemas import OperationOut
 from app.payments import repository as payments
 from app.payments.schemas import AmountError
 from app.refunds import repository as refunds
-from app.refunds.schemas import CreateRefundRequest, RefundList, RefundOut, refund_json
+from app.refunds.schemas import CreateRefundRequest, RefundList, RefundOut
 from app.refunds.service import RefundService
+from app.refunds.views import refund_json
 from app.tenants.bearer import CurrentTenant
 
 

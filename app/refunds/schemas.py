@@ -1,4 +1,7 @@
-"""The create-refund request, its canonical command, and the refund representation."""
+"""The create-refund request, its canonical command, and the refund's OpenAPI shapes.
+
+The JSON of a stored refund is built by `views.py` (the shape of `RefundOut`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from app.clock import iso
-from app.payments.money import InvalidAmount, format_minor_units, to_minor_units
+from app.payments.money import InvalidAmount, to_minor_units
 from app.payments.schemas import (
     MAX_METADATA_PAIRS,
     AmountError,
@@ -18,7 +20,7 @@ from app.payments.schemas import (
     MetadataValue,
     check_metadata,
 )
-from app.refunds.models import RefundReason, RefundRow
+from app.refunds.models import RefundReason
 
 
 class CreateRefundRequest(BaseModel):
@@ -119,29 +121,3 @@ class RefundList(BaseModel):
 
     data: list[RefundOut]
     has_more: bool
-
-
-def refund_json(
-    refund: RefundRow,
-    *,
-    status: str | None = None,
-    provider_refund_id: str | None = None,
-    updated_at: datetime | None = None,
-) -> dict[str, Any]:
-    """The refund as a JSON-ready dict (the shape of `RefundOut`).
-
-    The keyword arguments describe an outcome being recorded, before the row is updated.
-    """
-    return {
-        "refund_id": str(refund.id),
-        "payment_id": str(refund.payment_id),
-        "operation_id": str(refund.operation_id),
-        "status": status or refund.status,
-        "amount": format_minor_units(refund.amount_minor, refund.currency),
-        "currency": refund.currency,
-        "reason": refund.reason,
-        "metadata": refund.metadata,
-        "provider_refund_id": provider_refund_id or refund.provider_refund_id,
-        "created_at": iso(refund.created_at),
-        "updated_at": iso(updated_at or refund.updated_at),
-    }

@@ -1,0 +1,45 @@
+"""The payment as its JSON answers show it: a stored row on its way out.
+
+The shape is `PaymentOut` (`schemas.py`), as the OpenAPI description documents it. The
+answers of `GET /payments/{id}`, the stored answer of a charge (`replies.py`), the payment
+events' `data` (`driver.py`) and what operators see of it (`kind.py`) are all this one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from app.clock import iso
+from app.payments.models import PaymentRow
+from app.payments.money import format_minor_units
+
+
+def payment_json(
+    payment: PaymentRow,
+    *,
+    status: str | None = None,
+    provider_charge_id: str | None = None,
+    decline_code: str | None = None,
+    updated_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The payment as a JSON-ready dict (the shape of `PaymentOut`).
+
+    The keyword arguments describe an outcome being recorded, before the row is updated.
+    """
+    return {
+        "payment_id": str(payment.id),
+        "operation_id": str(payment.operation_id),
+        "status": status or payment.status,
+        "amount": format_minor_units(payment.amount_minor, payment.currency),
+        "currency": payment.currency,
+        "amount_refunded": format_minor_units(payment.amount_refunded_minor, payment.currency),
+        "account_id": payment.account_id,
+        "merchant_reference": payment.merchant_reference,
+        "description": payment.description,
+        "metadata": payment.metadata,
+        "provider_charge_id": provider_charge_id or payment.provider_charge_id,
+        "decline_code": decline_code or payment.decline_code,
+        "created_at": iso(payment.created_at),
+        "updated_at": iso(updated_at or payment.updated_at),
+    }
