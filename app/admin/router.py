@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from app.admin import repository as admin_tokens
 from app.admin.delivery_views import failed_json
 from app.admin.models import Operator
 from app.admin.operators import OperatorDesk, Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
+from app.admin.schemas import ResolveIn
 from app.admin.views import admin_operation_json, detail_json, overview_json
 from app.db.database import Database
 from app.errors import NotFound, Unauthenticated, ValidationFailed, dump_json
@@ -74,15 +75,6 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
         "PROVIDER_CALL_MAY_BE_IN_FLIGHT: nothing was changed"
     )
 }
-
-
-class ResolveIn(BaseModel):
-    """An operator's resolution of a flagged operation."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    outcome: Literal["charged", "not_charged"]
-    reason: str = Field(min_length=1, max_length=500, description="Recorded in the history")
 
 
 @router.get(
