@@ -9,10 +9,9 @@ never surface as 500s; an unexpected exception is logged and answered with a gen
 
 This module holds the errors that are no one package's: a missing or unknown credential,
 an invalid request, a body too large or not JSON, no such resource, a wrong method, the
-database away. A package's own refusals live beside it, in its `errors.py`, and import
-only `ProblemError` from here: `idempotency/`, `tenants/`, `refunds/`, `webhooks/`,
-`admin/` (the console's form refusals are `console/forms.py`'s, the one module that
-raises them).
+database away. A package's own refusals live beside it, in its `errors.py` (as
+`refunds/errors.py`), and import only `ProblemError` from here; docs/architecture.md lists
+them. The console's form refusals stay in the console module that raises each.
 """
 
 from __future__ import annotations
