@@ -44,10 +44,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +74,8 @@ from bench.system import (
     start_api,
     start_provider,
 )
-from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process
+from tests.support.control.processes import REPO_ROOT, Process
+from tests.support.control.settlement import settle as settle_process
 
 # The provider's settlement lag the demo runs with (both sides' default): T+1.
 LAG_DAYS = 1
@@ -522,15 +521,7 @@ def inject(
 def settle(env: dict[str, str], day: date) -> SettleRun:
     """`payments settle --date day --json` as its own process, timed from start to exit."""
     started = time.perf_counter()
-    done = subprocess.run(
-        [*PAYMENTS, "settle", "--date", day.isoformat(), "--json"],
-        env={**os.environ, **env},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = settle_process(env, day, check=False)
     elapsed = round(time.perf_counter() - started, 2)
     summary = json.loads(done.stdout) if done.returncode == 0 else None
     log(
