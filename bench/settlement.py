@@ -252,7 +252,8 @@ def demo_system(database: Database, log_dir: Path) -> Iterator[System]:
         provider = start_provider(log_dir)
         started.append(provider)
         assert provider.url is not None
-        env = api_env(database.url, provider.url)
+        # What `payments settle` expects, whatever this shell's environment says.
+        env = {**api_env(database.url, provider.url), "PAYMENTS_SETTLEMENT_LAG_DAYS": str(LAG_DAYS)}
         api = start_api(log_dir, env, workers=1)
         started.append(api)
         tenant_id, api_key = create_tenant(env, "settlement-demo")
