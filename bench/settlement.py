@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import sys
@@ -63,7 +64,7 @@ import psycopg
 
 from app.settlement.models import ItemKind, RecordType
 from bench.loadgen import Request, Response, Target, run_load
-from bench.machine import describe_machine
+from bench.machine import describe_machine, machine_busy_s, tree_cpu_s
 from bench.scenarios import payment_body, post_payment
 from bench.system import (
     RESULTS_DIR,
@@ -191,6 +192,9 @@ class DemoResult:
     items_after_rerun: int = 0
     rerun_unchanged: bool = False
     timings_s: dict[str, float] = field(default_factory=dict)
+    # CPU seconds per phase, the demo's own and the rest of the machine's (`Clock`).
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    other_cpu_s: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
     generated_at: str = ""
@@ -206,18 +210,35 @@ class DemoResult:
 
 
 class Clock:
-    """Seconds per phase, in the order they ran."""
+    """Per phase, in the order they ran: wall seconds, CPU seconds of the demo (this process,
+    every process it started, PostgreSQL's), and CPU seconds of the rest of the machine
+    meanwhile (other work on a shared machine, which the wall time also pays for)."""
 
     def __init__(self) -> None:
+        self.roots = [os.getpid()]
         self.started = time.perf_counter()
-        self._mark = self.started
+        self._mark = (self.started, *self._cpu())
         self.phases: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.other_cpu: dict[str, float] = {}
 
-    def lap(self, phase: str) -> float:
-        now = time.perf_counter()
-        self.phases[phase] = round(now - self._mark, 2)
-        self._mark = now
-        return self.phases[phase]
+    def watch(self, pid: int | None) -> None:
+        """Count the tree under `pid` too (a server not started as a child of this one)."""
+        if pid is not None:
+            self.roots.append(pid)
+
+    def _cpu(self) -> tuple[float, float]:
+        return tree_cpu_s(self.roots), machine_busy_s()
+
+    def lap(self, phase: str, *, cpu: bool = True) -> None:
+        """The phase that ends now; `cpu` False for one whose processes ended in it (a
+        server stopped takes its counters with it)."""
+        now, ours, busy = time.perf_counter(), *self._cpu()
+        self.phases[phase] = round(now - self._mark[0], 2)
+        if cpu:
+            self.cpu[phase] = round(ours - self._mark[1], 1)
+            self.other_cpu[phase] = round(max(0.0, busy - self._mark[2] - self.cpu[phase]), 1)
+        self._mark = (now, ours, busy)
 
     def total(self) -> float:
         return round(time.perf_counter() - self.started, 2)
@@ -606,6 +627,7 @@ def run_demo(config: DemoConfig, work_dir: Path) -> DemoResult:
         demo_system(database, work_dir / "logs") as system,
     ):
         result.machine = _machine(database)
+        clock.watch(database.postmaster_pid)
         clock.lap("start")
         origin = _database_now(database.url) - timedelta(seconds=1)
         payments = seed(system, config, result)
@@ -629,8 +651,10 @@ def run_demo(config: DemoConfig, work_dir: Path) -> DemoResult:
     result.rerun_unchanged = before == after
     result.scores = score(cases, before)
     judge(result)
-    clock.lap("stop")
+    clock.lap("stop", cpu=False)
     result.timings_s = {**clock.phases, "total": clock.total()}
+    result.cpu_s = {**clock.cpu, "total": round(sum(clock.cpu.values()), 1)}
+    result.other_cpu_s = {**clock.other_cpu, "total": round(sum(clock.other_cpu.values()), 1)}
     result.generated_at = datetime.now(UTC).isoformat(timespec="seconds")
     return result
 
@@ -748,12 +772,27 @@ def report(result: DemoResult) -> str:
         f"{result.items_after_rerun:,}, "
         + ("the same items in the same states." if result.rerun_unchanged else "NOT the same."),
         "",
-        *_table(("phase", *result.timings_s), [("seconds", *result.timings_s.values())]),
+        *_table(
+            ("phase", *result.timings_s),
+            [
+                ("seconds", *result.timings_s.values()),
+                *(
+                    (name, *(spent.get(phase, "-") for phase in result.timings_s))
+                    for name, spent in (
+                        ("CPU s, the demo", result.cpu_s),
+                        ("CPU s, other work", result.other_cpu_s),
+                    )
+                ),
+            ],
+        ),
         "",
         f"Seeding: {_rate(result.seeded.get('payments'))} payments/s, "
         f"{_rate(result.seeded.get('refunds'))} refunds/s on {config['concurrency']} "
         "connections. `settle` and `re-run`: both days, each `payments settle` as its own "
-        "process; `run s` is the run's own time, `process s` the process's from start to exit.",
+        "process; `run s` is the run's own time, `process s` the process's from start to exit. "
+        "CPU s, the demo: this process, the API, the provider, PostgreSQL and the settle "
+        "processes (not measured while they stop); other work: the rest of the machine "
+        f"meanwhile, which the wall time shares {machine.get('cores', '?')} cores with.",
     ]
     if result.problems:
         lines += ["", "Problems:", *(f"- {problem}" for problem in result.problems)]
