@@ -18,7 +18,8 @@ expected_statuses         no other answer than the contract's (no 500, no 422 fo
                           original request, no 4xx of a malformed request)
 intents_finished          every key reached a final answer before the deadline
 
-The refunds' checks are in `chaos/refund_checks.py`.
+The refunds' checks are in `chaos/refund_checks.py`, the settlement pass's in
+`chaos/settlement.py`.
 
 Besides the violations, `breaker_findings`: when the run had an outage phase, each API's
 circuit breaker was seen open during it and closed again after it. Not a promise of the

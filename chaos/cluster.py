@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from chaos.config import ChaosConfig
+from chaos.settlement import PROVIDER_LAG_ENV, SETTLE_LAG_ENV
 from chaos.webhooks import WEBHOOK_ENV
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
 from tests.support.control.system import admin_env, system_env, with_test_mode
@@ -61,6 +62,7 @@ class Cluster:
             PAYMENTS_BREAKER_FAILURES=str(config.breaker_failures),
             PAYMENTS_BREAKER_COOLDOWN_S=str(config.breaker_cooldown_s),
             **WEBHOOK_ENV,
+            **SETTLE_LAG_ENV,
         )
         if config.db_pool_size is not None:
             env["PAYMENTS_DB_POOL_SIZE"] = str(config.db_pool_size)
@@ -84,6 +86,8 @@ class Cluster:
             env={
                 "PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger),
                 "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+                # T+0: today's records are in today's report (chaos/settlement.py).
+                **PROVIDER_LAG_ENV,
             },
             log_dir=self.log_dir,
             url=self.provider_url,

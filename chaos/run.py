@@ -6,6 +6,8 @@
 3. Convergence: the schedule stops, every paused process continues and every dead one is
    restarted; clients finish the keys they hold; workers drain. Bounded by `converge_s`.
 4. A final replay of every finished key, then the checks on history, database and ledger.
+5. The settlement pass: `payments settle` for every day the run made payments on, at T+0,
+   and no reconciliation item left open (chaos/settlement.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from chaos.config import ChaosConfig
 from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
 from chaos.refund_checks import RefundSnapshot, check_refunds
+from chaos.settlement import settlement_pass, summary_lines
 from chaos.webhooks import Consumer, check_events, wait_delivered
 from tests.support.control.replication import ReplicatedPostgres
 
@@ -67,6 +70,9 @@ class ChaosReport:
     # did not show of the outage: findings, not violations.
     breakers: dict[str, Any] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
+    # The settlement pass after convergence (chaos/settlement.py): the days settled, each
+    # run's summary, the items left open by kind.
+    settlement: dict[str, Any] = field(default_factory=dict)
     # `--failover`: when the primary died and the standby was promoted (wall clock).
     failover: dict[str, Any] = field(default_factory=dict)
     phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
@@ -104,6 +110,7 @@ class ChaosReport:
             f"  fault windows never hit: {self.gaps or 'none'}",
             *self._breaker_lines(),
             *self._failover_lines(),
+            *summary_lines(self.settlement),
             f"  converged            {self.converged}, "
             + (
                 f"{self.converge_s:.1f} s after the fault phase ended (its last fault ended "
@@ -445,6 +452,11 @@ def run_chaos(
         wait_delivered(database_url, tenant_id, time.time() + config.converge_s)
         event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
         report.violations += event_violations
+        say("settling every day of the run")
+        report.settlement, settlement_violations = settlement_pass(
+            database_url, cluster.provider_url, tenant_id
+        )
+        report.violations += [str(v) for v in settlement_violations]
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
         sampler.stop()

@@ -4,27 +4,39 @@ A test makes the provider's books disagree with the service's: a record the prov
 (`DELETE`), one it holds differently (`PATCH`: amount, currency, status, creation time), or a
 charge nobody asked the service for (`POST /_ledger/charges`, under a key of the test's
 choosing). Backdating `created_at` also places records on past days, for the listings and the
-settlement reports. Admin API only, like `/_faults`.
+settlement reports. `PATCH /_ledger/charges` and `/_ledger/refunds` make many such changes at
+once, in one transaction: a day's thousands of records moved in one call. Admin API only,
+like `/_faults`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
 
 from fastapi import APIRouter
 from starlette.responses import JSONResponse, Response
 
 from fake_provider.dependencies import LedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.ledger import LedgerEditError, UnknownRecord
+from fake_provider.ledger import Edit, LedgerEditError, UnknownRecord
 from fake_provider.schemas import (
     Charge,
     LedgerChargeChange,
+    LedgerChargeEdits,
     LedgerChargeRequest,
+    LedgerEdited,
     LedgerRefundChange,
+    LedgerRefundEdits,
     Refund,
 )
 from fake_provider.timeline import parse_timestamp
 
 router = APIRouter(prefix="/_ledger", tags=["ledger"])
+
+_Change = TypeVar("_Change", LedgerChargeChange, LedgerRefundChange)
+# The members of a change of many that name its record rather than change it.
+_NAMES = {"charge_id", "refund_id"}
 
 
 def _created_at(text: str | None) -> str | None:
@@ -102,9 +114,58 @@ def _change_created_at(body: LedgerChargeChange | LedgerRefundChange) -> str | R
     """A change's creation time, as the ledger stores it; or the answer refusing the change
     (a time that does not parse, or a change of nothing)."""
     try:
+        return _checked(body)
+    except ValueError as exc:
+        return invalid_request(str(exc))
+
+
+def _checked(body: LedgerChargeChange | LedgerRefundChange) -> str | None:
+    """A change's creation time, as the ledger stores it (None: unchanged); ValueError saying
+    why the change is refused."""
+    try:
         created_at = _created_at(body.created_at)
     except ValueError as exc:
-        return invalid_request(f"created_at: {exc}")
-    if not body.model_dump(exclude_none=True):
-        return invalid_request("nothing to change: give at least one member")
+        raise ValueError(f"created_at: {exc}") from exc
+    if not body.model_dump(exclude_none=True, exclude=_NAMES):
+        raise ValueError("nothing to change: give at least one member")
     return created_at
+
+
+def _edits(changes: Sequence[tuple[str, _Change]]) -> list[Edit[_Change]] | Response:
+    """Each change of many with its creation time as the ledger stores it; or the answer
+    refusing them all, naming the first change refused."""
+    edits: list[Edit[_Change]] = []
+    for index, (record_id, change) in enumerate(changes):
+        try:
+            edits.append((record_id, change, _checked(change)))
+        except ValueError as exc:
+            return invalid_request(f"changes.{index}: {exc}")
+    return edits
+
+
+@router.patch("/charges", response_model=LedgerEdited)
+async def change_charges(body: LedgerChargeEdits, ledger: LedgerDep) -> Response:
+    """Overwrite many charges at once, each change as `PATCH /_ledger/charges/{charge_id}`
+    makes it: all of them in one transaction, or none (`404` for a charge there is not)."""
+    edits = _edits([(change.charge_id, change) for change in body.changes])
+    if isinstance(edits, Response):
+        return edits
+    try:
+        changed = ledger.change_charges(edits)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return JSONResponse({"changed": len(changed)})
+
+
+@router.patch("/refunds", response_model=LedgerEdited)
+async def change_refunds(body: LedgerRefundEdits, ledger: LedgerDep) -> Response:
+    """Overwrite many refunds at once, each change as `PATCH /_ledger/refunds/{refund_id}`
+    makes it: all of them in one transaction, or none (`404` for a refund there is not)."""
+    edits = _edits([(change.refund_id, change) for change in body.changes])
+    if isinstance(edits, Response):
+        return edits
+    try:
+        changed = ledger.change_refunds(edits)
+    except LedgerEditError as exc:
+        return _refused(exc)
+    return JSONResponse({"changed": len(changed)})

@@ -248,3 +248,41 @@ class LedgerRefundChange(BaseModel):
 
     amount_minor: Annotated[StrictInt, Field(gt=0)] | None = None
     created_at: StrictStr | None = None
+
+
+# The most changes one `PATCH /_ledger/charges` or `/_ledger/refunds` takes.
+MAX_LEDGER_EDITS = 100_000
+
+
+class LedgerChargeEdit(LedgerChargeChange):
+    """One change of `PATCH /_ledger/charges`: the charge, and the members to overwrite."""
+
+    charge_id: StrictStr
+
+
+class LedgerChargeEdits(BaseModel):
+    """The body of `PATCH /_ledger/charges`: changes of many charges, made all together."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    changes: Annotated[list[LedgerChargeEdit], Field(min_length=1, max_length=MAX_LEDGER_EDITS)]
+
+
+class LedgerRefundEdit(LedgerRefundChange):
+    """One change of `PATCH /_ledger/refunds`: the refund, and the members to overwrite."""
+
+    refund_id: StrictStr
+
+
+class LedgerRefundEdits(BaseModel):
+    """The body of `PATCH /_ledger/refunds`: changes of many refunds, made all together."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    changes: Annotated[list[LedgerRefundEdit], Field(min_length=1, max_length=MAX_LEDGER_EDITS)]
+
+
+class LedgerEdited(BaseModel):
+    """The answer to `PATCH /_ledger/charges` or `/_ledger/refunds`: how many records changed."""
+
+    changed: int

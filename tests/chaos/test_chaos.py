@@ -1,5 +1,6 @@
 """The short chaos run: payments under provider faults, SIGKILLs and SIGSTOPs of real
-processes, checked for exactly-once effects (chaos/checks.py).
+processes, checked for exactly-once effects (chaos/checks.py), then every day of it settled
+against the provider's books with nothing left open (chaos/settlement.py).
 
 Its own database on the session's server, its own provider, two APIs and two workers; about a
 minute. The long run is `python -m chaos` (docs/chaos.md).
@@ -25,3 +26,13 @@ def test_short_chaos_run_keeps_every_promise(database_url: str, tmp_path: Path) 
     assert report.recovery["went_unknown"] > 0
     assert report.recovery["owner_taken_over"] > 0
     assert report.converged, "operations left unsettled after the faults stopped"
+    # The settlement pass ran on every day of the run (T+0) and left no item open.
+    settlement = report.settlement
+    assert settlement["lag_days"] == 0
+    assert settlement["days"], "no day settled"
+    assert [run["day"] for run in settlement["runs"]] == settlement["days"]
+    for run in settlement["runs"]:
+        assert run["exit"] == 0, run
+        assert run["summary"]["compared"] > 0
+    assert sum(run["summary"]["lines_recorded"] for run in settlement["runs"]) > 0
+    assert set(settlement["open"].values()) == {0}

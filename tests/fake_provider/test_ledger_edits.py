@@ -153,3 +153,96 @@ def test_a_bad_edit_changes_nothing(
     assert client.get("/charges", params={"idempotency_key": charge["idempotency_key"]}).json() == (
         charge
     )
+
+
+def test_many_charges_and_refunds_change_in_one_call(client: httpx.Client) -> None:
+    charges = [made(client, amount=1000 + n) for n in range(3)]
+    refund = client.post(
+        "/refunds",
+        json={"charge_id": charges[0]["charge_id"], "amount_minor": 400},
+        headers={"Idempotency-Key": new_key()},
+    ).json()
+    moved = "2001-02-03T04:05:06.000007Z"
+
+    charged = client.patch(
+        "/_ledger/charges",
+        json={
+            "changes": [
+                {"charge_id": charges[0]["charge_id"], "created_at": moved},
+                {"charge_id": charges[1]["charge_id"], "created_at": moved, "amount_minor": 5},
+                {"charge_id": charges[2]["charge_id"], "status": "declined"},
+            ]
+        },
+    )
+    refunded = client.patch(
+        "/_ledger/refunds",
+        json={"changes": [{"refund_id": refund["refund_id"], "amount_minor": 300}]},
+    )
+
+    assert (charged.status_code, charged.json()) == (200, {"changed": 3})
+    assert (refunded.status_code, refunded.json()) == (200, {"changed": 1})
+    day = [
+        c
+        for page in listed(client, "/charges", created_gte="2001-02-03", created_lt="2001-02-04")
+        for c in page
+    ]
+    assert [(c["charge_id"], c["created_at"]) for c in day] == sorted(
+        [(charges[0]["charge_id"], moved), (charges[1]["charge_id"], moved)]
+    )
+    shown = {c["charge_id"]: c for c in day}
+    assert (
+        shown[charges[0]["charge_id"]]["amount_refunded_minor"],
+        shown[charges[1]["charge_id"]]["amount_minor"],
+    ) == (300, 5)
+    declined = client.get("/charges", params={"idempotency_key": charges[2]["idempotency_key"]})
+    assert (declined.json()["status"], declined.json()["decline_code"]) == (
+        "declined",
+        "card_declined",
+    )
+    shown_declined = listed_charge(client, charges[2])
+    assert shown_declined is not None
+    assert shown_declined["status"] == "declined"
+
+
+@pytest.mark.parametrize(
+    ("last", "status", "detail"),
+    [
+        ({"charge_id": "ch_nobody", "amount_minor": 1}, 404, "no charge ch_nobody"),
+        ({"charge_id": "{charge}"}, 400, "changes.1: nothing to change"),
+        ({"charge_id": "{charge}", "created_at": "x"}, 400, "changes.1: created_at:"),
+        ({"charge_id": "{charge}", "amount_minor": 0}, 400, "changes.1.amount_minor"),
+        ({"amount_minor": 1}, 400, "changes.1.charge_id"),
+    ],
+)
+def test_many_changes_are_made_all_or_none(
+    client: httpx.Client, last: dict[str, Any], status: int, detail: str
+) -> None:
+    first, second = made(client), made(client)
+    last = {
+        k: v.format(charge=second["charge_id"]) if isinstance(v, str) else v
+        for k, v in last.items()
+    }
+
+    response = client.patch(
+        "/_ledger/charges",
+        json={"changes": [{"charge_id": first["charge_id"], "amount_minor": 7}, last]},
+    )
+
+    assert response.status_code == status, response.text
+    assert detail in response.json()["detail"]
+    for charge in (first, second):
+        held = client.get("/charges", params={"idempotency_key": charge["idempotency_key"]})
+        assert held.json() == charge
+    shown = listed_charge(client, first)
+    assert shown is not None
+    assert shown["amount_minor"] == first["amount_minor"]
+
+
+def test_a_change_of_none_or_of_an_unknown_refund_is_refused(client: httpx.Client) -> None:
+    empty = client.patch("/_ledger/charges", json={"changes": []})
+    unknown = client.patch(
+        "/_ledger/refunds", json={"changes": [{"refund_id": "re_nobody", "amount_minor": 1}]}
+    )
+
+    assert (empty.status_code, empty.json()["error"]) == (400, "invalid_request")
+    assert (unknown.status_code, unknown.json()["error"]) == (404, "not_found")
