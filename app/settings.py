@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     db_connect_timeout_s: float = Field(default=5.0, ge=1, le=60)
     db_statement_timeout_ms: int = Field(default=10_000, ge=0)
     db_lock_timeout_ms: int = Field(default=5_000, ge=0)
+    # Prepare every statement on the server at its first use; false for a transaction pooler
+    # that cannot carry prepared statements (PgBouncer before 1.21, app/db/pooler.py).
+    db_prepare: bool = True
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)
     # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment,
     # and refused unless `test_mode` says this process is started by a test.

@@ -12,7 +12,9 @@ never commit. Every transaction is short: none is open across a provider call. E
 statement is prepared on the server at its first use on a connection (`prepare_threshold`
 0; psycopg's default waits for five uses per connection and per parameter types): the
 service sends a small fixed set of statements, and parsing and planning its CTE statements
-was most of PostgreSQL's CPU per payment until a connection had warmed up.
+was most of PostgreSQL's CPU per payment until a connection had warmed up. Behind a
+transaction pooler that cannot carry prepared statements the start is refused
+(app/db/pooler.py), unless `PAYMENTS_DB_PREPARE=false` turns preparing off.
 
 Failover (see docs/operations.md): `DATABASE_URL` may name several hosts in libpq's form
 with `target_session_attrs=read-write`; libpq then connects to whichever accepts writes.
@@ -37,6 +39,7 @@ from psycopg.errors import ReadOnlySqlTransaction
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.pooler import refuse_unsafe_pooler
 from app.settings import Settings
 
 Connection = AsyncConnection[TupleRow]
@@ -164,6 +167,16 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
     """
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
+    kwargs = {
+        "autocommit": True,
+        # None: never prepare (PAYMENTS_DB_PREPARE=false, for a transaction pooler).
+        "prepare_threshold": 0 if settings.db_prepare else None,
+        "options": session_options(settings),
+        "application_name": application_name,
+        **connection_limits(settings),
+    }
+    if settings.db_prepare:
+        await refuse_unsafe_pooler(conninfo(settings.database_url), **kwargs)
     pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
         conninfo(settings.database_url),
         min_size=settings.db_pool_size,
@@ -172,13 +185,7 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
         max_lifetime=1800,
         reconnect_timeout=RECONNECT_TIMEOUT_S,
         open=False,
-        kwargs={
-            "autocommit": True,
-            "prepare_threshold": 0,
-            "options": session_options(settings),
-            "application_name": application_name,
-            **connection_limits(settings),
-        },
+        kwargs=kwargs,
     )
     await pool.open(wait=False)
     try:
