@@ -4,6 +4,10 @@
     python3 tasks.py dev     the whole system on localhost (`payments dev`)
     python3 tasks.py test    the full test suite, two processes of tests at a time on two cores
                              (extra arguments go to pytest; `-n 0` runs it in one)
+    python3 tasks.py test-ha the high-availability tests (tests/ha, marker `ha`): a Patroni
+                             cluster's failover under load, PgBouncer in front; they need
+                             Debian's patroni, etcd-server and pgbouncer and install nothing
+                             (without them they are skipped); not part of `test`
     python3 tasks.py lint    ruff and mypy (strict)
     python3 tasks.py lock    compile requirements.lock and requirements-dev.lock from
                              pyproject.toml (extra arguments go to `uv pip compile`, e.g.
@@ -175,6 +179,10 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_venv("dev")
         return run([str(PYTHON), "-m", "pytest", *parallel(rest), *rest])
+    if command == "test-ha":
+        # One at a time: each test runs its own cluster, and they time a failover.
+        ensure_venv("dev")
+        return run([str(PYTHON), "-m", "pytest", "-n", "0", "-m", "ha", "tests/ha", *rest])
     if command == "lock":
         return lock(rest)
     if command == "lint":
