@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from psycopg import AsyncConnection, OperationalError
-from psycopg.errors import ReadOnlySqlTransaction
+from psycopg.errors import Diagnostic, ReadOnlySqlTransaction
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -49,6 +50,39 @@ logger = logging.getLogger("payments.db")
 # How long a failed pool slot keeps retrying its connection (with psycopg_pool's doubling
 # backoff from 1 s) before it is given up and left to be reopened on demand.
 RECONNECT_TIMEOUT_S = 4.0
+
+# PostgreSQL's warning when a commit's wait for its synchronous standby is cancelled (by
+# `statement_timeout`, say): the transaction "has already committed locally, but might not
+# have been replicated to the standby", and COMMIT reports success all the same.
+SYNC_WAIT_CANCELLED = "canceling wait for synchronous replication"
+# Connections on which that warning came, until the statement that drew it returns.
+_unreplicated: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+class UnreplicatedCommit(OperationalError):
+    """A commit stands on the primary alone: its wait for the synchronous standby was cut.
+
+    Raised instead of reporting success: a failover before a standby catches up would lose
+    it, so nothing may be acknowledged on it. Like any `OperationalError` it is answered
+    `503`, and what the transaction recorded is recovered as after a lost commit.
+    """
+
+
+async def watch_replication(conn: Connection) -> None:
+    """The pool's `configure`: note a commit whose synchronous replication wait was cut."""
+
+    def on_notice(diagnostic: Diagnostic) -> None:
+        if (diagnostic.message_primary or "").startswith(SYNC_WAIT_CANCELLED):
+            _unreplicated.add(conn)
+
+    conn.add_notice_handler(on_notice)
+
+
+def _refuse_unreplicated(conn: Connection) -> None:
+    if conn in _unreplicated:
+        _unreplicated.discard(conn)
+        logger.warning("a commit was not replicated to the synchronous standby in time")
+        raise UnreplicatedCommit("the commit was not replicated to a synchronous standby")
 
 
 def conninfo(database_url: str) -> str:
@@ -98,7 +132,9 @@ class Database:
         """A pooled connection; each statement on it commits on its own."""
         try:
             async with self._pool.connection() as conn:
+                _unreplicated.discard(conn)
                 yield conn
+                _refuse_unreplicated(conn)
         except OperationalError:
             self._check_pool_soon()
             raise
@@ -115,8 +151,11 @@ class Database:
         caller owned is recovered as after a crash, once its lease expires.
         """
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            async with self._pool.connection() as conn:
+                _unreplicated.discard(conn)
+                async with conn.transaction():
+                    yield conn
+                _refuse_unreplicated(conn)
         except OperationalError:
             self._check_pool_soon()
             raise
@@ -186,6 +225,7 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
         reconnect_timeout=RECONNECT_TIMEOUT_S,
         open=False,
         kwargs=kwargs,
+        configure=watch_replication,
     )
     await pool.open(wait=False)
     try:

@@ -173,6 +173,10 @@ def test_the_leader_dies_under_load_and_no_acknowledged_payment_is_lost(
                 killed_at = time.monotonic()
                 new = cluster.wait_for_new_leader(cluster.kill_leader())
                 promoted_s = time.monotonic() - killed_at
+                # Strict synchronous mode: commits wait until the third member streams from
+                # the new leader as its synchronous standby.
+                wait_until(lambda: cluster.healthy(size=2), timeout=120, message="a new standby")
+                in_sync_s = time.monotonic() - killed_at
                 wait_until(
                     lambda: load.back_at(killed_at) is not None,
                     timeout=120,
@@ -230,7 +234,8 @@ def test_the_leader_dies_under_load_and_no_acknowledged_payment_is_lost(
     figures = (
         f"Patroni failover: {len(load.payments)} payments acknowledged, 0 lost, each charged"
         f" once; leader killed after {BEFORE}, promoted {new.name} (the synchronous standby)"
-        f" in {promoted_s:.1f} s; the service answered 201 again after"
+        f" in {promoted_s:.1f} s, with its own synchronous standby after {in_sync_s:.1f} s;"
+        f" the service answered 201 again after"
         f" {served_at - killed_at:.1f} s; answers seen: {dict(sorted(answers.items(), key=str))}"
     )
     with capsys.disabled():

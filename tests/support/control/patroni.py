@@ -226,6 +226,10 @@ class PatroniCluster:
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"},
             )
 
+    def restart(self, member: Member) -> None:
+        """Start a killed member's Patroni again: it rejoins as a replica of the leader."""
+        self._start_member(member)
+
     def cluster(self) -> list[dict[str, Any]]:
         """Patroni's `/cluster` members, asked of any member that answers."""
         for member in self.members:
@@ -258,7 +262,10 @@ class PatroniCluster:
 
     def kill_leader(self) -> Member:
         """The leader's machine dies: SIGKILL its Patroni, postmaster and backends at once."""
-        victim = self.leader()
+        return self.kill(self.leader())
+
+    def kill(self, victim: Member) -> Member:
+        """`victim`'s machine dies: SIGKILL its Patroni, postmaster and backends at once."""
         assert victim.process is not None
         pids = [victim.process.pid]
         postmaster = victim.postmaster()
