@@ -25,6 +25,11 @@ other dead ones are dropped instead of each failing one more request, and replac
 opened against the hosts in order until the promoted standby answers. Reconnection attempts
 back off for at most `reconnect_timeout`; a slot given up is opened again on demand by the
 next request, so a long outage does not leave the pool waiting out an ever longer backoff.
+
+Synchronous replication: a commit whose wait for the synchronous standby is cancelled
+stands on the primary alone, and PostgreSQL reports it as a success with a warning. The
+pool's connections watch for that warning (`watch_replication`), and such a commit raises
+`UnreplicatedCommit` (an `OperationalError`, answered `503`) instead of being acknowledged.
 """
 
 from __future__ import annotations
