@@ -44,6 +44,8 @@ pytestmark = [
     pytest.mark.skipif(missing() is not None, reason=str(missing())),
     pytest.mark.timeout(900),
 ]
+# Starting a process takes long on a loaded machine (two cores, other work running).
+START_S = 120
 
 CLIENTS = 6
 CONNECT_TIMEOUT_S = 2
@@ -158,9 +160,11 @@ def test_the_leader_dies_under_load_and_no_acknowledged_payment_is_lost(
         "PAYMENTS_BACKOFF_MAX_S": "1",
     }
     logs = work_dir / "logs-ha"
-    api = start_api(logs, env)
+    api = start_api(logs, env, timeout=START_S)
     worker = start_worker(logs, env)
-    wait_until(lambda: "worker started" in worker.log(), message="the worker to start")
+    wait_until(
+        lambda: "worker started" in worker.log(), timeout=START_S, message="the worker to start"
+    )
     try:
         with api_client(api, tenant) as client:
             load = Load(client)

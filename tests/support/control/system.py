@@ -59,9 +59,11 @@ def start_api(
     *,
     port: int | None = None,
     admin_port: int | None = None,
+    timeout: float = 30.0,
 ) -> Process:
     """`payments serve` on a free port, its operators' listener on another; ready once
-    `/healthz` answers on both. `admin_url` reaches the admin API, console and `/metrics`."""
+    `/healthz` answers on both (within `timeout` s). `admin_url` reaches the admin API,
+    console and `/metrics`."""
     port = port or free_port()
     admin_port = admin_port or free_port()
     while admin_port == port:
@@ -75,6 +77,7 @@ def start_api(
         log_dir=log_dir,
         ready_url=f"{admin_url}/healthz",
         url=url,
+        timeout=timeout,
     )
     process.admin_url = admin_url
     return process
