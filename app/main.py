@@ -39,6 +39,8 @@ from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
 from app.tenants.rate_limit import TenantRateLimiter
+from app.tracing.setup import configure as configure_tracing
+from app.tracing.setup import traced_asgi
 from app.webhooks import router as webhooks_router
 
 DESCRIPTION = """
@@ -125,10 +127,13 @@ def serving_app(settings: Settings) -> ASGIApp:
     operators' port (`PAYMENTS_ADMIN_PORT`) the admin API, the console and `/metrics`
     (`app/http/listeners.py`).
     """
+    configure_tracing("payments-api")
     app = create_app(settings)
     public = with_fast_routes(fast_routes(app), others=public_only(app))
     operators = operators_only(cap_console_forms(app), development=settings.development)
-    return by_listener(public, operators, admin_port=settings.admin_port)
+    # Tracing (when on) wraps both listeners, so a fast route's request is traced as a
+    # routed one is (docs/tracing.md).
+    return traced_asgi(by_listener(public, operators, admin_port=settings.admin_port))
 
 
 def fast_routes(app: FastAPI) -> Table:

@@ -13,6 +13,7 @@ from app.errors import PROBLEM_JSON, internal_error_body
 from app.http.request_id import HEADER, request_id
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
+from app.tracing.spans import name_request
 
 logger = logging.getLogger("payments.http")
 
@@ -89,6 +90,7 @@ class ObserveRequests:
             route = self.route or _route_template(scope)
             method = scope["method"]
             self.metrics.request_latency.labels(method, route, str(status)).observe(elapsed)
+            name_request(method, route)
             if route not in ("/healthz", "/readyz", "/metrics"):
                 logger.info(
                     "request",

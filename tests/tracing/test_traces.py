@@ -1,0 +1,160 @@
+"""One trace per payment, across real processes: the API, the provider, the worker, webhooks.
+
+Every process writes its spans as JSON lines to one file (`PAYMENTS_TRACE_FILE`), read here.
+A payment whose answer is lost (`drop_after_commit`) is one trace for the request (the API's
+server span, the provider call under it, the provider's own spans); the worker's reconcile
+is a trace of its own linked to the request, and so is the webhook delivery it leads to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from app.tracing.exporter import read_spans
+from tests.support.control.faults import FaultInjector
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.factories.webhooks import create_endpoint
+
+Span = dict[str, Any]
+
+# Spans leave each process a tenth of a second after they end.
+TRACED = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+
+
+def one(spans: list[Span], **match: Any) -> Span:
+    found = [s for s in spans if all(s.get(k) == v for k, v in match.items())]
+    assert len(found) == 1, (match, [(s["service"], s["name"]) for s in spans])
+    return found[0]
+
+
+def links_to(span: Span, target: Span) -> bool:
+    return {"trace_id": target["trace_id"], "span_id": target["span_id"]} in span["links"]
+
+
+def test_a_lost_answer_is_one_trace_and_its_recovery_and_webhook_link_to_it(
+    spawn: Spawner,
+    tmp_path: Path,
+    tenant: TenantHandle,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    env = {**TRACED, "PAYMENTS_TRACE_FILE": str(trace_file)}
+    provider = spawn.provider(tmp_path / "ledger.db", env=env)
+    assert provider.url is not None
+    faults = FaultInjector(provider.url)
+    api = spawn.api(PAYMENTS_PROVIDER_URL=provider.url, **FAST_WORKER, **env)
+    receiver = spawn.receiver(tmp_path / "received.jsonl")
+    with api_client(api, tenant) as client:
+        create_endpoint(client, receiver.url)
+        key, body = new_key(), payment_body()
+        faults.add("drop_after_commit", account_id=body["account_id"])
+        accepted = post_payment(client, body, key=key)
+        assert accepted.status_code == 202, accepted.text
+        operation_id = accepted.json()["operation_id"]
+        spawn.worker(
+            once=False,
+            PAYMENTS_PROVIDER_URL=provider.url,
+            **{**FAST_WEBHOOKS, **FAST_WORKER},
+            **env,
+        )
+        wait_until(lambda: len(receiver.answered()) == 1, message="the webhook")
+
+    def complete() -> bool:
+        names = {(s["service"], s["name"]) for s in read_spans(trace_file)}
+        return {("payments-worker", "reconcile"), ("payments-worker", "webhook deliver")} <= names
+
+    wait_until(complete, timeout=10, message="the worker's spans")
+    spans = read_spans(trace_file)
+
+    request = one(spans, service="payments-api", name="POST /payments", kind="server")
+    assert request["attributes"]["payments.operation_id"] == operation_id
+    trace = [s for s in spans if s["trace_id"] == request["trace_id"]]
+    call = one(trace, service="payments-api", name="provider charge", kind="client")
+    assert call["parent_id"] == request["span_id"]
+    assert call["attributes"]["payments.provider_outcome"] == "unknown"
+    provider_request = one(trace, service="fake-provider", kind="server")
+    assert provider_request["parent_id"] == call["span_id"]
+    ledger = one(trace, service="fake-provider", name="ledger charge")
+    assert ledger["parent_id"] == provider_request["span_id"]
+    assert (
+        call["attributes"]["payments.provider_key"] == ledger["attributes"]["payments.provider_key"]
+    )
+    stored = db.execute(
+        "SELECT traceparent FROM operations WHERE id = %s", (operation_id,)
+    ).fetchone()
+    assert stored is not None
+    # The request's own context (its flags: sampled, and perhaps random).
+    assert stored["traceparent"].startswith(f"00-{request['trace_id']}-{request['span_id']}-")
+
+    reconcile = one(spans, service="payments-worker", name="reconcile")
+    assert reconcile["trace_id"] != request["trace_id"]
+    assert reconcile["parent_id"] is None
+    assert links_to(reconcile, request)
+    assert reconcile["attributes"]["payments.operation_id"] == operation_id
+    assert reconcile["attributes"]["payments.transition"].endswith("->COMPLETED")
+    lookup = one(spans, service="payments-worker", name="provider lookup")
+    assert lookup["trace_id"] == reconcile["trace_id"]
+
+    delivery = one(spans, service="payments-worker", name="webhook deliver")
+    assert delivery["trace_id"] not in (request["trace_id"], reconcile["trace_id"])
+    assert links_to(delivery, request)
+    assert delivery["attributes"]["payments.operation_id"] == operation_id
+    posts = [s for s in spans if s["trace_id"] == delivery["trace_id"] and s["kind"] == "client"]
+    assert posts, "httpx's span of the webhook's POST"
+
+    # Nothing raw: no idempotency key, no request body, no secret.
+    text = trace_file.read_text()
+    assert key not in text
+    assert body["account_id"] not in text
+    assert tenant.api_key not in text
+    # The request's log line carries its trace.
+    request_lines = [line for line in api.log().splitlines() if '"msg": "request"' in line]
+    assert any(request["trace_id"] in line for line in request_lines)
+
+
+def test_with_the_sdk_disabled_nothing_is_traced(
+    spawn: Spawner, tmp_path: Path, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    env = {**TRACED, "PAYMENTS_TRACE_FILE": str(trace_file), "OTEL_SDK_DISABLED": "true"}
+    api = spawn.api(**env)
+    with api_client(api, tenant) as client:
+        paid = post_payment(client, payment_body(), key=new_key())
+        assert paid.status_code == 201, paid.text
+        assert client.get("/payments/" + paid.json()["payment_id"]).status_code == 200
+    stored = db.execute(
+        "SELECT traceparent FROM operations WHERE id = %s", (paid.json()["operation_id"],)
+    ).fetchone()
+    assert stored is not None
+    assert stored["traceparent"] is None
+    assert not trace_file.exists()
+    assert '"trace_id"' not in api.log()
+    assert "tracing on" not in api.log()
+
+
+def test_a_traced_api_answers_as_an_untraced_one(
+    spawn: Spawner, tmp_path: Path, tenant: TenantHandle
+) -> None:
+    # Both paths of the API under the middleware: the fast route and a routed one.
+    api = spawn.api(**TRACED, PAYMENTS_TRACE_FILE=str(tmp_path / "spans.jsonl"))
+    with api_client(api, tenant) as client:
+        paid = post_payment(client, payment_body(), key=new_key())
+        assert paid.status_code == 201, paid.text
+        read = client.get("/payments/" + paid.json()["payment_id"])
+        assert read.status_code == 200
+        assert read.headers["x-request-id"]
+
+    def named() -> set[str]:
+        return {s["name"] for s in read_spans(tmp_path / "spans.jsonl") if s["kind"] == "server"}
+
+    wait_until(lambda: {"POST /payments", "GET /payments/{payment_id}"} <= named(), timeout=10)
+    assert httpx is not None
