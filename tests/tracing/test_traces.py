@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from psycopg.rows import DictRow
 
 from app.tracing.exporter import read_spans
+from app.tracing.view import operation_traces
 from tests.support.control.faults import FaultInjector
 from tests.support.control.spawner import Spawner
 from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER
@@ -67,10 +67,14 @@ def test_a_lost_answer_is_one_trace_and_its_recovery_and_webhook_link_to_it(
             **env,
         )
         wait_until(lambda: len(receiver.answered()) == 1, message="the webhook")
+        # A routed request, beside the fast route's POST: named by its route's template.
+        read = client.get(f"/operations/{operation_id}")
+        assert read.status_code == 200, read.text
 
     def complete() -> bool:
         names = {(s["service"], s["name"]) for s in read_spans(trace_file)}
-        return {("payments-worker", "reconcile"), ("payments-worker", "webhook deliver")} <= names
+        expected = {("payments-worker", "reconcile"), ("payments-worker", "webhook deliver")}
+        return expected | {("payments-api", "GET /operations/{operation_id}")} <= names
 
     wait_until(complete, timeout=10, message="the worker's spans")
     spans = read_spans(trace_file)
@@ -111,6 +115,13 @@ def test_a_lost_answer_is_one_trace_and_its_recovery_and_webhook_link_to_it(
     posts = [s for s in spans if s["trace_id"] == delivery["trace_id"] and s["kind"] == "client"]
     assert posts, "httpx's span of the webhook's POST"
 
+    # `payments ops show` prints the three traces, the worker's linked to the request's.
+    shown = operation_traces(spans, operation_id)
+    assert sum(line.startswith("trace ") for line in shown.splitlines()) == 3, shown
+    assert shown.count("(linked to payments-api POST /payments") == 2, shown
+    assert "  - payments-api: POST /payments" in shown
+    assert "      - fake-provider: ledger charge" in shown
+
     # Nothing raw: no idempotency key, no request body, no secret.
     text = trace_file.read_text()
     assert key not in text
@@ -139,22 +150,3 @@ def test_with_the_sdk_disabled_nothing_is_traced(
     assert not trace_file.exists()
     assert '"trace_id"' not in api.log()
     assert "tracing on" not in api.log()
-
-
-def test_a_traced_api_answers_as_an_untraced_one(
-    spawn: Spawner, tmp_path: Path, tenant: TenantHandle
-) -> None:
-    # Both paths of the API under the middleware: the fast route and a routed one.
-    api = spawn.api(**TRACED, PAYMENTS_TRACE_FILE=str(tmp_path / "spans.jsonl"))
-    with api_client(api, tenant) as client:
-        paid = post_payment(client, payment_body(), key=new_key())
-        assert paid.status_code == 201, paid.text
-        read = client.get("/payments/" + paid.json()["payment_id"])
-        assert read.status_code == 200
-        assert read.headers["x-request-id"]
-
-    def named() -> set[str]:
-        return {s["name"] for s in read_spans(tmp_path / "spans.jsonl") if s["kind"] == "server"}
-
-    wait_until(lambda: {"POST /payments", "GET /payments/{payment_id}"} <= named(), timeout=10)
-    assert httpx is not None
