@@ -102,7 +102,15 @@ def create_app(settings: Settings) -> FastAPI:
             gc_tuning.settle()
             yield
 
-    app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="payments",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        # FastAPI's own spans would see the routed requests only, not the fast routes: the
+        # ASGI middleware around both listeners traces them all alike (docs/tracing.md).
+        telemetry={"tracing": False},
+    )
     app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(ObserveRequests, metrics=metrics)

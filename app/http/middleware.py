@@ -14,6 +14,7 @@ from app.http.request_id import HEADER, request_id
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.tracing.spans import name_request
+from app.tracing.state import STATE
 
 logger = logging.getLogger("payments.http")
 
@@ -65,6 +66,9 @@ class ObserveRequests:
                 status = message["status"]
                 response_started = True
                 MutableHeaders(scope=message)[HEADER] = rid
+                if STATE.enabled:
+                    # Now, while the server span is open (it ends with the response's body).
+                    name_request(scope["method"], self.route or _route_template(scope))
             await send(message)
 
         try:
@@ -90,7 +94,6 @@ class ObserveRequests:
             route = self.route or _route_template(scope)
             method = scope["method"]
             self.metrics.request_latency.labels(method, route, str(status)).observe(elapsed)
-            name_request(method, route)
             if route not in ("/healthz", "/readyz", "/metrics"):
                 logger.info(
                     "request",

@@ -20,22 +20,26 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanKind, TraceState, get_current_span
 from opentelemetry.util.types import Attributes
-from starlette.types import ASGIApp
 
 from app.tracing.state import STATE
+
+# An ASGI app, as the caller's framework types it (this layer knows no framework).
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 TRACE_FILE_VARIABLE = "PAYMENTS_TRACE_FILE"
 DISABLED_VARIABLE = "OTEL_SDK_DISABLED"
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 # Requests that would only fill traces: probes and scrapes.
 _UNTRACED_PATHS = ("/healthz$", "/readyz$", "/metrics$")
+_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HTTP"})
 
 logger = logging.getLogger("payments.tracing")
 
@@ -76,7 +80,9 @@ class NoBareStatements(Sampler):
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
         parent = get_current_span(parent_context).get_span_context()
-        if not parent.is_valid and attributes and "db.system" in attributes:
+        if not parent.is_valid and kind is SpanKind.CLIENT and name not in _HTTP_METHODS:
+            # A client span outside any span and not httpx's: a statement (psycopg's spans
+            # are named by the statement's first word; their attributes come later).
             return SamplingResult(Decision.DROP)
         return self._inner.should_sample(
             parent_context, trace_id, name, kind, attributes, links, trace_state
@@ -150,8 +156,9 @@ def traced_asgi(app: ASGIApp) -> ASGIApp:
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
     from opentelemetry.util.http import ExcludeList
 
-    return OpenTelemetryMiddleware(
+    traced = OpenTelemetryMiddleware(
         app,
         excluded_urls=ExcludeList(list(_UNTRACED_PATHS)),
         exclude_spans=["receive", "send"],
     )
+    return cast(ASGIApp, traced)
