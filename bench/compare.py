@@ -284,7 +284,7 @@ def main() -> None:
     stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     header = (
-        f"# Comparison {stamp}: {args.before} against {args.after}, {args.scenario}\n\n"
+        f"# Comparison {stamp}: {revisions[0]} against {revisions[1]}, {args.scenario}\n\n"
         f"- machine: {machine}\n- {args.rounds} rounds of {args.seconds} s per revision, "
         f"{args.concurrency} connections, alternated; round 0 (warm-up) not counted\n\n"
     )
