@@ -132,6 +132,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         api_port=args.port,
         provider_port=args.provider_port,
         admin_port=args.admin_port,
+        tracing=args.tracing,
     )
     return code
 
@@ -182,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--admin-port", type=int, default=8001, help="operators' port: console, admin API, metrics"
     )
+    dev.add_argument("--tracing", action="store_true", help="trace to the data dir's traces.jsonl")
     dev.set_defaults(func=_cmd_dev)
 
     migrate = sub.add_parser("migrate", help="apply database migrations (DATABASE_URL)")

@@ -27,6 +27,9 @@ from app.settings import Settings
 from app.tenants.repository import create_tenant, find_key_owner
 
 DEMO_KEY_FILE = "demo-api-key"
+# `payments dev --tracing`: every process's spans, as JSON lines, in the data folder.
+TRACE_FILE = "traces.jsonl"
+OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 DEMO_ADMIN_FILE = "demo-admin-token"
 # The data folder holds the demo credentials: only their owner may read them.
 PRIVATE_DIR_MODE = 0o700
@@ -113,7 +116,26 @@ def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -
     raise SystemExit(f"payments dev: {url} did not answer within {timeout}s")
 
 
-def run_dev(settings: Settings, *, api_port: int, provider_port: int, admin_port: int) -> int:
+def tracing_env(data_dir: Path, *, tracing: bool) -> dict[str, str]:
+    """The children's tracing: off, unless `--tracing`; then every process appends its spans
+    to `traces.jsonl` in the data folder (`payments ops show` prints an operation's), and
+    to a collector too when OTEL_TRACES_EXPORTER or an OTLP endpoint is set."""
+    if not tracing:
+        return {"OTEL_SDK_DISABLED": "true"}
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "")
+    endpoint = any(os.environ.get(name) for name in OTLP_ENDPOINTS)
+    return {
+        "OTEL_SDK_DISABLED": "false",
+        "PAYMENTS_TRACE_FILE": str((data_dir / TRACE_FILE).resolve()),
+        "OTEL_TRACES_EXPORTER": exporter or ("otlp" if endpoint else "none"),
+        # Spans reach the file within half a second of ending.
+        "OTEL_BSP_SCHEDULE_DELAY": os.environ.get("OTEL_BSP_SCHEDULE_DELAY", "500"),
+    }
+
+
+def run_dev(
+    settings: Settings, *, api_port: int, provider_port: int, admin_port: int, tracing: bool = False
+) -> int:
     """Run everything until interrupted; the exit code."""
     # From the first moment, so a stop asked for during start-up (the API already answers
     # while the worker is being started) is honoured once everything runs, never by dying
@@ -148,6 +170,7 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int, admin_port
             "PAYMENTS_ADMIN_PORT": str(admin_port),
             # Plain http on this machine: the console's cookie cannot be Secure, and no HSTS.
             "PAYMENTS_DEVELOPMENT": "1",
+            **tracing_env(settings.data_dir, tracing=tracing),
         }
         cli = [sys.executable, "-m", "app.cli"]
         provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)
@@ -165,7 +188,9 @@ def run_dev(settings: Settings, *, api_port: int, provider_port: int, admin_port
             f"  database       {database_url}\n"
             f"  demo API key   {api_key}\n"
             f"  console        {admin_url}/console  (admin token: {admin_token})\n"
-            f"  metrics        {admin_url}/metrics  (admin API: {admin_url}/admin/)\n\n"
+            f"  metrics        {admin_url}/metrics  (admin API: {admin_url}/admin/)\n"
+            + (f"  traces         {env['PAYMENTS_TRACE_FILE']}\n" if tracing else "")
+            + "\n"
             "Try:\n"
             f"  curl -s -X POST {api_url}/payments -H 'Authorization: Bearer {api_key}' \\\n"
             "    -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\\n"

@@ -39,6 +39,8 @@ from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
 from app.tenants.rate_limit import TenantRateLimiter
+from app.tracing.setup import configure as configure_tracing
+from app.tracing.setup import traced_asgi
 from app.webhooks import router as webhooks_router
 
 DESCRIPTION = """
@@ -100,7 +102,15 @@ def create_app(settings: Settings) -> FastAPI:
             gc_tuning.settle()
             yield
 
-    app = FastAPI(title="payments", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="payments",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        # FastAPI's own spans would see the routed requests only, not the fast routes: the
+        # ASGI middleware around both listeners traces them all alike (docs/tracing.md).
+        telemetry={"tracing": False},
+    )
     app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(ObserveRequests, metrics=metrics)
@@ -125,10 +135,13 @@ def serving_app(settings: Settings) -> ASGIApp:
     operators' port (`PAYMENTS_ADMIN_PORT`) the admin API, the console and `/metrics`
     (`app/http/listeners.py`).
     """
+    configure_tracing("payments-api")
     app = create_app(settings)
     public = with_fast_routes(fast_routes(app), others=public_only(app))
     operators = operators_only(cap_console_forms(app), development=settings.development)
-    return by_listener(public, operators, admin_port=settings.admin_port)
+    # Tracing (when on) wraps both listeners, so a fast route's request is traced as a
+    # routed one is (docs/tracing.md).
+    return traced_asgi(by_listener(public, operators, admin_port=settings.admin_port))
 
 
 def fast_routes(app: FastAPI) -> Table:

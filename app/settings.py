@@ -30,6 +30,9 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_API_KEY": "the client commands",
     "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",
     "PAYMENTS_ADMIN_URL": "the operators' commands (`payments ops`)",
+    # Read at each process's start by app/tracing/setup.py (and by `payments ops show`),
+    # beside the standard OTEL_* variables.
+    "PAYMENTS_TRACE_FILE": "tracing (every process)",
 }
 
 

@@ -8,6 +8,11 @@ first round warms both up and is not counted; the table gives every round, and t
 
     python -m bench.compare HEAD~1 HEAD                       # replays, 5 rounds of 8 s
     python -m bench.compare HEAD~1 HEAD --scenario payments --rounds 7
+    python -m bench.compare . . --scenario payments --trace-after   # tracing's cost
+
+`--trace-after` runs the second revision's API traced, every request sampled
+(`OTEL_TRACES_SAMPLER=always_on`), its spans serialized as JSON lines to /dev/null (`TRACED`;
+docs/tracing.md); the fake provider is not traced.
 
 A revision is anything `git worktree add` takes (a commit, a branch, a tag), checked out
 in a temporary worktree that is removed afterwards; `.` is the working tree as it is. Both
@@ -49,6 +54,13 @@ from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_p
 from tests.support.control.system import admin_env
 
 SCENARIOS = ("replays", "payments", "lookups")
+# The traced side of `--trace-after`: all of a real exporter's work, nothing kept.
+TRACED = {
+    "OTEL_SDK_DISABLED": "false",
+    "OTEL_TRACES_SAMPLER": "always_on",
+    "OTEL_TRACES_EXPORTER": "none",
+    "PAYMENTS_TRACE_FILE": "/dev/null",
+}
 MADE = 3000
 
 
@@ -140,7 +152,13 @@ def in_turn(runs: list[T], round_: int) -> list[T]:
 
 
 def compare(
-    revisions: tuple[str, str], *, scenario: str, rounds: int, seconds: float, concurrency: int
+    revisions: tuple[str, str],
+    *,
+    scenario: str,
+    rounds: int,
+    seconds: float,
+    concurrency: int,
+    trace_after: bool = False,
 ) -> tuple[list[Round], dict[str, object]]:
     log_dir = Path(tempfile.mkdtemp(prefix="payments-compare-logs-"))
     results: list[Round] = []
@@ -153,8 +171,8 @@ def compare(
         env = api_env(db.url, provider.url)
         _, api_key = create_tenant(env, "compare")
         apis = []
-        for tree in trees:
-            api = start_api(tree, env, log_dir)
+        for i, tree in enumerate(trees):
+            api = start_api(tree, {**env, **(TRACED if trace_after and i else {})}, log_dir)
             stack.callback(api.stop)
             apis.append(api)
         headers = {"authorization": f"Bearer {api_key}"}
@@ -182,7 +200,8 @@ def compare(
             postgres_version=str(version[0] if version else "?"),
             postgres_settings=str(durability[0] if durability else "?"),
         )
-        runs = list(zip(revisions, apis, targets, strict=True))
+        labels = (revisions[0], f"{revisions[1]} traced") if trace_after else revisions
+        runs = list(zip(labels, apis, targets, strict=True))
         for round_ in range(rounds + 1):
             for revision, api, target in in_turn(runs, round_):
                 before = tree_cpu_s([api.pid])
@@ -246,6 +265,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds (after a warm-up)")
     parser.add_argument("--seconds", type=float, default=8.0, help="load per revision per round")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--trace-after", action="store_true", help="trace AFTER, 100%% sampled")
     args = parser.parse_args()
     revisions = (args.before, args.after)
     started = time.time()
@@ -255,13 +275,16 @@ def main() -> None:
         rounds=args.rounds,
         seconds=args.seconds,
         concurrency=args.concurrency,
+        trace_after=args.trace_after,
     )
+    if args.trace_after:
+        revisions = (args.before, f"{args.after} traced")
     table = report(results, revisions, args.scenario)
     print(table)
     stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     header = (
-        f"# Comparison {stamp}: {args.before} against {args.after}, {args.scenario}\n\n"
+        f"# Comparison {stamp}: {revisions[0]} against {revisions[1]}, {args.scenario}\n\n"
         f"- machine: {machine}\n- {args.rounds} rounds of {args.seconds} s per revision, "
         f"{args.concurrency} connections, alternated; round 0 (warm-up) not counted\n\n"
     )

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.tracing.spans import span
 from fake_provider import listings
 from fake_provider.accounts import Decline, Reject, decide
 from fake_provider.dependencies import FaultsDep, LedgerDep
@@ -44,7 +45,16 @@ def _charge_response(charge: Charge, *, replayed: bool) -> JSONResponse:
 
 
 def _process(ledger: Ledger, key: str, body: ChargeRequest) -> JSONResponse:
-    """Decide the charge and record it; the answer a healthy provider would give."""
+    """Decide the charge and record it; the answer a healthy provider would give (a span of
+    the caller's trace when tracing is on: the request's `traceparent` is continued)."""
+    with span("ledger charge", attributes={"payments.provider_key": key}) as current:
+        answer = _decide_and_record(ledger, key, body)
+        if current is not None:
+            current.set_attribute("http.response.status_code", answer.status_code)
+        return answer
+
+
+def _decide_and_record(ledger: Ledger, key: str, body: ChargeRequest) -> JSONResponse:
     decision = decide(body.account_id)
     if isinstance(decision, Reject):
         return invalid_request(decision.detail)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import uvicorn
 
+from app.tracing.setup import configure as configure_tracing
+from app.tracing.setup import traced_asgi
 from fake_provider.app import create_app
 from fake_provider.connection import DroppableHttpToolsProtocol
 from fake_provider.fast_path import with_fast_paths
@@ -27,9 +29,11 @@ def serve(
     """
     if settlement_lag_days is None:
         settlement_lag_days = FakeProviderSettings().settlement_lag_days
+    configure_tracing("fake-provider")
     app = create_app(db_path, admin=admin, settlement_lag_days=settlement_lag_days)
     config = uvicorn.Config(
-        with_fast_paths(app),
+        # Traced when on: each request continues the caller's trace from its traceparent.
+        traced_asgi(with_fast_paths(app)),
         host=host,
         port=port,
         # uvloop and httptools: C implementations of the event loop and the HTTP parser,

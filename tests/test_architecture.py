@@ -113,6 +113,7 @@ def _a_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str]:
 # layer. Top-level modules of `app/` are nodes of their own, as is `worker/`; `app/cli.py`
 # (the `payments` command) starts them all.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("app.tracing",),
     (
         "app.clock",
         "app.failpoints",

@@ -46,6 +46,7 @@ from app.settings import Settings
 from app.settlement.books import ProviderBooks
 from app.settlement.command import books_client
 from app.settlement.job import settle_due_days
+from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
 
@@ -201,6 +202,7 @@ def run_worker(settings: Settings, *, once: bool) -> int:
     if settings.database_url is None:
         raise SystemExit("payments: DATABASE_URL is not set (use `payments dev` to embed one)")
     configure_logging()
+    configure_tracing("payments-worker")
     # uvloop, as the API: the worker's CPU goes to the same kind of I/O work.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(_run(settings, once=once))

@@ -18,6 +18,10 @@ from typing import Any
 
 import httpx
 
+from app.tracing.exporter import read_spans
+from app.tracing.setup import TRACE_FILE_VARIABLE
+from app.tracing.view import operation_traces
+
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8001"
 PAGE = 100
 
@@ -117,6 +121,7 @@ def run(args: Any) -> int:
             _print(api.call("POST", f"/admin/events/{args.event_id}/redeliver"))
         elif args.ops_command == "show":
             _print(api.call("GET", f"/admin/operations/{args.operation_id}"))
+            _print_traces(args.operation_id)
         elif args.ops_command == "recon":
             _recon(api, args)
         elif args.ops_command == "recheck":
@@ -157,6 +162,15 @@ def _recon(api: AdminApi, args: Any) -> None:
         _print(api.call("POST", f"{items}/{args.item_id}/{args.recon_command}", json=body))
     else:
         _print(api.call("GET", "/admin/reconciliation/summary"))
+
+
+def _print_traces(operation_id: str) -> None:
+    """The operation's span trees, when a trace file is configured (`payments dev
+    --tracing` names it; docs/tracing.md)."""
+    trace_file = os.environ.get(TRACE_FILE_VARIABLE)
+    if trace_file:
+        found = operation_traces(read_spans(trace_file), operation_id)
+        print(found or f"no spans of this operation in {trace_file}")
 
 
 def _print(body: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ from app.operations.values import OwnedRef, Snapshot, stored_response
 from app.operations.views import operation_json
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
+from app.tracing.spans import span
 
 MAX_WAIT_S = 10.0
 # Prefer: wait reads the operation again after 50 ms, then twice as long each time up to
@@ -214,7 +215,10 @@ class KeyedFlow(Generic[SubjectT]):
             sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
             links = self._kind.links(snapshot.operation)
             return await self._settle_own_attempt(sent, links, owner)
-        outcome = await self._reconciler.reconcile(ref, actor=owner)
+        # Inline, in the request: the reconcile is part of the request's trace.
+        attributes = {"payments.operation_id": str(ref.id), "payments.fence": ref.fence}
+        with span("reconcile", attributes=attributes | {"payments.attempt": ref.attempts}):
+            outcome = await self._reconciler.reconcile(ref, actor=owner)
         self._metrics.reconciled(reconciled_as(outcome), source="inline")
         return await self._present(outcome)
 

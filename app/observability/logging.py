@@ -1,7 +1,8 @@
 """Structured JSON logs with the request's context.
 
 Each log line is one JSON object: time, level, logger, message, and whatever context the
-current request or job has bound (operation id, tenant, a hash of the idempotency key).
+current request or job has bound (operation id, tenant, a hash of the idempotency key),
+and the current span's `trace_id` and `span_id` when tracing is on and a span is active.
 Raw idempotency keys and stored response bodies are never logged.
 """
 
@@ -14,6 +15,8 @@ import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
+
+from app.tracing.spans import ids
 
 _context: ContextVar[dict[str, Any] | None] = ContextVar("log_context", default=None)
 
@@ -56,6 +59,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         entry.update(_context.get() or {})
+        current = ids()
+        if current is not None:
+            entry["trace_id"], entry["span_id"] = current
         extra = getattr(record, "fields", None)
         if isinstance(extra, dict):
             entry.update(extra)

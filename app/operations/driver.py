@@ -29,6 +29,7 @@ from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unkno
 from app.operations.states import Trigger
 from app.operations.values import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
 from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
+from app.tracing.spans import annotate
 
 SubjectT = TypeVar("SubjectT")
 logger = logging.getLogger("payments.driving")
@@ -82,6 +83,7 @@ class OperationDriver(ABC, Generic[SubjectT]):
 
         No transaction is open across this call: it may take up to the provider timeout.
         """
+        annotate(operation_id=str(sent.id), fence=sent.fence, attempt=sent.attempts)
         try:
             found = await self._request(subject)
         except RequestRejected as exc:

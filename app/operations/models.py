@@ -124,6 +124,9 @@ class Operation(Base):
     response_expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set when the tombstone is released and the key cleared.
     key_released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The W3C traceparent of the request that claimed it, when that request was traced: the
+    # worker's reconcile and the webhook deliveries link their traces to it (docs/tracing.md).
+    traceparent: Mapped[str | None] = mapped_column(String(128))
 
 
 class OperationTransition(Base):

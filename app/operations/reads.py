@@ -126,3 +126,11 @@ def _transition(item: dict[str, Any]) -> TransitionRow:
         fence=int(item["fence"]),
         created_at=datetime.fromisoformat(item["created_at"]),
     )
+
+
+async def stored_traceparent(conn: Connection, operation_id: uuid.UUID) -> str | None:
+    """The W3C traceparent stored by the operation's claim; None if that request was not
+    traced (read only when tracing is on: docs/tracing.md)."""
+    sql = "SELECT traceparent FROM operations WHERE id = %(id)s"
+    row = await (await conn.execute(sql, {"id": operation_id})).fetchone()
+    return None if row is None else row[0]

@@ -42,6 +42,7 @@ from app.operations.values import (
     StoredResponse,
     SubjectWrite,
 )
+from app.tracing.spans import annotate, traceparent, transition
 
 CLAIM_TRIGGER = "claim"
 logger = logging.getLogger("payments.operations")
@@ -93,6 +94,9 @@ async def claim(
         "claim": CLAIM_TRIGGER,
         "send": Trigger.SEND.value,
         "key_ttl_s": key_ttl_s,
+        # The claiming request's trace context (None when not traced), for whoever acts on
+        # the operation later in another trace to link to it.
+        "traceparent": traceparent(),
         **(subject.params if subject else {}),
     }
     sql = statements.claim_sql(statements.subject_sql(subject))
@@ -100,6 +104,7 @@ async def claim(
     assert row is not None, "the claim's SELECT always returns its one row"
     won, at, *existing = row
     if won:
+        annotate(operation_id=str(operation_id), fence=1, transition="claim")
         return Claimed(OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), at)
     return None if existing[0] is None else snapshot_of(existing)
 
@@ -206,6 +211,7 @@ async def _transition(
         return None
     fields |= {"from_state": ref.state.value, "to_state": new_state.value}
     fields |= {"trigger": trigger.value, "actor": actor}
+    transition(ref.state.value, new_state.value, trigger.value, fence=ref.fence)
     logger.info("operation transition", extra={"fields": fields})
     return replace(ref, state=new_state, attempts=int(row[0]))
 

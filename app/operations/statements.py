@@ -28,10 +28,10 @@ _CLAIM = """
     WITH changed AS (
         INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
                                 state, payment_id, refund_id, lease_owner, lease_expires_at,
-                                fence)
+                                fence, traceparent)
         VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
                 %(fingerprint)s, %(sent)s, %(payment_id)s, %(refund_id)s, %(actor)s,
-                now() + make_interval(secs => %(lease_s)s), 1)
+                now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s)
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
         RETURNING id
     ), audit AS (

@@ -41,6 +41,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from app.provider.answers import error_detail, lookup_answer, retry_after
@@ -54,7 +55,9 @@ from app.provider.errors import (
     RequestRejected,
 )
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
+from app.provider.traced import traced_call
 from app.provider.wire import NotSent, Progress, WireClient, WireError
+from app.tracing.state import STATE
 
 __all__ = [
     "Charge",
@@ -179,7 +182,8 @@ class ProviderClient:
             )
         healthy: bool | None = None
         try:
-            found = await self._post(path, body, key, parse)
+            post = partial(self._post, path, body, key, parse)
+            found = await (traced_call(operation, key, path, post) if STATE.enabled else post(None))
             outcome = found.status if isinstance(found, Charge) else "succeeded"
             healthy = True
             return found
@@ -201,7 +205,10 @@ class ProviderClient:
         started = time.perf_counter()
         outcome = "interrupted"
         try:
-            found = await self._get(path, provider_key, parse)
+            get = partial(self._get, path, provider_key, parse)
+            found = await (
+                traced_call(operation, provider_key, path, get) if STATE.enabled else get(None)
+            )
             outcome = "not_found" if found is None else "found"
             return found
         except ProviderError as exc:
@@ -216,12 +223,15 @@ class ProviderClient:
         body: dict[str, Any],
         key: str,
         parse: Callable[[bytes], _Found | None],
+        traceparent: str | None = None,
     ) -> _Found:
         payload = json.dumps(body, separators=(",", ":")).encode()
         progress = Progress()
         try:
             answer = await self._within_deadline(
-                self._wire.post(path, payload, idempotency_key=key, progress=progress)
+                self._wire.post(
+                    path, payload, idempotency_key=key, progress=progress, traceparent=traceparent
+                )
             )
         except NotSent as exc:
             raise RequestNotSent(f"could not reach the provider ({exc})") from exc
@@ -263,10 +273,15 @@ class ProviderClient:
         raise OutcomeUnknown(f"the provider answered {status}", unhealthy=not answered)
 
     async def _get(
-        self, path: str, provider_key: str, parse: Callable[..., _Found | None]
+        self,
+        path: str,
+        provider_key: str,
+        parse: Callable[..., _Found | None],
+        traceparent: str | None = None,
     ) -> _Found | None:
+        lookup = self._wire.get(path, idempotency_key=provider_key, traceparent=traceparent)
         try:
-            answer = await self._within_deadline(self._wire.get(path, idempotency_key=provider_key))
+            answer = await self._within_deadline(lookup)
         except TimeoutError as exc:
             raise LookupFailed("the lookup exceeded its deadline") from exc
         except WireError as exc:

@@ -86,6 +86,15 @@ class _Connection:
         self.writer.close()
 
 
+def _trace_header(traceparent: str | None) -> str:
+    """The W3C `traceparent` header line, when the call is traced (docs/tracing.md)."""
+    if traceparent is None:
+        return ""
+    if not (traceparent.isascii() and traceparent.isprintable()):
+        raise ValueError("a traceparent must be printable ASCII")
+    return f"traceparent: {traceparent}\r\n"
+
+
 # Calls under way at once to the provider, and connections kept idle, unless told otherwise.
 DEFAULT_MAX_CONNECTIONS = 50
 
@@ -130,14 +139,16 @@ class WireClient:
         self._keepalive_s = keepalive_s
         self._idle: list[_Connection] = []
 
-    async def get(self, path: str, *, idempotency_key: str) -> Answer:
+    async def get(
+        self, path: str, *, idempotency_key: str, traceparent: str | None = None
+    ) -> Answer:
         """GET `path?idempotency_key=...`; raises `WireError` (or `NotSent`) without an answer.
 
         Asked once more on a new connection when a pooled one fails: a lookup changes nothing.
         """
         target = f"{self._prefix}{path}?idempotency_key={quote(idempotency_key, safe='')}"
-        request = f"GET {target} HTTP/1.1\r\n{self._headers}\r\n".encode()
-        return await self._request(request, Progress(), again=True)
+        head = f"GET {target} HTTP/1.1\r\n{self._headers}{_trace_header(traceparent)}\r\n"
+        return await self._request(head.encode(), Progress(), again=True)
 
     async def post(
         self,
@@ -146,6 +157,7 @@ class WireClient:
         *,
         idempotency_key: str,
         progress: Progress | None = None,
+        traceparent: str | None = None,
     ) -> Answer:
         """POST the JSON `body` to `path` under `idempotency_key`, once: never sent again.
 
@@ -157,7 +169,7 @@ class WireClient:
         head = (
             f"POST {self._prefix}{path} HTTP/1.1\r\n{self._headers}"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"Idempotency-Key: {idempotency_key}\r\n\r\n"
+            f"Idempotency-Key: {idempotency_key}\r\n{_trace_header(traceparent)}\r\n"
         )
         return await self._request(head.encode() + body, progress or Progress(), again=False)
 

@@ -21,11 +21,13 @@ from app.errors import is_transient_database_error
 from app.jobs.loop import Pace
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
-from app.operations import leases
+from app.operations import leases, reads
 from app.operations.outcomes import Outcome, reconciled_as
 from app.operations.values import DueRef, OwnedRef
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
+from app.tracing.spans import links_to, span
+from app.tracing.state import STATE
 
 logger = logging.getLogger("payments.worker")
 
@@ -91,7 +93,26 @@ class RecoveryJob:
         return subjects
 
     async def handle(self, claimed: Claimed) -> None:
-        """Reconcile one owned operation; a reconcile that raises is a check that failed."""
+        """Reconcile one owned operation; a reconcile that raises is a check that failed.
+
+        Traced (when on) as a trace of its own, linked to the request that claimed the
+        operation: a worker's pass is not part of any request (docs/tracing.md).
+        """
+        if not STATE.enabled:
+            await self._reconcile(claimed)
+            return
+        ref = claimed[0].ref
+        try:
+            async with self._db.connection() as conn:
+                stored = await reads.stored_traceparent(conn, ref.id)
+        except Exception:
+            stored = None  # only the link is lost; the reconcile meets the same database
+        attributes = {"payments.operation_id": str(ref.id), "payments.fence": ref.fence}
+        attributes |= {"payments.attempt": ref.attempts, "payments.actor": "worker"}
+        with span("reconcile", root=True, links=links_to(stored), attributes=attributes):
+            await self._reconcile(claimed)
+
+    async def _reconcile(self, claimed: Claimed) -> None:
         due, subject = claimed
         ref = due.ref
         new_context(operation_id=str(ref.id), worker=self._worker)

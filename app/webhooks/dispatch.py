@@ -26,9 +26,12 @@ from app.jobs.backoff import next_delay_s
 from app.jobs.loop import Pace
 from app.observability.metrics import Metrics
 from app.settings import Settings
+from app.tracing.spans import span
+from app.tracing.state import STATE
 from app.webhooks import deliveries
 from app.webhooks.deliveries import Claimed
 from app.webhooks.sender import AttemptResult, WebhookSender, describe
+from app.webhooks.traced import delivery_trace
 
 logger = logging.getLogger("payments.webhooks")
 
@@ -83,6 +86,16 @@ class DeliveryJob:
         return claimed
 
     async def handle(self, delivery: Claimed) -> None:
+        """Send one delivery and record it; traced (when on) as a trace of its own, linked
+        to the request that claimed the event's operation (`traced.py`)."""
+        if not STATE.enabled:
+            await self._deliver(delivery)
+            return
+        attributes, links = await delivery_trace(self._db, delivery)
+        with span("webhook deliver", root=True, links=links, attributes=attributes):
+            await self._deliver(delivery)
+
+    async def _deliver(self, delivery: Claimed) -> None:
         """Send one delivery and record the attempt. Whatever goes wrong before the record
         is a failed attempt too (retried with backoff, failed for good after
         PAYMENTS_WEBHOOK_MAX_AGE_S): a delivery that always raises must not stay due, to be

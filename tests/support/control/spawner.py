@@ -4,6 +4,7 @@ started with settings of its own, every one stopped at the end (the `spawn` fixt
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +38,11 @@ class Spawner:
         """A dedicated `payments worker` (`--once` drains what is due and exits)."""
         return self._track(start_worker(self.log_dir, self.env(**settings), once=once))
 
-    def provider(self, ledger: Path, *, port: int | None = None) -> Process:
-        """A dedicated fake provider with its own ledger file."""
-        return self._track(start_fake_provider(self.log_dir, ledger, port=port))
+    def provider(
+        self, ledger: Path, *, port: int | None = None, env: Mapping[str, str] | None = None
+    ) -> Process:
+        """A dedicated fake provider with its own ledger file (and `env` in its environment)."""
+        return self._track(start_fake_provider(self.log_dir, ledger, port=port, env=env))
 
     def receiver(self, log: Path, *, port: int | None = None) -> Receiver:
         """A webhook receiver recording what it gets in `log` (tests/support/servers/)."""

@@ -9,14 +9,24 @@ from pathlib import Path
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
 
 
-def start_fake_provider(log_dir: Path, ledger: Path, *, port: int | None = None) -> Process:
-    """The bundled fake provider on a free port, its ledger in `ledger`."""
+def start_fake_provider(
+    log_dir: Path,
+    ledger: Path,
+    *,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Process:
+    """The bundled fake provider on a free port, its ledger in `ledger` (`env` on top)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     return start_process(
         "fake-provider",
         [*PAYMENTS, "fake-provider", "--port", str(port)],
-        env={"PAYMENTS_FAKE_PROVIDER_DB": str(ledger), "PAYMENTS_FAKE_PROVIDER_ADMIN": "1"},
+        env={
+            "PAYMENTS_FAKE_PROVIDER_DB": str(ledger),
+            "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            **(env or {}),
+        },
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,

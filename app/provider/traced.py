@@ -1,0 +1,40 @@
+"""Provider calls as client spans, their W3C `traceparent` sent on the wire (docs/tracing.md).
+
+The provider client's transport is our own (`wire.py`), which no instrumentation knows, so
+each call is traced here by hand, only when tracing is on: a span `provider <call>` of kind
+client, with the derived provider key (never the tenant's idempotency key, never the body)
+and what the call came to. The provider continues the trace from the header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from app.provider.errors import ProviderError
+from app.tracing.spans import SpanKind, failed, span, traceparent
+
+_T = TypeVar("_T")
+
+
+async def traced_call(
+    call: str, provider_key: str, path: str, send: Callable[[str | None], Awaitable[_T]]
+) -> _T:
+    """`send(traceparent)` under a client span of the provider call `call`."""
+    attributes = {
+        "payments.provider_call": call,
+        "payments.provider_key": provider_key,
+        "url.path": path,
+    }
+    with span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes) as current:
+        try:
+            result = await send(traceparent())
+        except ProviderError as exc:
+            if current is not None:
+                current.set_attribute("payments.provider_outcome", exc.outcome)
+            failed(current, exc.outcome)
+            raise
+        if current is not None:
+            outcome = "not_found" if result is None else getattr(result, "status", "succeeded")
+            current.set_attribute("payments.provider_outcome", str(outcome))
+        return result

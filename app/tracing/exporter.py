@@ -1,0 +1,98 @@
+"""`JsonLinesExporter`: finished spans as JSON lines appended to a file, no collector needed.
+
+One object per span: its name, service, trace and span ids, parent, kind, start and end
+(seconds since the epoch), status, attributes, events and links. Several processes may append
+to the same file: each batch is one `write` on a file opened for appending. `read_spans` reads
+such a file back (`payments ops show`, the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def span_record(span: ReadableSpan) -> dict[str, Any]:
+    """One finished span as a plain JSON object."""
+    context = span.get_span_context()
+    assert context is not None
+    parent = span.parent
+    return {
+        "name": span.name,
+        "service": span.resource.attributes.get("service.name"),
+        "trace_id": _hex(context.trace_id, 32),
+        "span_id": _hex(context.span_id, 16),
+        "parent_id": _hex(parent.span_id, 16) if parent is not None else None,
+        "kind": span.kind.name.lower(),
+        "start": (span.start_time or 0) / 1e9,
+        "end": (span.end_time or 0) / 1e9,
+        "status": span.status.status_code.name.lower(),
+        "attributes": dict(span.attributes or {}),
+        "events": [
+            {"name": event.name, "attributes": dict(event.attributes or {})}
+            for event in span.events
+        ],
+        "links": [
+            {
+                "trace_id": _hex(link.context.trace_id, 32),
+                "span_id": _hex(link.context.span_id, 16),
+            }
+            for link in span.links
+        ],
+    }
+
+
+class JsonLinesExporter(SpanExporter):
+    """Appends each finished span to `path` as one JSON line."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self._path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not spans:
+            return SpanExportResult.SUCCESS
+        text = "".join(json.dumps(span_record(s), default=str) + "\n" for s in spans)
+        try:
+            with self._lock:
+                fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, text.encode())
+                finally:
+                    os.close(fd)
+        except OSError:
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def read_spans(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every span a `JsonLinesExporter` wrote to `path` (none if it does not exist yet)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    spans = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                spans.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line being written right now
+    return spans

@@ -1,0 +1,130 @@
+"""The spans and trace context the payment path makes by hand, each a no-op when off.
+
+A payment is one trace: the API's request span (the ASGI middleware's), the provider call
+under it (`provider_span`, its `traceparent` sent on the wire), the provider's own spans.
+The W3C trace context of the request is stored on the operation row at the claim
+(`traceparent()`); whoever later acts on the operation in another process (the worker's
+reconcile, a webhook delivery) starts a trace of its own linked to it (`links_to`).
+
+Attributes name the operation (`payments.operation_id`), the derived provider key, the
+owner's fence, the attempt and the transitions: never a raw idempotency key, a body or a
+secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from app.tracing.state import STATE
+
+__all__ = ["SpanKind", "annotate", "event", "links_to", "span", "traceparent"]
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+# A proxy until the SDK's provider is installed (`setup.configure`), then the real tracer.
+_TRACER = trace.get_tracer("payments")
+
+
+def traceparent() -> str | None:
+    """The current span's W3C `traceparent`, or None when off or outside any span."""
+    if not STATE.enabled:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def links_to(stored: str | None) -> Sequence[Link]:
+    """A link to the span whose `traceparent` was stored, if it parses."""
+    if not stored:
+        return ()
+    context = trace.get_current_span(_PROPAGATOR.extract({"traceparent": stored}))
+    span_context = context.get_span_context()
+    return (Link(span_context),) if span_context.is_valid else ()
+
+
+def extract(headers: Mapping[str, str]) -> otel_context.Context:
+    """The context a request's `traceparent` header carries (an empty one if none)."""
+    return _PROPAGATOR.extract(headers)
+
+
+@contextmanager
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Mapping[str, Any] | None = None,
+    links: Sequence[Link] = (),
+    root: bool = False,
+    parent: otel_context.Context | None = None,
+) -> Iterator[Span | None]:
+    """A span, current while the block runs (None when off); `root`: a new trace, whatever
+    is current; `parent`: under that context instead of the current one."""
+    if not STATE.enabled:
+        yield None
+        return
+    context = otel_context.Context() if root else parent
+    with _TRACER.start_as_current_span(
+        name, context=context, kind=kind, attributes=attributes, links=links
+    ) as current:
+        yield current
+
+
+def annotate(**attributes: Any) -> None:
+    """Set `payments.<name>` attributes on the current span (nothing when off)."""
+    if not STATE.enabled:
+        return
+    current = trace.get_current_span()
+    for name, value in attributes.items():
+        if value is not None:
+            current.set_attribute(f"payments.{name}", value)
+
+
+def event(name: str, **attributes: Any) -> None:
+    """An event on the current span, with `attributes` (nothing when off)."""
+    if not STATE.enabled:
+        return
+    trace.get_current_span().add_event(name, {k: v for k, v in attributes.items() if v is not None})
+
+
+def transition(from_state: str, to_state: str, trigger: str, *, fence: int) -> None:
+    """An operation's change of state, on the current span: the last one as the attribute
+    `payments.transition`, each as an event (nothing when off)."""
+    if not STATE.enabled:
+        return
+    current = trace.get_current_span()
+    edge = f"{from_state}->{to_state}"
+    current.set_attribute("payments.transition", edge)
+    current.set_attribute("payments.fence", fence)
+    current.add_event("payments.transition", {"edge": edge, "trigger": trigger, "fence": fence})
+
+
+def name_request(method: str, route: str) -> None:
+    """Name the current server span by the route's template (known once it was served)."""
+    if not STATE.enabled:
+        return
+    current = trace.get_current_span()
+    current.update_name(f"{method} {route}")
+    current.set_attribute("http.route", route)
+
+
+def failed(current: Span | None, description: str) -> None:
+    """Mark `current` as ended in error (an outcome, not an exception)."""
+    if current is not None:
+        current.set_status(Status(StatusCode.ERROR, description))
+
+
+def ids() -> tuple[str, str] | None:
+    """The current span's trace id and span id as hex, for log lines; None outside spans."""
+    if not STATE.enabled:
+        return None
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None
+    return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")

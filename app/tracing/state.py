@@ -1,0 +1,22 @@
+"""Whether this process traces: decided once, at start, by `app.tracing.setup.configure`.
+
+Every helper of the hot path reads `ENABLED` first and does nothing more when it is off, so
+a process that does not trace pays one attribute read per call site and nothing else.
+"""
+
+from __future__ import annotations
+
+
+class _State:
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+STATE = _State()
+
+
+def enabled() -> bool:
+    """Whether this process traces (set once, at start)."""
+    return STATE.enabled

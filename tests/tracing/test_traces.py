@@ -1,0 +1,169 @@
+"""One trace per payment, across real processes: the API, the provider, the worker, webhooks.
+
+Every process writes its spans as JSON lines to one file (`PAYMENTS_TRACE_FILE`), read here.
+A payment whose answer is lost (`drop_after_commit`) is one trace for the request (the API's
+server span, the provider call under it, the provider's own spans); the worker's reconcile
+is a trace of its own linked to the request, and so is the webhook delivery it leads to.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+
+from app.tracing.exporter import read_spans
+from app.tracing.view import operation_traces
+from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import free_port
+from tests.support.control.spawner import Spawner
+from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER
+from tests.support.control.waiting import wait_until
+from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
+from tests.support.factories.webhooks import create_endpoint
+
+Span = dict[str, Any]
+
+# Spans leave each process a tenth of a second after they end.
+TRACED = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+
+
+def one(spans: list[Span], **match: Any) -> Span:
+    found = [s for s in spans if all(s.get(k) == v for k, v in match.items())]
+    assert len(found) == 1, (match, [(s["service"], s["name"]) for s in spans])
+    return found[0]
+
+
+def links_to(span: Span, target: Span) -> bool:
+    return {"trace_id": target["trace_id"], "span_id": target["span_id"]} in span["links"]
+
+
+def test_a_lost_answer_is_one_trace_and_its_recovery_and_webhook_link_to_it(
+    spawn: Spawner,
+    tmp_path: Path,
+    tenant: TenantHandle,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    env = {**TRACED, "PAYMENTS_TRACE_FILE": str(trace_file)}
+    port = free_port()
+    provider_url = f"http://127.0.0.1:{port}"
+    # Side by side: starting the processes is most of the test. The worker (not waited for)
+    # once the API answers, so that four processes do not start at once on two cores.
+    with ThreadPoolExecutor(max_workers=3) as starting:
+        provider = starting.submit(spawn.provider, tmp_path / "ledger.db", port=port, env=env)
+        receiver_started = starting.submit(spawn.receiver, tmp_path / "received.jsonl")
+        api = spawn.api(PAYMENTS_PROVIDER_URL=provider_url, **FAST_WORKER, **env)
+        spawn.worker(
+            once=False,
+            PAYMENTS_PROVIDER_URL=provider_url,
+            **{**FAST_WEBHOOKS, **FAST_WORKER},
+            **env,
+        )
+        provider.result()
+        receiver = receiver_started.result()
+    faults = FaultInjector(provider_url)
+    with api_client(api, tenant) as client:
+        create_endpoint(client, receiver.url)
+        key, body = new_key(), payment_body()
+        faults.add("drop_after_commit", account_id=body["account_id"])
+        accepted = post_payment(client, body, key=key)
+        assert accepted.status_code == 202, accepted.text
+        operation_id = accepted.json()["operation_id"]
+        wait_until(lambda: len(receiver.answered()) == 1, message="the webhook")
+        # A routed request, beside the fast route's POST: named by its route's template.
+        read = client.get(f"/operations/{operation_id}")
+        assert read.status_code == 200, read.text
+
+    # The worker delivers (and reconciles) whatever is due, other tests' work too: ours are
+    # the spans naming our operation.
+    def ours() -> list[Span]:
+        found = read_spans(trace_file)
+        return [s for s in found if s["attributes"].get("payments.operation_id") == operation_id]
+
+    def complete() -> bool:
+        names = {(s["service"], s["name"]) for s in ours()}
+        served = {(s["service"], s["name"]) for s in read_spans(trace_file)}
+        expected = {("payments-worker", "reconcile"), ("payments-worker", "webhook deliver")}
+        return expected <= names and ("payments-api", "GET /operations/{operation_id}") in served
+
+    wait_until(complete, timeout=10, message="the worker's spans")
+    spans, mine = read_spans(trace_file), ours()
+
+    request = one(mine, service="payments-api", name="POST /payments", kind="server")
+    assert request["attributes"]["payments.operation_id"] == operation_id
+    trace = [s for s in spans if s["trace_id"] == request["trace_id"]]
+    call = one(trace, service="payments-api", name="provider charge", kind="client")
+    assert call["parent_id"] == request["span_id"]
+    assert call["attributes"]["payments.provider_outcome"] == "unknown"
+    provider_request = one(trace, service="fake-provider", kind="server")
+    assert provider_request["parent_id"] == call["span_id"]
+    ledger = one(trace, service="fake-provider", name="ledger charge")
+    assert ledger["parent_id"] == provider_request["span_id"]
+    assert (
+        call["attributes"]["payments.provider_key"] == ledger["attributes"]["payments.provider_key"]
+    )
+    stored = db.execute(
+        "SELECT traceparent FROM operations WHERE id = %s", (operation_id,)
+    ).fetchone()
+    assert stored is not None
+    # The request's own context (its flags: sampled, and perhaps random).
+    assert stored["traceparent"].startswith(f"00-{request['trace_id']}-{request['span_id']}-")
+
+    reconcile = one(mine, service="payments-worker", name="reconcile")
+    assert reconcile["trace_id"] != request["trace_id"]
+    assert reconcile["parent_id"] is None
+    assert links_to(reconcile, request)
+    assert reconcile["attributes"]["payments.operation_id"] == operation_id
+    assert reconcile["attributes"]["payments.transition"].endswith("->COMPLETED")
+    lookup = one(
+        [s for s in spans if s["trace_id"] == reconcile["trace_id"]], name="provider lookup"
+    )
+    assert lookup["trace_id"] == reconcile["trace_id"]
+
+    delivery = one(mine, service="payments-worker", name="webhook deliver")
+    assert delivery["trace_id"] not in (request["trace_id"], reconcile["trace_id"])
+    assert links_to(delivery, request)
+    assert delivery["attributes"]["payments.operation_id"] == operation_id
+    posts = [s for s in spans if s["trace_id"] == delivery["trace_id"] and s["kind"] == "client"]
+    assert posts, "httpx's span of the webhook's POST"
+
+    # `payments ops show` prints the three traces, the worker's linked to the request's.
+    shown = operation_traces(spans, operation_id)
+    assert sum(line.startswith("trace ") for line in shown.splitlines()) == 3, shown
+    assert shown.count("(linked to payments-api POST /payments") == 2, shown
+    assert "  - payments-api: POST /payments" in shown
+    assert "      - fake-provider: ledger charge" in shown
+
+    # Nothing raw: no idempotency key, no request body, no secret.
+    text = trace_file.read_text()
+    assert key not in text
+    assert body["account_id"] not in text
+    assert tenant.api_key not in text
+    # The request's log line carries its trace.
+    request_lines = [line for line in api.log().splitlines() if '"msg": "request"' in line]
+    assert any(request["trace_id"] in line for line in request_lines)
+
+
+def test_with_the_sdk_disabled_nothing_is_traced(
+    spawn: Spawner, tmp_path: Path, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    env = {**TRACED, "PAYMENTS_TRACE_FILE": str(trace_file), "OTEL_SDK_DISABLED": "true"}
+    api = spawn.api(**env)
+    with api_client(api, tenant) as client:
+        paid = post_payment(client, payment_body(), key=new_key())
+        assert paid.status_code == 201, paid.text
+        assert client.get("/payments/" + paid.json()["payment_id"]).status_code == 200
+    stored = db.execute(
+        "SELECT traceparent FROM operations WHERE id = %s", (paid.json()["operation_id"],)
+    ).fetchone()
+    assert stored is not None
+    assert stored["traceparent"] is None
+    assert not trace_file.exists()
+    assert '"trace_id"' not in api.log()
+    assert "tracing on" not in api.log()
