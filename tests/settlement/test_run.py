@@ -8,16 +8,13 @@ settles that day, so the runs of other tests never see them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
 import psycopg
-import pytest
 from psycopg.rows import DictRow
 
 from app.clock import utcnow
-from tests.support.control.processes import Process
 from tests.support.control.settlement import (
     add_charge,
     at,
@@ -37,13 +34,6 @@ from tests.support.factories.refunds import post_refund, refund_body
 from tests.support.readers.operations import payment_for
 
 Db = psycopg.Connection[DictRow]
-
-
-@pytest.fixture
-def ledger(provider: Process) -> Iterator[httpx.Client]:
-    assert provider.url is not None
-    with httpx.Client(base_url=provider.url, timeout=10) as http:
-        yield http
 
 
 def pay(client: httpx.Client, db: Db, **body: object) -> dict[str, object]:

@@ -5,18 +5,15 @@ unknown operation the provider has a charge for, and the worker's daily run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
 import psycopg
-import pytest
 from psycopg.rows import DictRow
 
 from app.clock import utcnow
 from tests.conftest import TEST_LEASE_S
 from tests.support.control.faults import FaultInjector
-from tests.support.control.processes import Process
 from tests.support.control.settlement import (
     add_charge,
     at,
@@ -34,13 +31,6 @@ from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.readers.operations import operation, payment_for, wait_past_last_send
 
 Db = psycopg.Connection[DictRow]
-
-
-@pytest.fixture
-def ledger(provider: Process) -> Iterator[httpx.Client]:
-    assert provider.url is not None
-    with httpx.Client(base_url=provider.url, timeout=10) as http:
-        yield http
 
 
 def test_a_charge_landing_after_a_not_charged_resolution_is_queued_as_an_orphan(
