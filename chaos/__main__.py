@@ -11,7 +11,7 @@ from pathlib import Path
 
 from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
-from chaos.run import run_chaos
+from chaos.run import ChaosReport, run_chaos
 from tests.support.control.database import test_database
 from tests.support.control.replication import replicated_postgres
 
@@ -49,7 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--failover-at", type=float, help="when the primary dies, in seconds (default: a third in)"
     )
     parser.add_argument("--keep", action="store_true", help="keep logs and history")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="also write the report (report.json, summary.txt, report.png) into this folder, "
+        "e.g. chaos/results/NAME to commit it",
+    )
     return parser
+
+
+def save_results(report: ChaosReport, work_dir: Path, folder: Path) -> None:
+    """Copy what a run measured into `folder`: its JSON report, the summary table, the plot."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.txt").write_text(report.summary() + "\n")
+    for name in ("report.json", "report.png"):
+        if (work_dir / name).exists():
+            shutil.copyfile(work_dir / name, folder / name)
+    print(f"chaos: report, summary and plot written to {folder}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         with test_database(os.environ.get("DATABASE_URL") or None, work_dir) as database_url:
             report = run_chaos(config, database_url, work_dir)
     print(report.summary())
+    if args.results is not None:
+        save_results(report, work_dir, args.results)
     if report.ok and not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)
     elif not report.ok:

@@ -54,6 +54,7 @@ class ChaosReport:
     statuses: dict[str, int] = field(default_factory=dict)
     intents: dict[str, int] = field(default_factory=dict)
     operations: dict[str, int] = field(default_factory=dict)
+    operation_count: int = 0  # payments' and refunds' operations, every state
     needs_attention: int = 0
     charges: int = 0
     refunds: dict[str, int] = field(default_factory=dict)
@@ -496,6 +497,7 @@ def _fill(
     intents: dict[str, str] = {r["intent"]: r["kind"] for r in history if r["client"] >= 0}
     report.intents = dict(Counter(intents.values()))
     report.operations = dict(Counter(op["state"] for op in snapshot.operations))
+    report.operation_count = len(snapshot.operations)
     report.needs_attention = sum(1 for op in snapshot.operations if op["needs_attention"])
     report.charges = len(snapshot.ledger)
     report.faults = faults.as_dict()
