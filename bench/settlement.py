@@ -5,8 +5,8 @@ or a new database on `DATABASE_URL`; the fake provider with its ledger edits; th
 tenant), then:
 
 1. seed: `--payments` payments, then `--refunds` refunds of the first of them (every fourth
-   refund the whole amount, the others half), through the API on `--concurrency` keep-alive
-   connections (`bench/loadgen.py`);
+   refund the whole amount, the others half), through the API (`--api-processes` uvicorn
+   workers, 2 by default) on `--concurrency` keep-alive connections (`bench/loadgen.py`);
 2. place: every record onto a past day D (two days ago, UTC), whose settlement report is
    out: ours by one UPDATE of `created_at` per table, the provider's by one bulk ledger edit
    per record type (`PATCH /_ledger/charges`, `/_ledger/refunds`), each record keeping its
@@ -105,13 +105,17 @@ class DemoConfig:
     refunds: int = 2_000
     cases: int = 50
     concurrency: int = 16
+    # `payments serve --workers N`: two use both cores of a small machine while seeding.
+    api_processes: int = 2
     durable: bool = True
     seed: int = 1
 
     def problem(self) -> str | None:
         """Why these sizes cannot make a demo, or None."""
-        if min(self.payments, self.cases, self.concurrency) < 1 or self.refunds < 0:
-            return "payments, cases and concurrency must be at least 1, refunds at least 0"
+        if min(self.payments, self.cases, self.concurrency, self.api_processes) < 1:
+            return "payments, cases, concurrency and API processes must be at least 1"
+        if self.refunds < 0:
+            return "refunds must be at least 0"
         needed = self.refunds + self.payments_injected
         if needed > self.payments:
             return (
@@ -266,7 +270,7 @@ class System:
 
 
 @contextmanager
-def demo_system(database: Database, log_dir: Path) -> Iterator[System]:
+def demo_system(database: Database, log_dir: Path, *, api_processes: int) -> Iterator[System]:
     """The fake provider (its ledger edits on, the default lag), the API and a tenant."""
     started: list[Process] = []
     try:
@@ -275,7 +279,7 @@ def demo_system(database: Database, log_dir: Path) -> Iterator[System]:
         assert provider.url is not None
         # What `payments settle` expects, whatever this shell's environment says.
         env = {**api_env(database.url, provider.url), "PAYMENTS_SETTLEMENT_LAG_DAYS": str(LAG_DAYS)}
-        api = start_api(log_dir, env, workers=1)
+        api = start_api(log_dir, env, workers=api_processes)
         started.append(api)
         tenant_id, api_key = create_tenant(env, "settlement-demo")
         yield System(database, provider, api, env, tenant_id, api_key)
@@ -624,7 +628,7 @@ def run_demo(config: DemoConfig, work_dir: Path) -> DemoResult:
     clock = Clock()
     with (
         bench_database(durable=config.durable) as database,
-        demo_system(database, work_dir / "logs") as system,
+        demo_system(database, work_dir / "logs", api_processes=config.api_processes) as system,
     ):
         result.machine = _machine(database)
         clock.watch(database.postmaster_pid)
@@ -788,7 +792,7 @@ def report(result: DemoResult) -> str:
         "",
         f"Seeding: {_rate(result.seeded.get('payments'))} payments/s, "
         f"{_rate(result.seeded.get('refunds'))} refunds/s on {config['concurrency']} "
-        "connections. `settle` and `re-run`: both days, each `payments settle` as its own "
+        f"connections to {config.get('api_processes', 1)} API processes. `settle` and `re-run`: both days, each `payments settle` as its own "
         "process; `run s` is the run's own time, `process s` the process's from start to exit. "
         "CPU s, the demo: this process, the API, the provider, PostgreSQL and the settle "
         "processes (not measured while they stop); other work: the rest of the machine "
@@ -852,6 +856,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cases", type=int, default=defaults.cases, help="cases injected of each kind"
     )
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    parser.add_argument(
+        "--api-processes",
+        type=int,
+        default=defaults.api_processes,
+        help="uvicorn worker processes of the API that seeds",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="picks the cases")
     parser.add_argument("--no-fsync", action="store_true", help="embedded PostgreSQL without fsync")
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
@@ -866,6 +876,7 @@ def main(argv: list[str] | None = None, *, results_dir: Path = RESULTS_DIR) -> i
         refunds=args.refunds,
         cases=args.cases,
         concurrency=args.concurrency,
+        api_processes=args.api_processes,
         durable=not args.no_fsync,
         seed=args.seed,
     )
