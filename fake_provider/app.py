@@ -13,7 +13,7 @@ from fake_provider import admin as admin_api
 from fake_provider import charges, ledger_admin, refunds, settlements
 from fake_provider.errors import validation_error_handler
 from fake_provider.faults import FaultBook
-from fake_provider.ledger import Ledger
+from fake_provider.ledger_edits import EditableLedger
 
 
 def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int = 1) -> FastAPI:
@@ -27,7 +27,7 @@ def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int =
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.ledger = Ledger.open(db_path)
+        app.state.ledger = EditableLedger.open(db_path)
         try:
             yield
         finally:

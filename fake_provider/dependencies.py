@@ -13,10 +13,17 @@ from starlette.requests import Request
 
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
+from fake_provider.ledger_edits import EditableLedger
 
 
 async def _ledger(request: Request) -> Ledger:
     ledger: Ledger = request.app.state.ledger
+    return ledger
+
+
+async def _editable_ledger(request: Request) -> EditableLedger:
+    ledger = request.app.state.ledger
+    assert isinstance(ledger, EditableLedger), "the app opens an EditableLedger"
     return ledger
 
 
@@ -26,4 +33,5 @@ async def _faults(request: Request) -> FaultBook:
 
 
 LedgerDep = Annotated[Ledger, Depends(_ledger)]
+EditableLedgerDep = Annotated[EditableLedger, Depends(_editable_ledger)]
 FaultsDep = Annotated[FaultBook, Depends(_faults)]

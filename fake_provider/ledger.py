@@ -14,21 +14,16 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
-
-from pydantic import BaseModel
+from typing import Self
 
 from fake_provider.schemas import (
     Charge,
     ChargeRequest,
     ChargeStatus,
-    LedgerChargeChange,
-    LedgerChargeRequest,
-    LedgerRefundChange,
     ListedCharge,
     ListedChargeStatus,
     ListedRefund,
@@ -77,18 +72,20 @@ ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING {_REFUND_COLUMNS}
 """
 
-_COLUMNS = (
+CHARGE_COLUMNS = (
     "charge_id, status, decline_code, idempotency_key, amount_minor, currency, account_id,"
     " reference, created_at"
+)
+_INSERT_CHARGE = (
+    f"INSERT INTO charges ({CHARGE_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
+    " :idempotency_key, :amount_minor, :currency, :account_id, :reference, :created_at)"
+    f" ON CONFLICT (idempotency_key) DO NOTHING RETURNING {CHARGE_COLUMNS}"
 )
 # A refund with its charge's currency, as the listings show it.
 _LISTED_REFUND = (
     "SELECT r.refund_id, r.charge_id, r.idempotency_key, r.amount_minor, c.currency, r.status,"
     " r.created_at FROM refunds r JOIN charges c ON c.charge_id = r.charge_id"
 )
-# The members of a ledger edit that are not columns to overwrite: the time as given (the
-# ledger writes its own form) and the id naming the record in a change of many.
-_NOT_COLUMNS = {"created_at", "charge_id", "refund_id"}
 # Ids fetched per statement: under SQLite's oldest limit on a statement's parameters (999).
 _CHUNK = 500
 
@@ -99,13 +96,6 @@ class Recorded:
 
     charge: Charge
     created: bool
-
-
-_Change = TypeVar("_Change", bound=BaseModel)
-_Record = TypeVar("_Record", Charge, Refund)
-# One record's change in an edit of the ledger: its id, the change, and `created_at` as the
-# ledger writes it (None: unchanged).
-Edit = tuple[str, _Change, str | None]
 
 
 class LedgerEditError(ValueError):
@@ -127,7 +117,10 @@ class RecordedRefund:
 
 
 class Ledger:
-    """Charges by idempotency key; safe to call from several threads."""
+    """Charges by idempotency key; safe to call from several threads.
+
+    `EditableLedger` (`ledger_edits.py`) adds the edits the reconciliation tests make.
+    """
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._conn = connection
@@ -154,7 +147,7 @@ class Ledger:
         }
 
     @classmethod
-    def open(cls, path: Path) -> Ledger:
+    def open(cls, path: Path) -> Self:
         """Open (creating if needed) the ledger file at `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
         # Autocommit: each statement is its own transaction, committed when it completes.
@@ -198,18 +191,11 @@ class Ledger:
             "currency": request.currency,
             "account_id": request.account_id,
             "reference": request.reference,
-            "created_at": _now(),
+            "created_at": now_timestamp(),
         }
         with self._lock:
-            inserted = self._conn.execute(
-                f"INSERT INTO charges ({_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
-                " :idempotency_key, :amount_minor, :currency, :account_id, :reference,"
-                f" :created_at) ON CONFLICT (idempotency_key) DO NOTHING RETURNING {_COLUMNS}",
-                params,
-            ).fetchall()
-            if inserted:
-                charge = _charge(inserted[0])
-                self._charge_times.add(charge.created_at, charge.charge_id)
+            charge = self._insert_charge(params)
+            if charge is not None:
                 return Recorded(charge, created=True)
             existing = self._find(key)
         if existing is None:
@@ -225,8 +211,10 @@ class Ledger:
     def charges(self) -> list[Charge]:
         """Every charge, oldest first."""
         with self._lock:
-            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM charges ORDER BY seq").fetchall()
-        return [_charge(row) for row in rows]
+            rows = self._conn.execute(
+                f"SELECT {CHARGE_COLUMNS} FROM charges ORDER BY seq"
+            ).fetchall()
+        return [charge_from_row(row) for row in rows]
 
     def record_refund(self, key: str, request: RefundRequest) -> RecordedRefund:
         """Create the refund for `key` if the charge has that much left; or return the one
@@ -236,7 +224,7 @@ class Ledger:
             "charge_id": request.charge_id,
             "idempotency_key": key,
             "amount_minor": request.amount_minor,
-            "created_at": _now(),
+            "created_at": now_timestamp(),
         }
         with self._lock:
             inserted = self._conn.execute(_INSERT_REFUND, params).fetchall()
@@ -284,7 +272,7 @@ class Ledger:
         with self._lock:
             cursor = None if after is None else self._charge_key(after)
             found = self._charge_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
-            rows = self._rows_by_id(f"SELECT {_COLUMNS} FROM charges", "charge_id", found.ids)
+            rows = self._rows_by_id(f"SELECT {CHARGE_COLUMNS} FROM charges", "charge_id", found.ids)
             return [self._listed_charge(rows[i]) for i in found.ids], found.has_more
 
     def refund_page(
@@ -332,128 +320,15 @@ class Ledger:
             {**dict(row), "status": status, "amount_refunded_minor": refunded}
         )
 
-    # Edits for tests (`/_ledger`, admin API only): the ledger as a provider's books might
-    # disagree with the service's. No rule beyond the columns' own is checked: an edited
-    # charge may have refunds worth more than it, or a declined one refunds.
-
-    def add_charge(self, request: LedgerChargeRequest, created_at: str | None) -> Charge:
-        """Store a charge no request made, under `request.idempotency_key`;
-        LedgerEditError if a charge has that key."""
-        params = {
-            "charge_id": f"ch_{uuid.uuid4().hex}",
-            "status": request.status,
-            "decline_code": "card_declined" if request.status == "declined" else None,
-            "idempotency_key": request.idempotency_key,
-            "amount_minor": request.amount_minor,
-            "currency": request.currency,
-            "account_id": request.account_id,
-            "reference": request.reference,
-            "created_at": created_at or _now(),
-        }
-        with self._lock:
-            inserted = self._conn.execute(
-                f"INSERT INTO charges ({_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
-                " :idempotency_key, :amount_minor, :currency, :account_id, :reference,"
-                f" :created_at) ON CONFLICT (idempotency_key) DO NOTHING RETURNING {_COLUMNS}",
-                params,
-            ).fetchall()
-            if not inserted:
-                raise LedgerEditError(f"a charge has the key {request.idempotency_key!r}")
-            charge = _charge(inserted[0])
-            self._charge_times.add(charge.created_at, charge.charge_id)
+    def _insert_charge(self, params: Mapping[str, object]) -> Charge | None:
+        """Insert the charge `params` describe unless one has its key (None then); under the
+        lock."""
+        inserted = self._conn.execute(_INSERT_CHARGE, params).fetchall()
+        if not inserted:
+            return None
+        charge = charge_from_row(inserted[0])
+        self._charge_times.add(charge.created_at, charge.charge_id)
         return charge
-
-    def change_charge(
-        self, charge_id: str, change: LedgerChargeChange, created_at: str | None
-    ) -> Charge:
-        """Overwrite the members `change` sets; UnknownRecord if there is no such charge."""
-        return self.change_charges([(charge_id, change, created_at)])[0]
-
-    def change_charges(self, edits: Sequence[Edit[LedgerChargeChange]]) -> list[Charge]:
-        """Overwrite the members each change sets, every charge in one transaction: all of
-        them, or none (UnknownRecord naming the first charge there is not)."""
-        rows = [(charge_id, _values(change, created_at)) for charge_id, change, created_at in edits]
-        with self._lock:
-            changed = self._overwrite_all("charges", "charge_id", rows, self._charge_by_id)
-            for before, after in changed:
-                self._charge_times.remove(before.created_at, before.charge_id)
-                self._charge_times.add(after.created_at, after.charge_id)
-        return [after for _, after in changed]
-
-    def drop_charge(self, charge_id: str) -> None:
-        """Forget a charge; UnknownRecord if there is none, LedgerEditError if it has
-        refunds (drop them first: every refund keeps its charge)."""
-        with self._lock:
-            before = self._charge_by_id(charge_id)
-            if before is None:
-                raise UnknownRecord(f"no charge {charge_id}")
-            if charge_id in self._refunded:
-                raise LedgerEditError(f"charge {charge_id} has refunds; drop them first")
-            self._conn.execute("DELETE FROM charges WHERE charge_id = ?", (charge_id,))
-            self._charge_times.remove(before.created_at, charge_id)
-
-    def change_refund(
-        self, refund_id: str, change: LedgerRefundChange, created_at: str | None
-    ) -> Refund:
-        """Overwrite the members `change` sets; UnknownRecord if there is no such refund."""
-        return self.change_refunds([(refund_id, change, created_at)])[0]
-
-    def change_refunds(self, edits: Sequence[Edit[LedgerRefundChange]]) -> list[Refund]:
-        """Overwrite the members each change sets, every refund in one transaction: all of
-        them, or none (UnknownRecord naming the first refund there is not)."""
-        rows = [(refund_id, _values(change, created_at)) for refund_id, change, created_at in edits]
-        with self._lock:
-            changed = self._overwrite_all("refunds", "refund_id", rows, self._refund_by_id)
-            for before, after in changed:
-                self._refund_times.remove(before.created_at, before.refund_id)
-                self._refund_times.add(after.created_at, after.refund_id)
-                self._forget_refund(before)
-                self._refunded[after.charge_id] = (
-                    self._refunded.get(after.charge_id, 0) + after.amount_minor
-                )
-        return [after for _, after in changed]
-
-    def drop_refund(self, refund_id: str) -> None:
-        """Forget a refund; UnknownRecord if there is none."""
-        with self._lock:
-            before = self._refund_by_id(refund_id)
-            if before is None:
-                raise UnknownRecord(f"no refund {refund_id}")
-            self._conn.execute("DELETE FROM refunds WHERE refund_id = ?", (refund_id,))
-            self._refund_times.remove(before.created_at, refund_id)
-            self._forget_refund(before)
-
-    def _overwrite_all(
-        self,
-        table: str,
-        id_column: str,
-        rows: Sequence[tuple[str, dict[str, object]]],
-        read: Callable[[str], _Record | None],
-    ) -> list[tuple[_Record, _Record]]:
-        """Set each row's values (column -> value; none is nothing to do) on the row of
-        `table` with that id, in one transaction; each record before and after. Call under
-        the lock; UnknownRecord, and nothing changed, if an id names no row."""
-        changed: list[tuple[_Record, _Record]] = []
-        self._conn.execute("BEGIN")
-        try:
-            for record_id, values in rows:
-                before = read(record_id)
-                if before is None:
-                    raise UnknownRecord(f"no {table.removesuffix('s')} {record_id}")
-                if values:
-                    sets = ", ".join(f"{name} = :{name}" for name in values)
-                    self._conn.execute(
-                        f"UPDATE {table} SET {sets} WHERE {id_column} = :id",
-                        {**values, "id": record_id},
-                    )
-                after = read(record_id)
-                assert after is not None
-                changed.append((before, after))
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-        return changed
 
     def _forget_refund(self, refund: Refund) -> None:
         left = self._refunded.get(refund.charge_id, 0) - refund.amount_minor
@@ -476,36 +351,24 @@ class Ledger:
 
     def _charge_by_id(self, charge_id: str) -> Charge | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM charges WHERE charge_id = ?", (charge_id,)
+            f"SELECT {CHARGE_COLUMNS} FROM charges WHERE charge_id = ?", (charge_id,)
         ).fetchone()
-        return None if row is None else _charge(row)
+        return None if row is None else charge_from_row(row)
 
     def _find(self, key: str) -> Charge | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM charges WHERE idempotency_key = ?", (key,)
+            f"SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = ?", (key,)
         ).fetchone()
-        return None if row is None else _charge(row)
+        return None if row is None else charge_from_row(row)
 
 
-def _now() -> str:
+def now_timestamp() -> str:
     return utc_timestamp(datetime.now(UTC))
-
-
-def _values(change: BaseModel, created_at: str | None) -> dict[str, object]:
-    """The columns a ledger edit overwrites: the members `change` sets (not the id that names
-    the record in a change of many), `created_at` as the ledger writes it, and a charge's
-    decline code, which follows its status."""
-    values: dict[str, object] = change.model_dump(exclude_none=True, exclude=_NOT_COLUMNS)
-    if values.get("status") is not None:
-        values["decline_code"] = "card_declined" if values["status"] == "declined" else None
-    if created_at is not None:
-        values["created_at"] = created_at
-    return values
 
 
 def _refund(row: sqlite3.Row) -> Refund:
     return Refund.model_validate(dict(row))
 
 
-def _charge(row: sqlite3.Row) -> Charge:
+def charge_from_row(row: sqlite3.Row) -> Charge:
     return Charge.model_validate(dict(row))

@@ -17,9 +17,10 @@ from typing import TypeVar
 from fastapi import APIRouter
 from starlette.responses import JSONResponse, Response
 
-from fake_provider.dependencies import LedgerDep
+from fake_provider.dependencies import EditableLedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.ledger import Edit, LedgerEditError, UnknownRecord
+from fake_provider.ledger import LedgerEditError, UnknownRecord
+from fake_provider.ledger_edits import Edit
 from fake_provider.schemas import (
     Charge,
     LedgerChargeChange,
@@ -51,7 +52,7 @@ def _refused(exc: LedgerEditError) -> Response:
 
 
 @router.post("/charges", status_code=201, response_model=Charge)
-async def add_charge(body: LedgerChargeRequest, ledger: LedgerDep) -> Response:
+async def add_charge(body: LedgerChargeRequest, ledger: EditableLedgerDep) -> Response:
     """Store a charge that no request made (`409` if its key is taken)."""
     try:
         created_at = _created_at(body.created_at)
@@ -65,7 +66,9 @@ async def add_charge(body: LedgerChargeRequest, ledger: LedgerDep) -> Response:
 
 
 @router.patch("/charges/{charge_id}", response_model=Charge)
-async def change_charge(charge_id: str, body: LedgerChargeChange, ledger: LedgerDep) -> Response:
+async def change_charge(
+    charge_id: str, body: LedgerChargeChange, ledger: EditableLedgerDep
+) -> Response:
     """Overwrite a charge's amount, currency, status or creation time."""
     created_at = _change_created_at(body)
     if isinstance(created_at, Response):
@@ -78,7 +81,7 @@ async def change_charge(charge_id: str, body: LedgerChargeChange, ledger: Ledger
 
 
 @router.delete("/charges/{charge_id}", status_code=204)
-async def drop_charge(charge_id: str, ledger: LedgerDep) -> Response:
+async def drop_charge(charge_id: str, ledger: EditableLedgerDep) -> Response:
     """Forget a charge (`409` while it has refunds)."""
     try:
         ledger.drop_charge(charge_id)
@@ -88,7 +91,9 @@ async def drop_charge(charge_id: str, ledger: LedgerDep) -> Response:
 
 
 @router.patch("/refunds/{refund_id}", response_model=Refund)
-async def change_refund(refund_id: str, body: LedgerRefundChange, ledger: LedgerDep) -> Response:
+async def change_refund(
+    refund_id: str, body: LedgerRefundChange, ledger: EditableLedgerDep
+) -> Response:
     """Overwrite a refund's amount or creation time."""
     created_at = _change_created_at(body)
     if isinstance(created_at, Response):
@@ -101,7 +106,7 @@ async def change_refund(refund_id: str, body: LedgerRefundChange, ledger: Ledger
 
 
 @router.delete("/refunds/{refund_id}", status_code=204)
-async def drop_refund(refund_id: str, ledger: LedgerDep) -> Response:
+async def drop_refund(refund_id: str, ledger: EditableLedgerDep) -> Response:
     """Forget a refund."""
     try:
         ledger.drop_refund(refund_id)
@@ -144,7 +149,7 @@ def _edits(changes: Sequence[tuple[str, _Change]]) -> list[Edit[_Change]] | Resp
 
 
 @router.patch("/charges", response_model=LedgerEdited)
-async def change_charges(body: LedgerChargeEdits, ledger: LedgerDep) -> Response:
+async def change_charges(body: LedgerChargeEdits, ledger: EditableLedgerDep) -> Response:
     """Overwrite many charges at once, each change as `PATCH /_ledger/charges/{charge_id}`
     makes it: all of them in one transaction, or none (`404` for a charge there is not)."""
     edits = _edits([(change.charge_id, change) for change in body.changes])
@@ -158,7 +163,7 @@ async def change_charges(body: LedgerChargeEdits, ledger: LedgerDep) -> Response
 
 
 @router.patch("/refunds", response_model=LedgerEdited)
-async def change_refunds(body: LedgerRefundEdits, ledger: LedgerDep) -> Response:
+async def change_refunds(body: LedgerRefundEdits, ledger: EditableLedgerDep) -> Response:
     """Overwrite many refunds at once, each change as `PATCH /_ledger/refunds/{refund_id}`
     makes it: all of them in one transaction, or none (`404` for a refund there is not)."""
     edits = _edits([(change.refund_id, change) for change in body.changes])
