@@ -11,7 +11,10 @@ no measured replays and once with `--replays`; the difference, divided, is one r
                                                                  (needs valgrind)
 
 With `--scenario lookups` each measured request is `GET /operations?idempotency_key=` of the
-payment instead of its replay.
+payment instead of its replay; with `--scenario payments` a new payment, each under a key of
+its own (the fake provider's work is not counted: it is another process). `--traced` runs
+each revision a second time traced as `bench.compare --trace-after` traces (every request
+sampled, its spans serialized to /dev/null), and flushes the spans before counting stops.
 
 The database is the server at `DATABASE_URL` (a fresh database, dropped afterwards), or an
 embedded one.
@@ -64,7 +67,8 @@ async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
         (b"content-length", str(len(BODY)).encode()),
     ]
 
-    async def one(lookup: bool = False) -> int:
+    async def one(lookup: bool = False, key: bytes = b"instructions-1") -> int:
+        keyed = [*headers[:2], (b"idempotency-key", key), *headers[3:]]
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -75,7 +79,7 @@ async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
             "raw_path": b"/operations" if lookup else b"/payments",
             "root_path": "",
             "query_string": b"idempotency_key=instructions-1" if lookup else b"",
-            "headers": headers[:2] if lookup else headers,
+            "headers": headers[:2] if lookup else keyed,
             "server": ("127.0.0.1", PUBLIC_PORT),
             "client": ("127.0.0.1", 50000),
             "state": {},
@@ -101,11 +105,25 @@ async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
     first = await one()
     assert first == 201, first
     lookup = scenario == "lookups"
-    for _ in range(warm_up + count):
-        status = await one(lookup)
+    for n in range(warm_up + count):
+        key = f"instructions-new-{n}".encode() if scenario == "payments" else b"instructions-1"
+        status = await one(lookup, key)
         assert status == (200 if lookup else 201), status
+    _flush_spans()
     running.cancel()
     os._exit(0)
+
+
+def _flush_spans() -> None:
+    """Export what the batch processor still holds, so that a traced run counts it all."""
+    from app.tracing.state import STATE
+
+    if STATE.enabled:
+        from opentelemetry import trace
+
+        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+        if flush is not None:
+            flush()
 
 
 def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: str) -> int:
@@ -140,13 +158,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
     parser.add_argument("--replays", type=int, default=400, help="measured requests")
-    parser.add_argument("--scenario", choices=("replays", "lookups"), default="replays")
+    parser.add_argument("--scenario", choices=("replays", "lookups", "payments"), default="replays")
+    parser.add_argument(
+        "--traced", action="store_true", help="also count each revision traced, every request"
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         asyncio.run(replay(args.serve, warm_up=50, scenario=args.scenario))
         return
-    from bench.compare import checkout, known_settings
+    from bench.compare import TRACED, checkout, known_settings
     from bench.system import api_env, bench_database, create_tenant, start_provider
 
     with ExitStack() as stack:
@@ -159,14 +180,18 @@ def main() -> None:
         _, api_key = create_tenant(env, "instructions")
         env = {**os.environ, **env, "INSTRUCTIONS_API_KEY": api_key}
         env["PAYMENTS_ADMIN_PORT"] = str(PUBLIC_PORT + 1)
-        unit = "lookup" if args.scenario == "lookups" else "replay"
+        unit = {"lookups": "lookup", "payments": "new payment"}.get(args.scenario, "replay")
         print(f"| revision | instructions per {unit} |\n|---|---:|")
         for rev, tree in trees.items():
             # Older revisions refuse settings they do not have yet.
             tree_env = known_settings(tree, env)
-            idle = count_instructions(tree, tree_env, 0, args.scenario)
-            busy = count_instructions(tree, tree_env, args.replays, args.scenario)
-            print(f"| {rev} | {(busy - idle) / args.replays:,.0f} |", flush=True)
+            sides = [("", tree_env)]
+            if args.traced:
+                sides.append((" traced", {**tree_env, **TRACED}))
+            for label, side_env in sides:
+                idle = count_instructions(tree, side_env, 0, args.scenario)
+                busy = count_instructions(tree, side_env, args.replays, args.scenario)
+                print(f"| {rev}{label} | {(busy - idle) / args.replays:,.0f} |", flush=True)
 
 
 if __name__ == "__main__":
