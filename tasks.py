@@ -8,6 +8,9 @@
                              cluster's failover under load, PgBouncer in front; they need
                              Debian's patroni, etcd-server and pgbouncer and install nothing
                              (without them they are skipped); not part of `test`
+    python3 tasks.py test-long the long tests (marker `long`: several API and worker processes
+                             under a failover, the settlement demo at its test size), which
+                             `test` lists as skipped to stay within ten minutes on two cores
     python3 tasks.py lint    ruff and mypy (strict)
     python3 tasks.py lock    compile requirements.lock and requirements-dev.lock from
                              pyproject.toml (extra arguments go to `uv pip compile`, e.g.
@@ -183,6 +186,9 @@ def main(argv: list[str]) -> int:
         # One at a time: each test runs its own cluster, and they time a failover.
         ensure_venv("dev")
         return run([str(PYTHON), "-m", "pytest", "-n", "0", "-m", "ha", "tests/ha", *rest])
+    if command == "test-long":
+        ensure_venv("dev")
+        return run([str(PYTHON), "-m", "pytest", *parallel(rest), "-m", "long", *rest])
     if command == "lock":
         return lock(rest)
     if command == "lint":

@@ -792,8 +792,9 @@ def report(result: DemoResult) -> str:
         "",
         f"Seeding: {_rate(result.seeded.get('payments'))} payments/s, "
         f"{_rate(result.seeded.get('refunds'))} refunds/s on {config['concurrency']} "
-        f"connections to {config.get('api_processes', 1)} API processes. `settle` and `re-run`: both days, each `payments settle` as its own "
-        "process; `run s` is the run's own time, `process s` the process's from start to exit. "
+        f"connections to {config.get('api_processes', 1)} API processes. `settle` and "
+        "`re-run`: both days, each `payments settle` as its own process; `run s` is the "
+        "run's own time, `process s` the process's from start to exit. "
         "CPU s, the demo: this process, the API, the provider, PostgreSQL and the settle "
         "processes (not measured while they stop); other work: the rest of the machine "
         f"meanwhile, which the wall time shares {machine.get('cores', '?')} cores with.",

@@ -38,6 +38,17 @@ TEST_LEASE_S = "6"
 # share one API process: its circuit breaker must not open on them. The breaker's own tests
 # start processes with a low threshold.
 TEST_BREAKER_FAILURES = "1000000"
+LONG = "a long test: run with `python3 tasks.py test-long` (pytest -m long)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The `long` tests run only when the run selects them (`-m long`); the suite lists them
+    as skipped, with the command that runs them."""
+    if "long" in (config.option.markexpr or ""):
+        return
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.skip(reason=LONG))
 
 
 @pytest.fixture(scope="session")

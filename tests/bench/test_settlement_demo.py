@@ -16,6 +16,7 @@ from bench.settlement import Case, DemoConfig, DemoResult, judge, main, score
 SMALL = ["--payments", "300", "--refunds", "60", "--cases", "5", "--no-fsync"]
 
 
+@pytest.mark.long  # a whole system started and seeded: `python3 tasks.py test-long`
 def test_the_demo_finds_every_case_and_nothing_else_at_a_small_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
 from chaos.run import _read_history, run_chaos
 from tests.support.control.replication import replicated_postgres
+
+# About a minute and a half of six service processes: `python3 tasks.py test-long`.
+pytestmark = pytest.mark.long
 
 
 def test_three_apis_and_three_workers_keep_every_promise_through_a_failover(

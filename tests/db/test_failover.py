@@ -219,6 +219,7 @@ def _assert_charged_exactly_once(
         assert per_account[row["account_id"]] == 1
 
 
+@pytest.mark.long  # a primary and a standby of its own: `python3 tasks.py test-long`
 def test_an_outcome_cut_off_by_the_failover_is_recovered_like_a_crash(
     pair: ReplicatedPostgres,
     base_env: dict[str, str],
@@ -280,6 +281,7 @@ def test_an_outcome_cut_off_by_the_failover_is_recovered_like_a_crash(
     assert completed[0]["fence"] > 1, completed
 
 
+@pytest.mark.long  # a primary and a standby of its own: `python3 tasks.py test-long`
 def test_a_switchover_to_the_standby_with_clients_still_on_the_old_primary(
     pair: ReplicatedPostgres, base_env: dict[str, str], work_dir: Path, faults: FaultInjector
 ) -> None:
