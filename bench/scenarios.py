@@ -51,8 +51,13 @@ def log(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
+def payment_amount(index: int) -> int:
+    """The amount, in cents, of the `index`th payment the benches make."""
+    return 100 + (index * 7919) % 99_900
+
+
 def payment_body(index: int, prefix: str) -> bytes:
-    amount = 100 + (index * 7919) % 99_900
+    amount = payment_amount(index)
     return json.dumps(
         {
             "amount": f"{amount // 100}.{amount % 100:02d}",

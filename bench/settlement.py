@@ -1,12 +1,15 @@
 """`python -m bench.settlement`: the 10,000-payment settlement demo.
 
 It starts its own system as the benchmark does (`bench/system.py`: an embedded PostgreSQL,
-or a new database on `DATABASE_URL`; the fake provider with its ledger edits; the API; a
-tenant), then:
+or a new database on `DATABASE_URL`; the fake provider with its ledger edits; a tenant; the
+API when it seeds through it), then:
 
 1. seed: `--payments` payments, then `--refunds` refunds of the first of them (every fourth
-   refund the whole amount, the others half), through the API (`--api-processes` uvicorn
-   workers, 2 by default) on `--concurrency` keep-alive connections (`bench/loadgen.py`);
+   refund the whole amount, the others half), on `--concurrency` keep-alive connections
+   (`bench/loadgen.py`). `--seeding direct` (the default): the provider's charges and refunds
+   through its own API under the keys the service derives, our rows copied in as the service
+   leaves them (`bench/settlement_seed.py`); `--seeding api`: every payment and refund
+   through our API (`--api-processes` uvicorn workers, 2 by default);
 2. place: every record onto a past day D (two days ago, UTC), whose settlement report is
    out: ours by one UPDATE of `created_at` per table, the provider's by one bulk ledger edit
    per record type (`PATCH /_ledger/charges`, `/_ledger/refunds`), each record keeping its
@@ -65,7 +68,8 @@ import psycopg
 from app.settlement.models import ItemKind, RecordType
 from bench.loadgen import Request, Response, Target, run_load
 from bench.machine import describe_machine, machine_busy_s, tree_cpu_s
-from bench.scenarios import payment_body, post_payment
+from bench.scenarios import payment_amount, payment_body, post_payment
+from bench.settlement_seed import seed_direct
 from bench.system import (
     RESULTS_DIR,
     Database,
@@ -107,11 +111,16 @@ class DemoConfig:
     concurrency: int = 16
     # `payments serve --workers N`: two use both cores of a small machine while seeding.
     api_processes: int = 2
+    # "direct": the provider's records through its own API, ours copied in
+    # (`bench/settlement_seed.py`); "api": every payment and refund through our API.
+    seeding: str = "direct"
     durable: bool = True
     seed: int = 1
 
     def problem(self) -> str | None:
         """Why these sizes cannot make a demo, or None."""
+        if self.seeding not in ("direct", "api"):
+            return f"seeding is direct or api, not {self.seeding!r}"
         if min(self.payments, self.cases, self.concurrency, self.api_processes) < 1:
             return "payments, cases, concurrency and API processes must be at least 1"
         if self.refunds < 0:
@@ -254,7 +263,7 @@ class System:
 
     database: Database
     provider: Process
-    api: Process
+    api: Process | None  # started only to seed through it
     env: dict[str, str]
     tenant_id: uuid.UUID
     api_key: str
@@ -265,13 +274,15 @@ class System:
         return self.provider.url
 
     def target(self) -> Target:
+        assert self.api is not None
         assert self.api.url is not None
         return Target.from_url(self.api.url, headers={"authorization": f"Bearer {self.api_key}"})
 
 
 @contextmanager
 def demo_system(database: Database, log_dir: Path, *, api_processes: int) -> Iterator[System]:
-    """The fake provider (its ledger edits on, the default lag), the API and a tenant."""
+    """The fake provider (its ledger edits on, the default lag), a tenant, and the API with
+    `api_processes` processes (none: no API)."""
     started: list[Process] = []
     try:
         provider = start_provider(log_dir)
@@ -279,8 +290,9 @@ def demo_system(database: Database, log_dir: Path, *, api_processes: int) -> Ite
         assert provider.url is not None
         # What `payments settle` expects, whatever this shell's environment says.
         env = {**api_env(database.url, provider.url), "PAYMENTS_SETTLEMENT_LAG_DAYS": str(LAG_DAYS)}
-        api = start_api(log_dir, env, workers=api_processes)
-        started.append(api)
+        api = start_api(log_dir, env, workers=api_processes) if api_processes else None
+        if api is not None:
+            started.append(api)
         tenant_id, api_key = create_tenant(env, "settlement-demo")
         yield System(database, provider, api, env, tenant_id, api_key)
     finally:
@@ -322,7 +334,26 @@ def refund_minor(index: int, amount_minor: int) -> int:
 
 
 def seed(system: System, config: DemoConfig, result: DemoResult) -> list[Seeded]:
-    """The payments and refunds, through the API; each payment as its row reads."""
+    """The payments and refunds, as `config.seeding` says; each payment as its row reads."""
+    if config.seeding == "direct":
+        charges, refunds, refunded = seed_direct(
+            database_url=system.database.url,
+            provider_url=system.provider_url,
+            tenant_id=system.tenant_id,
+            payments=config.payments,
+            refunds=config.refunds,
+            concurrency=config.concurrency,
+            amount_of=payment_amount,
+            refund_of=refund_minor,
+            tag=uuid.uuid4().hex[:8],
+        )
+        log(f"seeded {config.payments} payments and {config.refunds} refunds directly")
+        result.seeded = {"payments": charges, "refunds": refunds}
+        return _seeded(system, refunded)
+    return _seed_through_api(system, config, result)
+
+
+def _seed_through_api(system: System, config: DemoConfig, result: DemoResult) -> list[Seeded]:
     tag = uuid.uuid4().hex[:8]
     paid: dict[int, str] = {}
 
@@ -628,7 +659,11 @@ def run_demo(config: DemoConfig, work_dir: Path) -> DemoResult:
     clock = Clock()
     with (
         bench_database(durable=config.durable) as database,
-        demo_system(database, work_dir / "logs", api_processes=config.api_processes) as system,
+        demo_system(
+            database,
+            work_dir / "logs",
+            api_processes=config.api_processes if config.seeding == "api" else 0,
+        ) as system,
     ):
         result.machine = _machine(database)
         clock.watch(database.postmaster_pid)
@@ -714,8 +749,8 @@ def report(result: DemoResult) -> str:
         f"# Settlement demo {result.generated_at}: "
         + ("all found, no false positive, the re-run adds nothing" if result.ok else "FAILED"),
         "",
-        f"- {config['payments']:,} payments and {config['refunds']:,} refunds seeded through "
-        f"the API, placed on {result.settled_day} (T+{LAG_DAYS}: its report is out); "
+        f"- {config['payments']:,} payments and {config['refunds']:,} refunds seeded "
+        f"({_seeding(config)}), placed on {result.settled_day} (T+{LAG_DAYS}: its report is out); "
         f"{config['cases']} cases of each kind injected",
         f"- expected cases: payments and their charges, agreed, moved onto {result.expected_day} "
         f"({result.expected_day_is}, UTC), whose records settle on the day after it, which no "
@@ -790,9 +825,9 @@ def report(result: DemoResult) -> str:
             ],
         ),
         "",
-        f"Seeding: {_rate(result.seeded.get('payments'))} payments/s, "
+        f"Seeding ({_seeding(config)}): {_rate(result.seeded.get('payments'))} payments/s, "
         f"{_rate(result.seeded.get('refunds'))} refunds/s on {config['concurrency']} "
-        f"connections to {config.get('api_processes', 1)} API processes. `settle` and "
+        "connections. `settle` and "
         "`re-run`: both days, each `payments settle` as its own process; `run s` is the "
         "run's own time, `process s` the process's from start to exit. "
         "CPU s, the demo: this process, the API, the provider, PostgreSQL and the settle "
@@ -806,6 +841,12 @@ def report(result: DemoResult) -> str:
 
 def _load_average(machine: dict[str, Any]) -> str:
     return ", ".join(f"{value:.2f}" for value in machine.get("load_average_at_start") or ())
+
+
+def _seeding(config: dict[str, Any]) -> str:
+    if config.get("seeding", "api") == "direct":
+        return "direct: the provider's records through its API, ours copied in"
+    return f"through the API, {config.get('api_processes', 1)} processes"
 
 
 def _rate(measured: dict[str, Any] | None) -> str:
@@ -845,7 +886,8 @@ def write_results(result: DemoResult, directory: Path) -> tuple[Path, Path]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench.settlement",
-        description="Seed payments and refunds through the API, place them on a past day, "
+        description="Seed payments and refunds (directly, or through the API), place them on "
+        "a past day, "
         "inject differences of every kind, run `payments settle` twice, and score the items "
         "found against the cases injected. Starts its own PostgreSQL (or a new database on "
         "DATABASE_URL), fake provider and API.",
@@ -858,10 +900,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
     parser.add_argument(
+        "--seeding",
+        choices=("direct", "api"),
+        default=defaults.seeding,
+        help="direct: the provider's records through its API, ours copied in; api: every "
+        "payment and refund through our API",
+    )
+    parser.add_argument(
         "--api-processes",
         type=int,
         default=defaults.api_processes,
-        help="uvicorn worker processes of the API that seeds",
+        help="uvicorn worker processes of the API that seeds (--seeding api)",
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="picks the cases")
     parser.add_argument("--no-fsync", action="store_true", help="embedded PostgreSQL without fsync")
@@ -878,6 +927,7 @@ def main(argv: list[str] | None = None, *, results_dir: Path = RESULTS_DIR) -> i
         cases=args.cases,
         concurrency=args.concurrency,
         api_processes=args.api_processes,
+        seeding=args.seeding,
         durable=not args.no_fsync,
         seed=args.seed,
     )

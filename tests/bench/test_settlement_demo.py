@@ -1,6 +1,7 @@
 """`python -m bench.settlement` at a small size, so that the suite keeps the demo working:
-its own system, 300 payments and 60 refunds, 5 cases of each kind; every case found, no false
-positive, the re-run adds nothing, and the results written. No figure of time is asserted.
+its own system, 300 payments and 60 refunds (seeded directly, and through the API), 5 cases of
+each kind; every case found, no false positive, the re-run adds nothing, and the results
+written. No figure of time is asserted.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ SMALL = ["--payments", "300", "--refunds", "60", "--cases", "5", "--no-fsync"]
 
 
 @pytest.mark.long  # a whole system started and seeded: `python3 tasks.py test-long`
+@pytest.mark.parametrize("seeding", ["direct", "api"])
 def test_the_demo_finds_every_case_and_nothing_else_at_a_small_size(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    seeding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(SMALL, results_dir=tmp_path) == 0
+    assert main([*SMALL, "--seeding", seeding], results_dir=tmp_path) == 0
 
     printed = capsys.readouterr().out
     assert "all found, no false positive, the re-run adds nothing" in printed
@@ -54,6 +56,7 @@ def test_the_demo_finds_every_case_and_nothing_else_at_a_small_size(
         "total",
     }
     assert "| **total** | 30 | 30 | 0 | 0 |" in md_path.read_text()
+    assert result["config"]["seeding"] == seeding
 
 
 def _result(cases: list[Case], items: set[tuple[str, str, str]]) -> DemoResult:
@@ -95,3 +98,9 @@ def test_sizes_that_leave_too_few_payments_for_the_cases_are_refused() -> None:
     problem = DemoConfig(payments=300, refunds=100, cases=50).problem()
     assert problem is not None
     assert "seed at least 375 payments" in problem
+
+
+def test_a_seeding_other_than_direct_or_api_is_refused() -> None:
+    problem = DemoConfig(seeding="csv").problem()
+    assert problem is not None
+    assert "seeding is direct or api" in problem
