@@ -72,6 +72,12 @@ class Operation(Base):
             "id",
             postgresql_where=text("needs_attention"),
         ),
+        # The operators' search by idempotency key, across tenants (`app/admin/search.py`).
+        Index(
+            "ix_operations_idempotency_key",
+            "idempotency_key",
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
         # The expire job: terminal operations still holding a response, by age ...
         Index(
             "ix_operations_response_expiry",
