@@ -22,7 +22,7 @@ from app.admin import repository as admin_auth
 from app.admin.operators import Resolution
 from app.admin.queries import OperationFilter
 from app.admin.views import admin_operation_json, detail_json
-from app.console import deliveries, reconciliation, search
+from app.console import deliveries, lists, reconciliation, search
 from app.console.pages import render
 from app.console.web import (
     SESSION_COOKIE,
@@ -212,3 +212,4 @@ class _FormError(ProblemError):
 router.include_router(deliveries.router)
 router.include_router(reconciliation.router)
 router.include_router(search.router)
+router.include_router(lists.router)

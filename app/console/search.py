@@ -17,8 +17,10 @@ router = APIRouter(include_in_schema=False)
 
 
 def href(hit: Hit) -> str:
-    """The console page that shows a hit: its operation's (a payment's, a refund's, an
-    event's and a delivery's are all shown there)."""
+    """The console page that shows a hit: a payment's own page; an operation's for the
+    rest (a refund's, an event's and a delivery's are shown on their operation's)."""
+    if hit.kind == "payment":
+        return f"/console/payments/{hit.id}"
     if hit.kind == "delivery":
         return f"/console/operations/{hit.operation_id}#deliveries"
     return f"/console/operations/{hit.operation_id}"

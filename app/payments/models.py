@@ -54,6 +54,9 @@ class Payment(Base):
             postgresql_where=text("merchant_reference IS NOT NULL"),
         ),
         Index("ix_payments_account_created", "account_id", "created_at", "id"),
+        # The operators' list, newest first, across tenants and for one (`operator_reads.py`).
+        Index("ix_payments_created", "created_at", "id"),
+        Index("ix_payments_tenant_created", "tenant_id", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

@@ -53,6 +53,9 @@ class Refund(Base):
             "provider_refund_id",
             postgresql_where=text("provider_refund_id IS NOT NULL"),
         ),
+        # The operators' list, newest first, across tenants and for one (`operator_reads.py`).
+        Index("ix_refunds_created", "created_at", "id"),
+        Index("ix_refunds_tenant_created", "tenant_id", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

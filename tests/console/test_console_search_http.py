@@ -44,14 +44,15 @@ def test_every_kind_of_id_or_key_leads_to_its_record(
             "/console/login"
         )
         _login(http, admin.token)
+        payment_page = f"/console/payments/{first['payment_id']}"
         expected = {
             first["operation_id"]: operation_page,
-            first["payment_id"]: operation_page,
-            first["payment_id"].replace("-", ""): operation_page,
+            first["payment_id"]: payment_page,
+            first["payment_id"].replace("-", ""): payment_page,
             refund["refund_id"]: f"/console/operations/{refund['operation_id']}",
             event_id: operation_page,
             f"  {key} ": operation_page,
-            first["provider_charge_id"]: operation_page,
+            first["provider_charge_id"]: payment_page,
             refund["provider_refund_id"]: f"/console/operations/{refund['operation_id']}",
         }
         for text, page in expected.items():
@@ -62,9 +63,7 @@ def test_every_kind_of_id_or_key_leads_to_its_record(
             listed = http.get("/console/search", params={"q": text})
             assert listed.status_code == 200
             assert listed.text.count('data-kind="payment"') == 2
-            assert listed.text.index(second["operation_id"]) < listed.text.index(
-                first["operation_id"]
-            )
+            assert listed.text.index(second["payment_id"]) < listed.text.index(first["payment_id"])
             assert "10.00 EUR" in listed.text
 
         missing = http.get("/console/search", params={"q": order.upper()})

@@ -74,6 +74,10 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "ix_payments_merchant_reference": "operators' search: the merchant's reference",
     "ix_payments_account_created": "operators' search: an account's payments, newest first",
     "ix_refunds_provider_refund_id": "operators' search: the provider's refund id",
+    # The operators' lists of payments and refunds across tenants, newest first (a tenant
+    # filter uses ix_payments_tenant_created / ix_refunds_tenant_created, tenant-leading).
+    "ix_payments_created": "admin list: payments across tenants, newest first",
+    "ix_refunds_created": "admin list: refunds across tenants, newest first",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
