@@ -139,6 +139,14 @@ class OperationTransition(Base):
     """One audited state change, written in the same transaction as the change."""
 
     __tablename__ = "operation_transitions"
+    __table_args__ = (
+        # The dashboard's recovery backlog: only the entries into recovery, by time.
+        Index(
+            "ix_operation_transitions_recovery",
+            "created_at",
+            postgresql_where=text("to_state = 'UNKNOWN_REQUIRES_RECOVERY'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     operation_id: Mapped[uuid.UUID] = mapped_column(

@@ -78,6 +78,9 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # filter uses ix_payments_tenant_created / ix_refunds_tenant_created, tenant-leading).
     "ix_payments_created": "admin list: payments across tenants, newest first",
     "ix_refunds_created": "admin list: refunds across tenants, newest first",
+    # The dashboard's charts read a window across tenants (app/admin/activity.py).
+    "ix_operation_transitions_recovery": "dashboard: entries into recovery (partial)",
+    "ix_webhook_attempts_attempted_brin": "dashboard: a window's delivery attempts (BRIN)",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
