@@ -116,5 +116,9 @@ def test_filters_export_and_the_payment_page(
         assert "refund.succeeded" in timeline
         assert timeline.index("payment.succeeded") < timeline.index("refund.succeeded")
         assert "25.00 EUR (4.00 EUR refunded)" in page.text
+        operation_page = http.get(f"/console/operations/{refund['operation_id']}")
+        assert f'href="/console/payments/{large["payment_id"]}" id="payment-link"' in (
+            operation_page.text
+        )
         assert http.get("/console/payments/not-an-id").status_code == 404
         assert http.get(f"/console/payments/{large['operation_id']}").status_code == 404
