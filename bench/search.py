@@ -10,11 +10,14 @@ in chunks of one transaction each):
     events                       one per operation
     webhook deliveries           one per ten events
 
-then ANALYZE, and runs each kind of search `--queries` times (500) through the console's
+then ANALYZE (and `bench/console_reads.py`'s stays in recovery and webhook attempts), and
+runs each kind of search `--queries` times (500) through the console's
 own statement (`app.admin.search.search`, one connection), each time with a value drawn at
 random from the seeded rows (an unknown text for `miss`), after `--warmup` (50) untimed
 ones. It prints each kind's median, p99 and maximum in milliseconds, measured here, and
-exits 1 when a median or p99 is over `--budget-ms` (100).
+exits 1 when a search's median or p99 is over `--budget-ms` (100). Then it times the
+console's other reads on the same data (the lists' pages, the dashboard's charts), each
+`--queries / 10` times (at least 20), and prints them too.
 
     .venv/bin/python -m bench.search                       # about 2-4 minutes on two cores
     .venv/bin/python -m bench.search --operations 100000   # a quick look
@@ -38,6 +41,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from app.admin.search import search
+from bench.console_reads import measure_reads, reads_table, seed_history
 from bench.system import RESULTS_DIR, bench_database
 
 TENANTS = 20
@@ -232,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_database(durable=False) as database:
         print(f"seeding {args.operations:,} operations", flush=True)
         seed_s = seed(database.url, args.operations)
+        seed_history(database.url, args.operations)
         with psycopg.connect(database.url) as conn:
             counts = conn.execute(
                 "SELECT (SELECT count(*) FROM operations), (SELECT count(*) FROM payments),"
@@ -242,12 +247,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = asyncio.run(
             measure(database.url, args.operations, queries=args.queries, warmup=args.warmup)
         )
+        others = asyncio.run(measure_reads(database.url, repeats=max(20, args.queries // 10)))
     header = (
         f"{counts[0]:,} operations, {counts[1]:,} payments, {counts[2]:,} refunds,"
         f" {counts[3]:,} events, {counts[4]:,} deliveries; seeded in {seed_s:.0f} s;"
         f" PostgreSQL {counts[5]}; {args.queries} queries per kind after {args.warmup}"
     )
-    report = f"{header}\n\n{table(rows)}\n"
+    report = f"{header}\n\n{table(rows)}\n\n{reads_table(others)}\n"
     print(report)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS_DIR.mkdir(exist_ok=True)

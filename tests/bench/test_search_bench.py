@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from app.db.migrate import upgrade_head
+from bench.console_reads import measure_reads, reads_table, seed_history
 from bench.search import measure, seed, table
 from tests.support.control.database import as_url
 
@@ -49,3 +50,9 @@ def test_every_kind_finds_what_the_seed_holds(fresh_url: str) -> None:
         assert row.hits_per_query >= 1, kind
         assert 0 < row.median_ms <= row.p99_ms <= row.max_ms, kind
     assert "| idempotency key |" in table(rows)
+
+    seed_history(fresh_url, 300)
+    others = asyncio.run(measure_reads(fresh_url, repeats=2))
+    assert len(others) == 11
+    assert all(0 < median <= p99 <= most for _, median, p99, most in others)
+    assert "| chart: backlog, day |" in reads_table(others)
