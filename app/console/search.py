@@ -37,4 +37,5 @@ async def search_page(request: Request, services: ServicesDep, q: str = "") -> R
     if len(hits) == 1:
         return redirect(href(hits[0]))
     rows = [(hit, href(hit)) for hit in hits]
-    return page(render("search.html", login=login, q=text, rows=rows), 200 if hits else 404)
+    status = 404 if text and not hits else 200
+    return page(render("search.html", login=login, q=text, rows=rows), status)
