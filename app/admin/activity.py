@@ -112,6 +112,8 @@ async def recovery_backlog(conn: Connection, window: Window) -> list[BacklogPoin
 
 def backlog_points(stays: list[tuple[float, float | None]], window: Window) -> list[BacklogPoint]:
     """The backlog at each bucket's end, from each stay's (began, ended) in seconds ago."""
+    # Only the stays that overlap the window: the others count in no bucket.
+    stays = [(began, ended) for began, ended in stays if ended is None or ended < window.span_s]
     points = []
     for bucket in range(window.buckets):
         at = bucket * window.step_s  # seconds ago

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from app.admin.queries import OperationFilter
 from app.operations.states import State
@@ -40,8 +41,6 @@ class Form:
 
     def query(self, **extra: str) -> str:
         """The form's query string (without empty fields), with `extra` on top."""
-        from urllib.parse import urlencode
-
         pairs = {k: v for k, v in {**self.values, **extra}.items() if v}
         return urlencode(pairs)
 

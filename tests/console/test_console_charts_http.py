@@ -88,7 +88,13 @@ def test_the_dashboard_draws_the_last_hour_and_day(
 def test_the_backlog_at_each_moment_counts_the_stays_open_then() -> None:
     # Seconds ago: one stay from 150 s to 30 s ago, one open since 90 s ago, one that began
     # and ended within the first minute (70 to 65 s ago), none before.
-    stays: list[tuple[float, float | None]] = [(150.0, 30.0), (90.0, None), (70.0, 65.0)]
+    # One more ended before the hour began.
+    stays: list[tuple[float, float | None]] = [
+        (150.0, 30.0),
+        (90.0, None),
+        (70.0, 65.0),
+        (9000.0, 4000.0),
+    ]
     points = backlog_points(stays, WINDOWS["hour"])
     assert [(p.count, p.oldest_s) for p in points[:4]] == [
         (1, 90.0),  # now: only the open one
@@ -96,6 +102,7 @@ def test_the_backlog_at_each_moment_counts_the_stays_open_then() -> None:
         (1, 30.0),  # 120 s ago: the first, 30 s in
         (0, 0.0),
     ]
+    assert all(p.count == 0 for p in points[3:])
 
 
 def test_the_backlog_reads_only_the_entries_into_recovery(db: psycopg.Connection[DictRow]) -> None:
