@@ -65,6 +65,7 @@ def test_every_kind_of_id_or_key_leads_to_its_record(
             assert listed.text.count('data-kind="payment"') == 2
             assert listed.text.index(second["payment_id"]) < listed.text.index(first["payment_id"])
             assert "10.00 EUR" in listed.text
+            assert ('id="shared-reference"' in listed.text) is (text == order)
 
         missing = http.get("/console/search", params={"q": order.upper()})
         assert missing.status_code == 404
