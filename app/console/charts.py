@@ -103,18 +103,41 @@ def _totals(series: Sequence[dict[str, int]], keys: Sequence[str]) -> list[tuple
     return [(k, COLOURS[k], str(sum(b[k] for b in series))) for k in keys]
 
 
+def upper_bound(buckets: list[tuple[float, float]], q: float) -> float:
+    """The smallest bucket bound (seconds) under which a share `q` of the calls fell, from a
+    histogram's cumulative (bound, count) buckets; inf when only the last bucket holds it."""
+    total = buckets[-1][1] if buckets else 0
+    for bound, count in buckets:
+        if total and count >= q * total:
+            return bound
+    return float("inf")
+
+
+def _ms(seconds: float) -> str:
+    return "over 10 s" if seconds == float("inf") else f"{seconds * 1000:g} ms"
+
+
 def _provider(services: Services) -> dict[str, Any]:
-    """This process's provider calls: count and mean latency per operation, the breaker."""
-    calls: dict[str, dict[str, float]] = {}
+    """This process's provider calls: count, mean and the p50 and p99 bounds per operation
+    (from the histogram's buckets), and the breaker's state."""
+    calls: dict[str, dict[str, Any]] = {}
     for family in services.metrics.provider_latency.collect():
         for sample in family.samples:
-            operation = sample.labels.get("operation", "")
+            call = calls.setdefault(sample.labels.get("operation", ""), {"buckets": []})
             if sample.name.endswith("_count"):
-                calls.setdefault(operation, {})["count"] = sample.value
+                call["count"] = sample.value
             elif sample.name.endswith("_sum"):
-                calls.setdefault(operation, {})["sum"] = sample.value
+                call["sum"] = sample.value
+            elif sample.name.endswith("_bucket"):
+                call["buckets"].append((float(sample.labels["le"]), sample.value))
     rows = [
-        (name, int(v.get("count", 0)), 1000 * v.get("sum", 0) / v["count"])
+        (
+            name,
+            int(v["count"]),
+            1000 * v.get("sum", 0) / v["count"],
+            _ms(upper_bound(sorted(v["buckets"]), 0.5)),
+            _ms(upper_bound(sorted(v["buckets"]), 0.99)),
+        )
         for name, v in sorted(calls.items())
         if v.get("count")
     ]

@@ -12,6 +12,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.admin.activity import WINDOWS, backlog_points, recovery_backlog
+from app.console.charts import upper_bound
 from tests.console.test_console_http import _login
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
@@ -72,6 +73,10 @@ def test_the_dashboard_draws_the_last_hour_and_day(
             assert int(_total(page.text, "chart-webhooks", "failed")) >= 2
             assert "% succeeded" in _total(page.text, "chart-webhooks", "rate")
             assert 'id="breaker-state">closed<' in page.text
+            calls = page.text[page.text.index('id="provider-calls"') :]
+            assert re.search(
+                r"<td>charge</td><td>\d+</td><td>[\d.]+ ms</td><td>[\d.]+ ms</td>", calls
+            )
             shown = "day" if window == "day" else "hour"
             assert f"Activity in the last {shown}" in page.text
 
@@ -83,6 +88,14 @@ def test_the_dashboard_draws_the_last_hour_and_day(
     count, oldest = async_db.run(backlog())
     assert count >= 1
     assert oldest > 0
+
+
+def test_latency_bounds_come_from_the_histograms_buckets() -> None:
+    buckets = [(0.005, 10.0), (0.01, 90.0), (0.025, 99.0), (0.05, 100.0), (float("inf"), 100.0)]
+    assert upper_bound(buckets, 0.5) == 0.01
+    assert upper_bound(buckets, 0.99) == 0.025
+    assert upper_bound([(0.005, 0.0), (float("inf"), 3.0)], 0.5) == float("inf")
+    assert upper_bound([], 0.5) == float("inf")
 
 
 def test_the_backlog_at_each_moment_counts_the_stays_open_then() -> None:
