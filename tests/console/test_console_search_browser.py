@@ -96,6 +96,13 @@ def test_an_operator_finds_a_double_charge_by_its_order_with_the_keyboard(
     _narrow(browser, "34-payment-narrow")
 
     driver.get(f"{api.admin_url}/console/payments")
+    # The filter form in reading order, by keyboard.
+    driver.find_element(By.ID, "f-tenant").click()
+    order = []
+    for _ in range(3):
+        order.append(_active_id(browser))
+        driver.switch_to.active_element.send_keys(Keys.TAB)
+    assert order == ["f-tenant", "f-status", "f-from"]
     driver.find_element(By.ID, "f-tenant").send_keys(str(tenant.id))
     Select(driver.find_element(By.ID, "f-status")).select_by_visible_text("SUCCEEDED")
     driver.find_element(By.ID, "f-currency").send_keys("EUR")
@@ -105,6 +112,16 @@ def test_an_operator_finds_a_double_charge_by_its_order_with_the_keyboard(
     assert [r.get_attribute("data-id") for r in listed] == [first["payment_id"]]
     browser.shot("35-payments-filtered")
     _narrow(browser, "36-payments-narrow")
+
+    driver.get(f"{api.admin_url}/console/refunds?tenant={tenant.id}")
+    listed = driver.find_elements(By.CSS_SELECTOR, "#list tbody tr")
+    assert [r.get_attribute("data-id") for r in listed] == [refund.json()["refund_id"]]
+    browser.shot("39-refunds")
+    _narrow(browser, "40-refunds-narrow")
+    driver.get(f"{api.admin_url}/console/operations?tenant={tenant.id}")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#list tbody tr")) == 3
+    browser.shot("41-operations")
+    _narrow(browser, "42-operations-narrow")
 
     driver.get(f"{api.admin_url}/console?window=day")
     for chart in ("chart-payments", "chart-backlog", "chart-webhooks"):
