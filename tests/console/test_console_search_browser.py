@@ -98,11 +98,11 @@ def test_an_operator_finds_a_double_charge_by_its_order_with_the_keyboard(
     driver.get(f"{api.admin_url}/console/payments")
     # The filter form in reading order, by keyboard.
     driver.find_element(By.ID, "f-tenant").click()
-    order = []
+    focused: list[str] = []
     for _ in range(3):
-        order.append(_active_id(browser))
+        focused.append(_active_id(browser))
         driver.switch_to.active_element.send_keys(Keys.TAB)
-    assert order == ["f-tenant", "f-status", "f-from"]
+    assert focused == ["f-tenant", "f-status", "f-from"]
     driver.find_element(By.ID, "f-tenant").send_keys(str(tenant.id))
     Select(driver.find_element(By.ID, "f-status")).select_by_visible_text("SUCCEEDED")
     driver.find_element(By.ID, "f-currency").send_keys("EUR")
