@@ -30,6 +30,7 @@ from typing import Any
 from app.clock import iso
 from app.db.database import Connection
 from app.events.views import parse_id as parse_event_id
+from app.events.views import public_id as event_public_id
 from app.webhooks.views import DELIVERY_PREFIX
 from app.webhooks.views import parse_id as parse_webhook_id
 
@@ -51,6 +52,16 @@ class Hit:
     amount_minor: int | None
     currency: str | None
     created_at: datetime
+
+    @property
+    def public_id(self) -> str:
+        """The id as the tenant API spells it: `evt_...` and `wd_...` for events and
+        deliveries, the uuid for the rest."""
+        if self.kind == "event":
+            return event_public_id(self.id)
+        if self.kind == "delivery":
+            return DELIVERY_PREFIX + self.id.hex
+        return str(self.id)
 
 
 _COLUMNS = "kind, matched, id, tenant_id, operation_id, payment_id, state, amount_minor,"
@@ -145,7 +156,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     return {
         "kind": hit.kind,
         "matched": hit.matched,
-        "id": str(hit.id),
+        "id": hit.public_id,
         "tenant_id": str(hit.tenant_id),
         "operation_id": None if hit.operation_id is None else str(hit.operation_id),
         "payment_id": None if hit.payment_id is None else str(hit.payment_id),

@@ -76,6 +76,14 @@ def test_the_admin_api_finds_a_customers_two_charges_by_its_order(
     by_refund = admin_client.get("/admin/search", params={"q": provider_refund}).json()["data"]
     assert [(h["kind"], h["id"]) for h in by_refund] == [("refund", refund["refund_id"])]
 
+    events = admin_client.get(f"/admin/operations/{first['operation_id']}").json()["events"]
+    by_event = admin_client.get("/admin/search", params={"q": events[0]["id"]}).json()["data"]
+    assert [(h["kind"], h["id"], h["operation_id"]) for h in by_event] == [
+        ("event", events[0]["id"], first["operation_id"])
+    ]
+    delivery_id = "wd_" + uuid.uuid4().hex
+    assert admin_client.get("/admin/search", params={"q": delivery_id}).json() == {"data": []}
+
     unknown = admin_client.get("/admin/search", params={"q": "no-such-key"})
     assert unknown.json() == {"data": []}
     refused = admin_client.get("/admin/search", params={"q": order, "tenant": "x"})
