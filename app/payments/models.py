@@ -57,6 +57,7 @@ class Payment(Base):
         # The operators' list, newest first, across tenants and for one (`operator_reads.py`).
         Index("ix_payments_created", "created_at", "id"),
         Index("ix_payments_tenant_created", "tenant_id", "created_at", "id"),
+        Index("ix_payments_status_created", "status", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

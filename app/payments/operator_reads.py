@@ -9,10 +9,11 @@ checked by tests/admin/test_admin_records.py):
     no tenant filter   ix_payments_created, ix_refunds_created           (created_at, id)
     a tenant           ix_payments_tenant_created, ix_refunds_tenant_...  (tenant_id, ...)
     an account         ix_payments_account_created                        (account_id, ...)
+    a payment status   ix_payments_status_created                         (status, ...)
 
-Status, time range, amount and currency are checked on the rows walked, so a list filtered
-on those alone reads rows until it has a page: bound it by time, or by tenant. "Needs
-attention" starts from the flagged operations' partial index (a handful), not the payments.
+A refund's status, the time range, amount and currency are checked on the rows walked, so a
+list filtered on those alone reads rows until it has a page: bound it by time, or by
+tenant. "Needs attention" starts from the flagged operations' partial index (a handful).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from tests.support.fixtures.repository import AsyncDb
 
 CURSOR = Cursor(datetime.now(UTC), uuid.uuid4())
 PLANS = {
-    ("payments", "ix_payments_created"): RecordFilter(status="SUCCEEDED", before=CURSOR),
+    ("payments", "ix_payments_created"): RecordFilter(currency="EUR", before=CURSOR),
+    ("payments", "ix_payments_status_created"): RecordFilter(status="DECLINED", before=CURSOR),
     ("payments", "ix_payments_tenant_created"): RecordFilter(tenant_id=uuid.uuid4()),
     ("payments", "ix_payments_account_created"): RecordFilter(account_id="acc_x"),
     ("refunds", "ix_refunds_created"): RecordFilter(currency="EUR", amount_min=100),

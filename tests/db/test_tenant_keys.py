@@ -78,6 +78,7 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # filter uses ix_payments_tenant_created / ix_refunds_tenant_created, tenant-leading).
     "ix_payments_created": "admin list: payments across tenants, newest first",
     "ix_refunds_created": "admin list: refunds across tenants, newest first",
+    "ix_payments_status_created": "admin list: payments in a status, newest first",
     # The dashboard's charts read a window across tenants (app/admin/activity.py).
     "ix_operation_transitions_recovery": "dashboard: entries into recovery (partial)",
     "ix_webhook_attempts_attempted_brin": "dashboard: a window's delivery attempts (BRIN)",
