@@ -117,6 +117,15 @@ def run(args: Any) -> int:
                     f"{d['id']:35}  {d['completed_at']:27}  {d['event_type']:24}  "
                     f"{d['operation_id']:36}  {d['url']}  {said}"
                 )
+        elif args.ops_command == "search":
+            found = api.call("GET", "/admin/search", params={"q": args.text})["data"]
+            print(f"{'kind':9}  {'matched':18}  {'id':36}  {'state':18}  created")
+            for hit in found:
+                print(
+                    f"{hit['kind']:9}  {hit['matched']:18}  {hit['id']:36}  {hit['state']:18}  "
+                    f"{hit['created_at']}"
+                )
+            print(f"{len(found)} found.", file=sys.stderr)
         elif args.ops_command == "redeliver":
             _print(api.call("POST", f"/admin/events/{args.event_id}/redeliver"))
         elif args.ops_command == "show":

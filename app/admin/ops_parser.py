@@ -25,8 +25,8 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
     )
     ops_cmd = sub.add_parser(
         "ops",
-        help="operators: list, show, recheck, resolve operations; webhook deliveries;"
-        " the reconciliation queue",
+        help="operators: list, show, recheck, resolve operations; search by any id or key;"
+        " webhook deliveries; the reconciliation queue",
     )
     ops_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
     ops_list = ops_sub.add_parser(
@@ -61,7 +61,14 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
         "redeliver", parents=[admin_options], help="send an event again to its tenant's endpoints"
     )
     ops_redeliver.add_argument("event_id", help="the event (evt_...)")
-    for command in (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver):
+    ops_search = ops_sub.add_parser(
+        "search",
+        parents=[admin_options],
+        help="records holding an id or key (idempotency key, charge id, reference, account...)",
+    )
+    ops_search.add_argument("text", help="matched exactly, across tenants")
+    commands = (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver)
+    for command in (*commands, ops_search):
         command.set_defaults(func=func)
     _add_recon_parser(ops_sub, admin_options, page_size, func=func)
 

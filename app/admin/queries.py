@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection
@@ -27,6 +28,9 @@ class OperationFilter:
     needs_attention: bool | None = None
     tenant_id: uuid.UUID | None = None
     older_than_s: int | None = None
+    # Created in [created_from, created_to).
+    created_from: datetime | None = None
+    created_to: datetime | None = None
     after: uuid.UUID | None = None
 
 
@@ -77,6 +81,12 @@ def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, 
     if flt.older_than_s is not None:
         where.append("created_at <= now() - make_interval(secs => %(older_than_s)s)")
         params["older_than_s"] = flt.older_than_s
+    if flt.created_from is not None:
+        where.append("created_at >= %(created_from)s")
+        params["created_from"] = flt.created_from
+    if flt.created_to is not None:
+        where.append("created_at < %(created_to)s")
+        params["created_to"] = flt.created_to
     if flt.after is not None:
         where.append(
             "(created_at, id) > (SELECT created_at, id FROM operations WHERE id = %(after)s)"

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from app.admin import repository as admin_tokens
+from app.admin import search
 from app.admin.delivery_views import failed_json
 from app.admin.models import Operator
 from app.admin.operators import OperatorDesk, Resolution
@@ -103,6 +104,25 @@ async def list_operations(
     page = await services.operators.list(flt, limit=limit)
     data = [admin_operation_json(s, with_history=False) for s in page.items]
     return _json({"data": data, "has_more": page.has_more})
+
+
+@router.get(
+    "/search",
+    summary="Find records by any id or key, across tenants",
+    responses={**UNAUTHENTICATED, **VALIDATION},
+    dependencies=[Depends(only_query("q"))],
+)
+async def search_records(
+    operator: CurrentOperator,
+    services: ServicesDep,
+    q: Annotated[str, Query(max_length=search.MAX_QUERY)],
+) -> Any:
+    """Operation, payment, refund, event or delivery ids; idempotency keys, provider charge
+    and refund ids, provider keys, merchant references, account ids. `{data: [...]}`,
+    newest first; exact matches only."""
+    async with services.db.connection() as conn:
+        hits = await search.search(conn, q)
+    return _json({"data": [search.hit_json(hit) for hit in hits]})
 
 
 @router.get("/overview", summary="Counts by state", responses={**UNAUTHENTICATED})

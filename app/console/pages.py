@@ -11,6 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from app.clock import utcnow
+from app.payments.money import format_minor_units
 
 HERE = Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"
@@ -38,6 +39,13 @@ def duration(delta: Any) -> str:
     return f"{days} d {hours % 24} h"
 
 
+def money(amount_minor: int | None, currency: str | None) -> str:
+    """`12.34 EUR`, in the currency's own minor units."""
+    if amount_minor is None or currency is None:
+        return "-"
+    return f"{format_minor_units(amount_minor, currency)} {currency}"
+
+
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -53,6 +61,7 @@ def environment() -> Environment:
     env.filters["age"] = age
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty
+    env.filters["money"] = money
     return env
 
 

@@ -22,7 +22,8 @@ from app.admin import repository as admin_auth
 from app.admin.operators import Resolution
 from app.admin.queries import OperationFilter
 from app.admin.views import admin_operation_json, detail_json
-from app.console import deliveries, reconciliation
+from app.console import deliveries, lists, reconciliation, search
+from app.console.charts import dashboard_charts
 from app.console.pages import render
 from app.console.web import (
     SESSION_COOKIE,
@@ -114,7 +115,7 @@ async def logout(
 
 
 @router.get("")
-async def dashboard(request: Request, services: ServicesDep) -> Response:
+async def dashboard(request: Request, services: ServicesDep, window: str = "hour") -> Response:
     login = await current_login(request, services)
     if login is None:
         return redirect("/console/login")
@@ -124,6 +125,7 @@ async def dashboard(request: Request, services: ServicesDep) -> Response:
     failed = await services.operators.deliveries.count_failed()
     html = render(
         "dashboard.html",
+        **await dashboard_charts(services, window),
         login=login,
         overview=overview,
         queue=items,
@@ -211,3 +213,5 @@ class _FormError(ProblemError):
 # their own modules.
 router.include_router(deliveries.router)
 router.include_router(reconciliation.router)
+router.include_router(search.router)
+router.include_router(lists.router)

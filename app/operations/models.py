@@ -72,6 +72,12 @@ class Operation(Base):
             "id",
             postgresql_where=text("needs_attention"),
         ),
+        # The operators' search by idempotency key, across tenants (`app/admin/search.py`).
+        Index(
+            "ix_operations_idempotency_key",
+            "idempotency_key",
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
         # The expire job: terminal operations still holding a response, by age ...
         Index(
             "ix_operations_response_expiry",
@@ -133,6 +139,14 @@ class OperationTransition(Base):
     """One audited state change, written in the same transaction as the change."""
 
     __tablename__ = "operation_transitions"
+    __table_args__ = (
+        # The dashboard's recovery backlog: only the entries into recovery, by time.
+        Index(
+            "ix_operation_transitions_recovery",
+            "created_at",
+            postgresql_where=text("to_state = 'UNKNOWN_REQUIRES_RECOVERY'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     operation_id: Mapped[uuid.UUID] = mapped_column(

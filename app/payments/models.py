@@ -41,6 +41,23 @@ class Payment(Base):
         # Settlement reconciliation reads a day's payments by creation time; rows arrive in
         # that order, so a BRIN index answers it for a few pages, at almost no cost per insert.
         Index("ix_payments_created_at_brin", "created_at", postgresql_using="brin"),
+        # The operators' search across tenants (`app/admin/search.py`): by the provider's
+        # charge id, by the merchant's reference, and an account's payments, newest first.
+        Index(
+            "ix_payments_provider_charge_id",
+            "provider_charge_id",
+            postgresql_where=text("provider_charge_id IS NOT NULL"),
+        ),
+        Index(
+            "ix_payments_merchant_reference",
+            "merchant_reference",
+            postgresql_where=text("merchant_reference IS NOT NULL"),
+        ),
+        Index("ix_payments_account_created", "account_id", "created_at", "id"),
+        # The operators' list, newest first, across tenants and for one (`operator_reads.py`).
+        Index("ix_payments_created", "created_at", "id"),
+        Index("ix_payments_tenant_created", "tenant_id", "created_at", "id"),
+        Index("ix_payments_status_created", "status", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

@@ -47,6 +47,15 @@ class Refund(Base):
         ),
         # A day's refunds, for settlement reconciliation (as for payments).
         Index("ix_refunds_created_at_brin", "created_at", postgresql_using="brin"),
+        # The operators' search by the provider's refund id, across tenants.
+        Index(
+            "ix_refunds_provider_refund_id",
+            "provider_refund_id",
+            postgresql_where=text("provider_refund_id IS NOT NULL"),
+        ),
+        # The operators' list, newest first, across tenants and for one (`operator_reads.py`).
+        Index("ix_refunds_created", "created_at", "id"),
+        Index("ix_refunds_tenant_created", "tenant_id", "created_at", "id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

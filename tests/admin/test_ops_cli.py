@@ -120,6 +120,24 @@ def test_ops_needs_an_admin_token(api: Process, client: httpx.Client) -> None:
     assert "401" in wrong.stderr
 
 
+def test_ops_search_finds_the_payments_of_an_order(
+    api: Process, admin: AdminHandle, client: httpx.Client
+) -> None:
+    order = f"order-{new_key()}"
+    made = [
+        post_payment(client, payment_body(merchant_reference=order), key=new_key()).json()
+        for _ in range(2)
+    ]
+    found = _ops(api, admin.token, "search", order)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.strip().splitlines()[1:]
+    assert [line.split()[:3] for line in lines] == [
+        ["payment", "merchant_reference", made[1]["payment_id"]],
+        ["payment", "merchant_reference", made[0]["payment_id"]],
+    ]
+    assert "2 found." in found.stderr
+
+
 def test_ops_list_pages_through_everything_with_progress_on_stderr(
     api: Process, admin: AdminHandle, client: httpx.Client, tenant: TenantHandle
 ) -> None:

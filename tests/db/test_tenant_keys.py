@@ -67,6 +67,21 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "ix_operations_needs_attention": "admin list: flagged operations, oldest first",
     "ix_operations_state_created": "admin list: operations in a state, oldest first",
     "ix_webhook_deliveries_failed": "admin list: failed deliveries, newest first",
+    # The operators' search (app/admin/search.py): a support request names a key, not its
+    # tenant. On Citus each is a fan-out of one index probe per shard, rare by design.
+    "ix_operations_idempotency_key": "operators' search: an idempotency key, any tenant",
+    "ix_payments_provider_charge_id": "operators' search: the provider's charge id",
+    "ix_payments_merchant_reference": "operators' search: the merchant's reference",
+    "ix_payments_account_created": "operators' search: an account's payments, newest first",
+    "ix_refunds_provider_refund_id": "operators' search: the provider's refund id",
+    # The operators' lists of payments and refunds across tenants, newest first (a tenant
+    # filter uses ix_payments_tenant_created / ix_refunds_tenant_created, tenant-leading).
+    "ix_payments_created": "admin list: payments across tenants, newest first",
+    "ix_refunds_created": "admin list: refunds across tenants, newest first",
+    "ix_payments_status_created": "admin list: payments in a status, newest first",
+    # The dashboard's charts read a window across tenants (app/admin/activity.py).
+    "ix_operation_transitions_recovery": "dashboard: entries into recovery (partial)",
+    "ix_webhook_attempts_attempted_brin": "dashboard: a window's delivery attempts (BRIN)",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").

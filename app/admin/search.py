@@ -1,0 +1,167 @@
+"""The operators' search: whatever id or key a support request names, across tenants.
+
+One statement asks every place the text could be, each an index probe, and answers with
+the records that hold it:
+
+    typed                       looked for in                       by the index
+    a uuid (either spelling)    operations, payments, refunds,      their primary keys
+                                events: the id
+    evt_<hex> / wd_<hex>        events / webhook_deliveries: id     their primary keys
+    any text                    operations.idempotency_key          ix_operations_idempotency_key
+                                payments.provider_charge_id         ix_payments_provider_charge_id
+                                payments.merchant_reference         ix_payments_merchant_reference
+                                payments.account_id, newest first   ix_payments_account_created
+                                payments.provider_key               uq_payments_provider_key
+                                refunds.provider_refund_id          ix_refunds_provider_refund_id
+                                refunds.provider_key                uq_refunds_provider_key
+
+Matches are exact (case and all): every key here is machine-made or copied, and an exact
+match is what an index answers in microseconds. An account's payments are capped at
+`limit`, newest first; the payments list filtered by account shows them all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.clock import iso
+from app.db.database import Connection
+from app.events.views import parse_id as parse_event_id
+from app.events.views import public_id as event_public_id
+from app.webhooks.views import DELIVERY_PREFIX
+from app.webhooks.views import parse_id as parse_webhook_id
+
+MAX_QUERY = 255
+DEFAULT_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One record that holds the text searched for, and which of its fields does."""
+
+    kind: str  # operation, payment, refund, event, delivery
+    matched: str  # the field: id, idempotency_key, provider_charge_id, ...
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    operation_id: uuid.UUID | None
+    payment_id: uuid.UUID | None
+    state: str  # the operation's state, the payment's or refund's status, the event's type
+    amount_minor: int | None
+    currency: str | None
+    created_at: datetime
+
+    @property
+    def public_id(self) -> str:
+        """The id as the tenant API spells it: `evt_...` and `wd_...` for events and
+        deliveries, the uuid for the rest."""
+        if self.kind == "event":
+            return event_public_id(self.id)
+        if self.kind == "delivery":
+            return DELIVERY_PREFIX + self.id.hex
+        return str(self.id)
+
+
+_COLUMNS = "kind, matched, id, tenant_id, operation_id, payment_id, state, amount_minor,"
+_COLUMNS += " currency, created_at"
+_OPERATION = (
+    "SELECT 'operation', '{m}', id, tenant_id, id, payment_id, state, NULL::bigint,"
+    " NULL::text, created_at FROM operations WHERE {where}"
+)
+_PAYMENT = (
+    "SELECT 'payment', '{m}', id, tenant_id, operation_id, id, status, amount_minor,"
+    " currency::text, created_at FROM payments WHERE {where}"
+)
+_REFUND = (
+    "SELECT 'refund', '{m}', id, tenant_id, operation_id, payment_id, status, amount_minor,"
+    " currency::text, created_at FROM refunds WHERE {where}"
+)
+_EVENT = (
+    "SELECT 'event', '{m}', id, tenant_id, operation_id, NULL::uuid, type, NULL::bigint,"
+    " NULL::text, created_at FROM events WHERE {where}"
+)
+_DELIVERY = (
+    "SELECT 'delivery', '{m}', d.id, d.tenant_id, e.operation_id, NULL::uuid, d.status,"
+    " NULL::bigint, NULL::text, d.created_at FROM webhook_deliveries d"
+    " JOIN events e ON e.id = d.event_id WHERE {where}"
+)
+
+# The branches for any text, each capped (an account or a reused reference may hold many).
+_BY_TEXT = (
+    (_OPERATION, "idempotency_key", "idempotency_key = %(text)s", ""),
+    (_PAYMENT, "provider_charge_id", "provider_charge_id = %(text)s", ""),
+    (_PAYMENT, "merchant_reference", "merchant_reference = %(text)s", ""),
+    (_PAYMENT, "account_id", "account_id = %(text)s", " ORDER BY created_at DESC, id DESC"),
+    (_PAYMENT, "provider_key", "provider_key = %(text)s", ""),
+    (_REFUND, "provider_refund_id", "provider_refund_id = %(text)s", ""),
+    (_REFUND, "provider_key", "provider_key = %(text)s", ""),
+)
+_BY_UUID = (
+    (_OPERATION, "id = %(uuid)s"),
+    (_PAYMENT, "id = %(uuid)s"),
+    (_REFUND, "id = %(uuid)s"),
+    (_EVENT, "id = %(uuid)s"),
+)
+
+
+def search_sql(text: str, *, limit: int) -> tuple[str, dict[str, Any]]:
+    """The statement for `text` (stripped), and its parameters: only the branches that the
+    text could match, so a uuid is never compared to a text column's index for nothing."""
+    branches: list[str] = []
+    params: dict[str, Any] = {"text": text, "limit": limit}
+    for template, matched, where, order in _BY_TEXT:
+        branch = template.format(m=matched, where=where)
+        branches.append(f"({branch}{order} LIMIT %(limit)s)")
+    as_uuid = _uuid(text)
+    if as_uuid is not None:
+        params["uuid"] = as_uuid
+        branches.extend(f"({t.format(m='id', where=w)})" for t, w in _BY_UUID)
+    event_id = parse_event_id(text)
+    if event_id is not None:
+        params["event"] = event_id
+        branches.append("(" + _EVENT.format(m="id", where="id = %(event)s") + ")")
+    delivery_id = parse_webhook_id(text, DELIVERY_PREFIX)
+    if delivery_id is not None:
+        params["delivery"] = delivery_id
+        branches.append("(" + _DELIVERY.format(m="id", where="d.id = %(delivery)s") + ")")
+    sql = f"SELECT {_COLUMNS} FROM (" + " UNION ALL ".join(branches) + ")"
+    sql += " AS hits(" + _COLUMNS + ") ORDER BY created_at DESC"
+    return sql, params
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    # Only the canonical and the bare-hex spellings: uuid.UUID also takes "{...}" and "urn:".
+    if len(text) not in (32, 36):
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+async def search(conn: Connection, text: str, *, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+    """Every record holding `text` as an id or key, newest first; [] for blank text."""
+    text = text.strip()[:MAX_QUERY]
+    if not text:
+        return []
+    sql, params = search_sql(text, limit=limit)
+    rows = await (await conn.execute(sql, params)).fetchall()
+    return [Hit(*row) for row in rows]
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit as the admin API shows it (ids as the tenant's API spells them)."""
+    return {
+        "kind": hit.kind,
+        "matched": hit.matched,
+        "id": hit.public_id,
+        "tenant_id": str(hit.tenant_id),
+        "operation_id": None if hit.operation_id is None else str(hit.operation_id),
+        "payment_id": None if hit.payment_id is None else str(hit.payment_id),
+        "state": hit.state,
+        "amount_minor": hit.amount_minor,
+        "currency": hit.currency,
+        "created_at": iso(hit.created_at),
+    }

@@ -1,0 +1,98 @@
+"""A payment with everything about it, for the console's payment page: its refunds, the
+operations that made them, their events and webhook deliveries, and one timeline.
+
+The timeline is the audit trail of the payment's operation and of each refund's, merged by
+time, with the events written along the way: what an operator reads to answer "what
+happened to this payment". Read with the desk's own reads (no provider lookup: that is on
+each operation's page, one click away).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.admin.operators import OperatorDesk
+from app.db.database import Database
+from app.errors import NotFound
+from app.operations.values import Snapshot
+from app.payments import operator_reads as records
+from app.payments.models import PaymentRow
+from app.refunds import repository as refunds_repository
+from app.refunds.models import RefundRow
+from app.webhooks.operator_reads import EventDeliveries
+
+MAX_REFUNDS = 100
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One line of the timeline: a state change of one of the operations, or an event."""
+
+    at: datetime
+    subject: str  # "payment" or "refund <id>"
+    operation_id: uuid.UUID
+    what: str  # "RECEIVED -> PROVIDER_REQUEST_SENT" or the event's type
+    trigger: str  # the transition's trigger, or "event"
+    actor: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Dossier:
+    payment: PaymentRow
+    operation: Snapshot
+    refunds: list[tuple[RefundRow, Snapshot]]
+    # (subject, event) for the payment's operation, then each refund's.
+    events: list[tuple[str, EventDeliveries]]
+    timeline: list[Moment]
+
+
+def _moments(subject: str, snapshot: Snapshot, events: list[EventDeliveries]) -> list[Moment]:
+    operation_id = snapshot.operation.id
+    found = [
+        Moment(
+            t.created_at,
+            subject,
+            operation_id,
+            f"{t.from_state or '-'} -> {t.to_state}",
+            t.trigger,
+            t.actor,
+            t.reason,
+        )
+        for t in snapshot.history
+    ]
+    found += [
+        Moment(e.created_at, subject, operation_id, e.type, "event", "service", None)
+        for e in events
+    ]
+    return found
+
+
+async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUID) -> Dossier:
+    """The payment's dossier; `NotFound` if there is no such payment."""
+    async with db.connection() as conn:
+        payment = await records.payment_by_id(conn, payment_id)
+        if payment is None:
+            raise NotFound("no such payment")
+        refunds = await refunds_repository.list_for_payment(
+            conn, tenant_id=payment.tenant_id, payment_id=payment.id, limit=MAX_REFUNDS
+        )
+    operation = await desk.read(payment.operation_id)
+    tenant = payment.tenant_id
+    own = await desk.deliveries.for_operation(tenant_id=tenant, operation_id=operation.operation.id)
+    timeline = _moments("payment", operation, own)
+    events = [("payment", event) for event in own]
+    with_snapshots: list[tuple[RefundRow, Snapshot]] = []
+    for refund in refunds:
+        snapshot = await desk.read(refund.operation_id)
+        theirs = await desk.deliveries.for_operation(
+            tenant_id=tenant, operation_id=refund.operation_id
+        )
+        subject = f"refund {refund.id}"
+        timeline += _moments(subject, snapshot, theirs)
+        events += [(subject, event) for event in theirs]
+        with_snapshots.append((refund, snapshot))
+    timeline.sort(key=lambda moment: moment.at)
+    return Dossier(payment, operation, with_snapshots, events, timeline)

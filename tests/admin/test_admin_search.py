@@ -1,0 +1,92 @@
+"""The operators' search: every kind of id or key, across tenants, each an index probe.
+
+The plan test reads EXPLAIN of the statement the search runs, sequential and bitmap scans
+switched off so that the answer does not depend on how few rows the test database holds:
+a key without its index shows up as a Seq Scan (migration 0011 adds the indexes).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import psycopg
+from psycopg.rows import DictRow
+
+from app.admin.search import search_sql
+from tests.support.factories.payments import new_account, new_key, payment_body, post_payment
+from tests.support.factories.refunds import post_refund, refund_body
+
+TEXT_INDEXES = (
+    "ix_operations_idempotency_key",
+    "ix_payments_provider_charge_id",
+    "ix_payments_merchant_reference",
+    "ix_payments_account_created",
+    "uq_payments_provider_key",
+    "ix_refunds_provider_refund_id",
+    "uq_refunds_provider_key",
+)
+
+
+def _plan(db: psycopg.Connection[DictRow], text: str) -> str:
+    sql, params = search_sql(text, limit=50)
+    with db.transaction():
+        db.execute("SET LOCAL enable_seqscan = off")
+        db.execute("SET LOCAL enable_bitmapscan = off")
+        rows = db.execute(f"EXPLAIN {sql}", params).fetchall()
+    return "\n".join(str(row["QUERY PLAN"]) for row in rows)
+
+
+def test_every_kind_of_key_is_an_index_probe(db: psycopg.Connection[DictRow]) -> None:
+    plan = _plan(db, "order-1042")
+    for index in TEXT_INDEXES:
+        assert index in plan, f"{index} not used:\n{plan}"
+    assert "Seq Scan" not in plan, plan
+
+    as_uuid = _plan(db, str(uuid.uuid4()))
+    for pkey in ("pk_operations", "pk_payments", "pk_refunds", "pk_events"):
+        assert pkey in as_uuid, as_uuid
+    assert "Seq Scan" not in as_uuid, as_uuid
+    by_prefix = _plan(db, "evt_" + uuid.uuid4().hex) + _plan(db, "wd_" + uuid.uuid4().hex)
+    assert "pk_events" in by_prefix
+    assert "pk_webhook_deliveries" in by_prefix
+    assert "Seq Scan" not in by_prefix, by_prefix
+
+
+def test_the_admin_api_finds_a_customers_two_charges_by_its_order(
+    client: httpx.Client, admin_client: httpx.Client, db: psycopg.Connection[DictRow]
+) -> None:
+    order = f"order-{uuid.uuid4().hex[:8]}"
+    account = new_account()
+    first = post_payment(client, payment_body(merchant_reference=order, account_id=account),
+                         key=new_key()).json()  # fmt: skip
+    second = post_payment(client, payment_body(merchant_reference=order, account_id=account),
+                          key=new_key()).json()  # fmt: skip
+    found = admin_client.get("/admin/search", params={"q": order})
+    assert found.status_code == 200
+    hits = found.json()["data"]
+    assert [(h["kind"], h["matched"]) for h in hits] == [("payment", "merchant_reference")] * 2
+    # Newest first.
+    assert [h["id"] for h in hits] == [second["payment_id"], first["payment_id"]]
+    assert hits[0]["amount_minor"] == 1000
+    assert hits[0]["currency"] == "EUR"
+
+    refund = post_refund(client, first["payment_id"], refund_body(), key=new_key()).json()
+    provider_refund = refund["provider_refund_id"]
+    by_refund = admin_client.get("/admin/search", params={"q": provider_refund}).json()["data"]
+    assert [(h["kind"], h["id"]) for h in by_refund] == [("refund", refund["refund_id"])]
+
+    events = admin_client.get(f"/admin/operations/{first['operation_id']}").json()["events"]
+    by_event = admin_client.get("/admin/search", params={"q": events[0]["id"]}).json()["data"]
+    assert [(h["kind"], h["id"], h["operation_id"]) for h in by_event] == [
+        ("event", events[0]["id"], first["operation_id"])
+    ]
+    delivery_id = "wd_" + uuid.uuid4().hex
+    assert admin_client.get("/admin/search", params={"q": delivery_id}).json() == {"data": []}
+
+    unknown = admin_client.get("/admin/search", params={"q": "no-such-key"})
+    assert unknown.json() == {"data": []}
+    refused = admin_client.get("/admin/search", params={"q": order, "tenant": "x"})
+    assert refused.status_code == 422
+    with httpx.Client(base_url=str(admin_client.base_url)) as anonymous:
+        assert anonymous.get("/admin/search", params={"q": order}).status_code == 401
