@@ -6,6 +6,8 @@
                                             none; comma-separated for several
     PAYMENTS_TRACE_FILE                     spans also as JSON lines to this file
                                             (`exporter.py`; `payments dev --tracing`)
+    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS   psycopg, httpx (comma-separated): not instrumented
+                                            (a statement's span costs as much as the request's)
     OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*,
     OTEL_EXPORTER_OTLP_*                    read by the SDK itself
 
@@ -111,7 +113,7 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
     for exporter in _exporters(environ):
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    _instrument()
+    _instrument(environ)
     STATE.enabled = True
     logger.info("tracing on", extra={"fields": {"service": service_name}})
     return True
@@ -139,13 +141,19 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
     return found
 
 
-def _instrument() -> None:
-    """httpx (the webhook sender, the settlement books) and psycopg (every statement)."""
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+def _instrument(environ: Mapping[str, str]) -> None:
+    """httpx (the webhook sender, the settlement books) and psycopg (every statement), unless
+    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names them."""
+    raw = environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
+    disabled = {name.strip().lower() for name in raw.split(",")}
+    if "httpx" not in disabled:
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
-    HTTPXClientInstrumentor().instrument()
-    PsycopgInstrumentor().instrument(enable_commenter=False, skip_dep_check=True)
+        HTTPXClientInstrumentor().instrument()
+    if "psycopg" not in disabled:
+        from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+
+        PsycopgInstrumentor().instrument(enable_commenter=False, skip_dep_check=True)
 
 
 def traced_asgi(app: ASGIApp) -> ASGIApp:

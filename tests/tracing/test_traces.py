@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import DictRow
 
 from app.tracing.exporter import read_spans
@@ -167,3 +168,44 @@ def test_with_the_sdk_disabled_nothing_is_traced(
     assert not trace_file.exists()
     assert '"trace_id"' not in api.log()
     assert "tracing on" not in api.log()
+
+
+@pytest.mark.parametrize("disabled", ["", "psycopg"])
+def test_each_statement_is_a_span_unless_its_instrumentation_is_disabled(
+    disabled: str, spawn: Spawner, tmp_path: Path, tenant: TenantHandle
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    env = {
+        **TRACED,
+        "PAYMENTS_TRACE_FILE": str(trace_file),
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled,
+    }
+    api = spawn.api(**env)
+    with api_client(api, tenant) as client:
+        paid = post_payment(client, payment_body(), key=new_key())
+        assert paid.status_code == 201, paid.text
+    operation_id = paid.json()["operation_id"]
+
+    def the_request() -> list[Span]:
+        return [
+            s
+            for s in read_spans(trace_file)
+            if s["kind"] == "server"
+            and s["attributes"].get("payments.operation_id") == operation_id
+        ]
+
+    wait_until(lambda: bool(the_request()), timeout=10, message="the request's span")
+    (request,) = the_request()
+    in_trace = [s for s in read_spans(trace_file) if s["trace_id"] == request["trace_id"]]
+    statements = [
+        s
+        for s in in_trace
+        if s["service"] == "payments-api"
+        and s["kind"] == "client"
+        and s["name"] != "provider charge"
+    ]
+    one(in_trace, service="payments-api", name="provider charge", kind="client")
+    if disabled:
+        assert statements == []
+    else:
+        assert statements, [(s["service"], s["name"], s["kind"]) for s in in_trace]
