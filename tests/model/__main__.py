@@ -5,6 +5,9 @@
     python -m tests.model --mutations        also every mutation: each must be caught
     python -m tests.model --mutation NAME    one mutation, with its shortest trace
     python -m tests.model --large --faults 4 the large bound with more faults in all (slower)
+    python -m tests.model --providers 1      one provider, no failover (the model before attempts)
+    python -m tests.model --mutation NAME --double-charge
+                                             the shortest trace to a double charge alone
 
 Exit status 0 when every run came out as it must (the protocol keeps every invariant, each
 mutation breaks one), 1 otherwise.
@@ -16,7 +19,7 @@ import argparse
 import sys
 
 from tests.model.protocol import Protocol
-from tests.model.search import Report, explore
+from tests.model.search import Report, double_charge, explore, first_broken
 from tests.model.trace import format_violation
 from tests.model.world import LARGE, SMALL, Bounds, Mutation, initial_worlds
 
@@ -25,16 +28,21 @@ def describe_bounds(bounds: Bounds) -> str:
     b = bounds.budget
     return (
         f"{bounds.clients} clients (the first request, then retries), {bounds.workers} "
-        f"worker{'s' if bounds.workers > 1 else ''}, {bounds.operators} operator; "
+        f"worker{'s' if bounds.workers > 1 else ''}, {bounds.operators} operator, "
+        f"{bounds.providers} provider{'s' if bounds.providers > 1 else ''}; "
         f"at most {b.crashes} crashes, "
         f"{b.expiries} leases expiring under a working owner, {b.faults} provider faults, "
         f"{b.timeouts} timeouts, {b.total} faults in all"
     )
 
 
-def run(bounds: Bounds, mutation: Mutation | None) -> tuple[Report, Protocol]:
+def run(
+    bounds: Bounds, mutation: Mutation | None, *, doubles: bool = False
+) -> tuple[Report, Protocol]:
+    """One search; `doubles`: of the double-charge invariants alone, without dead ends."""
     protocol = Protocol(bounds, mutation)
-    return explore(protocol, initial_worlds(bounds)), protocol
+    check = double_charge if doubles else first_broken
+    return explore(protocol, initial_worlds(bounds), dead_ends=not doubles, check=check), protocol
 
 
 def summary(name: str, report: Report) -> str:
@@ -49,6 +57,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.model", description=__doc__)
     parser.add_argument("--large", action="store_true", help="explore the large bound")
     parser.add_argument("--faults", type=int, help="faults in all (default: the bound's)")
+    parser.add_argument("--providers", type=int, help="providers (default: the bound's, 2)")
+    parser.add_argument(
+        "--double-charge",
+        action="store_true",
+        help="check only that nothing is charged twice, or at two providers",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mutations", action="store_true", help="run every mutation too")
     which.add_argument("--mutation", choices=[m.value for m in Mutation])
@@ -56,10 +70,12 @@ def main(argv: list[str]) -> int:
     bounds = LARGE if args.large else SMALL
     if args.faults is not None:
         bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))
+    if args.providers is not None:
+        bounds = bounds._replace(providers=args.providers)
     print(f"bounds: {describe_bounds(bounds)}", flush=True)
     ok = True
     if args.mutation is None:
-        report, protocol = run(bounds, None)
+        report, protocol = run(bounds, None, doubles=args.double_charge)
         print(summary("protocol", report), flush=True)
         if report.violation is not None:
             print(format_violation(report.violation, protocol))
@@ -68,7 +84,7 @@ def main(argv: list[str]) -> int:
     if args.mutation is not None:
         mutations = [Mutation(args.mutation)]
     for mutation in mutations:
-        report, protocol = run(bounds, mutation)
+        report, protocol = run(bounds, mutation, doubles=args.double_charge)
         print(summary(f"mutation {mutation.value}", report), flush=True)
         if report.violation is None:
             print("  not caught: the model should have found a violation")
