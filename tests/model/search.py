@@ -23,6 +23,7 @@ ONE_CHARGE = "at most one provider charge for the idempotency key"
 COMPLETED_CHARGED = "COMPLETED implies charged, under the attempt it names"
 FAILED_NOT_CHARGED = "FAILED implies not charged"
 RETRYABLE_NOT_CHARGED = "FAILED_RETRYABLE implies not charged"
+SUPERSEDED_NOT_CHARGED = "no charge under an attempt the operation has failed over from"
 FENCED = "no write lands with a stale fence"
 INVARIANTS = (
     TWO_PROVIDERS,
@@ -30,6 +31,7 @@ INVARIANTS = (
     COMPLETED_CHARGED,
     FAILED_NOT_CHARGED,
     RETRYABLE_NOT_CHARGED,
+    SUPERSEDED_NOT_CHARGED,
     FENCED,
 )
 
@@ -59,6 +61,11 @@ def first_broken(w: World) -> str | None:
                 return FAILED_NOT_CHARGED
         elif state is Op.FAILED_RETRYABLE and charges_of(w, r):
             return RETRYABLE_NOT_CHARGED
+    for r, row in enumerate(w.rows):
+        if row.attempt and any(
+            k[0] == r and k[1] < row.attempt and is_charge(w, k) for k in w.ledger
+        ):
+            return SUPERSEDED_NOT_CHARGED
     return FENCED if w.stale_write else None
 
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 import pytest
 
 from tests.model.protocol import Protocol
-from tests.model.search import TWO_PROVIDERS, double_charge, explore
+from tests.model.search import (
+    SUPERSEDED_NOT_CHARGED,
+    TWO_PROVIDERS,
+    double_charge,
+    explore,
+    first_broken,
+)
 from tests.model.trace import format_violation, replays
 from tests.model.world import (
     SMALL,
@@ -72,3 +78,13 @@ def test_recovery_looks_up_every_attempt() -> None:
     assert protocol.look_up(world, owner)[:2] == (Result.DECLINED, 0)
     approved = world._replace(verdicts=(Verdict.APPROVE, Verdict.APPROVE))
     assert protocol.look_up(approved, owner._replace(attempt=1))[:2] == (Result.FOUND, 0)
+
+
+def test_a_charge_under_an_attempt_failed_over_from_is_a_violation() -> None:
+    # Why looking up only the latest attempt would do in the model: the search finds no
+    # world with such a charge. Recovery still looks up every attempt (see docs/protocol.md).
+    world, _ = _recovering(frozenset({(0, 0, 0)}), attempt=1)
+    assert first_broken(world) is None  # provider 0 declined it, retryable elsewhere
+    charged = world._replace(verdicts=(Verdict.APPROVE, Verdict.APPROVE))
+    assert first_broken(charged) == SUPERSEDED_NOT_CHARGED
+    assert first_broken(charged._replace(rows=(charged.rows[0]._replace(attempt=0),))) is None
