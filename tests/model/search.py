@@ -124,8 +124,9 @@ def explore(
 
     def report(violation: Violation | None) -> Report:
         took = time.perf_counter() - began
-        return Report(len(worlds), len(sources), took, violation, frozenset(edges))
+        return Report(len(worlds), transitions, took, violation, frozenset(edges))
 
+    transitions = 0
     for start in starts:
         new = index.setdefault(start, len(worlds)) == len(worlds)
         if new and (violation := found(start, -1, None)) is not None:
@@ -140,6 +141,7 @@ def explore(
             target = index.setdefault(nxt, count)
             if target == count and (violation := found(nxt, n, step)) is not None:
                 return report(violation)
+            transitions += 1
             if dead_ends:
                 sources.append(n)
                 targets.append(target)

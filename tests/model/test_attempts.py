@@ -31,6 +31,7 @@ from tests.model.world import (
     Row,
     Verdict,
     World,
+    approved_everywhere,
     initial_worlds,
 )
 
@@ -41,17 +42,10 @@ FAILOVER_MUTATIONS = (
 )
 
 
-# Only a payment that both providers approve can be charged at both: the searches for a
-# double charge start from those worlds alone.
-BOTH_APPROVE = tuple(
-    w for w in initial_worlds(SMALL) if w.verdicts == (Verdict.APPROVE, Verdict.APPROVE)
-)
-
-
 @pytest.mark.parametrize("mutation", FAILOVER_MUTATIONS, ids=lambda m: m.value)
 def test_each_broken_failover_rule_charges_at_two_providers(mutation: Mutation) -> None:
     protocol = Protocol(SMALL, mutation)
-    report = explore(protocol, BOTH_APPROVE, dead_ends=False, check=double_charge)
+    report = explore(protocol, approved_everywhere(SMALL), dead_ends=False, check=double_charge)
     violation = report.violation
     assert violation is not None, f"{mutation.value} never charged twice"
     print(f"{mutation.value}: {len(violation.trace)} steps, {report.states} states")

@@ -217,6 +217,13 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
     )
 
 
+def approved_everywhere(bounds: Bounds) -> tuple[World, ...]:
+    """The initial worlds in which every provider approves the payment: the only ones in which
+    it can be charged at two providers, where a search for a double charge starts."""
+    worlds = initial_worlds(bounds)
+    return tuple(w for w in worlds if all(v is Verdict.APPROVE for v in w.verdicts))
+
+
 def is_charge(world: World, key: Key) -> bool:
     """Whether the ledger entry `key` is a charge (its provider approves, or declines for good)."""
     return world.verdicts[key[1]] is Verdict.APPROVE
