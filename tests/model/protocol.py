@@ -20,6 +20,7 @@ from tests.model.steps import (
     orphan,
     own,
     spend,
+    taking,
 )
 from tests.model.world import (
     IDLE,
@@ -85,9 +86,7 @@ class Protocol(Attempts):
                 if row.state in DUE and not row.lease_live:
                     fence = row.fence + self._bump
                     text = f"takes the due {row.state.name} operation, fence {row.fence}->{fence}"
-                    owner = Owner(
-                        Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RECOVER
-                    )._replace(attempt=row.attempt)
+                    owner = taking(r, row, fence, Mode.RECOVER)
                     out.append((Step(name, "claim_due", None, text), own(w, i, r, owner)))
         elif self.mutation is Mutation.SELECT_THEN_INSERT and not w.rows:
             step = Step(name, "claim", None, "SELECT finds no operation for the key")
@@ -140,8 +139,7 @@ class Protocol(Attempts):
         if fence_ok and row.state not in TERMINAL and not row.lease_live:
             fence = row.fence + self._bump
             mode = Mode.RETRY if row.state is Op.FAILED_RETRYABLE else Mode.RECOVER
-            owner = Owner(Phase.OWNED, o.row, fence, row.generation + 1, row.state, mode)
-            owner = owner._replace(attempt=row.attempt)
+            owner = taking(o.row, row, fence, mode)
             text = f"takes ownership of {row.state.name}, fence {row.fence}->{fence}"
             out.append((Step(self.names[i], "take_over", None, text), own(w, i, o.row, owner)))
         else:
@@ -161,7 +159,9 @@ class Protocol(Attempts):
                 result = Result.NOT_FOUND_RECENT
             keys = f"the key of attempt{'s 0 to' if o.attempt else ''} {o.attempt}"
             text = f"lookup by {keys}: {what}, {result.name}"
-            owner = o._replace(phase=Phase.LOOKED, result=result, attempt=attempt)
+            owner = Owner(
+                Phase.LOOKED, o.row, o.fence, o.generation, o.believed, o.mode, result, attempt
+            )
             out.append((Step(self.names[i], "find_charge", None, text), with_owner(w, i, owner)))
             if w.budget.faults:
                 after = spend(at(w, i, o, Phase.LOOKED, Result.UNAVAILABLE), faults=1)
@@ -240,8 +240,7 @@ class Protocol(Attempts):
             ):
                 fence = row.fence + self._bump
                 text = f"takes {row.state.name} to resolve it, fence {row.fence}->{fence}"
-                owner = Owner(Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RESOLVE)
-                owner = owner._replace(attempt=row.attempt)
+                owner = taking(r, row, fence, Mode.RESOLVE)
                 out.append((Step(self.names[i], "take_over", None, text), own(w, i, r, owner)))
 
     def _resolve(self, w: World, i: int, o: Owner, out: Successors) -> None:

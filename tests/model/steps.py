@@ -12,6 +12,7 @@ from tests.model.world import (
     SPENT,
     Budget,
     Key,
+    Mode,
     Op,
     Owner,
     Phase,
@@ -76,6 +77,13 @@ def at(w: World, i: int, o: Owner, phase: Phase, result: Result | None = None) -
         o.attempt,
     )
     return with_owner(w, i, owner)
+
+
+def taking(r: int, row: Row, fence: int, mode: Mode) -> Owner:
+    """An owner taking operation `r` over at `fence`: a new ownership, at the row's attempt."""
+    return Owner(
+        Phase.OWNED, r, fence, row.generation + 1, row.state, mode, Result.NONE, row.attempt
+    )
 
 
 def own(w: World, i: int, r: int, owner: Owner) -> World:

@@ -41,8 +41,15 @@ class Writes:
         self._bump = 0 if mutation is Mutation.LEASE_WITHOUT_FENCE else 1
 
     def _mark_sent(self, w: World, i: int, o: Owner, trigger: str, out: Successors) -> None:
-        then = o._replace(
-            phase=Phase.SENDING, believed=Op.PROVIDER_REQUEST_SENT, result=Result.NONE
+        then = Owner(
+            Phase.SENDING,
+            o.row,
+            o.fence,
+            o.generation,
+            Op.PROVIDER_REQUEST_SENT,
+            o.mode,
+            Result.NONE,
+            o.attempt,
         )
         out.append(self._write(w, i, o, "mark_sent", trigger, then, release=False))
 
