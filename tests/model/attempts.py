@@ -39,7 +39,7 @@ from tests.model.writes import Writes
 class Attempts(Writes):
     """The rules that know about attempts and providers."""
 
-    def answer(self, w: World, i: int, o: Owner) -> tuple[Result, World, str]:
+    def answer(self, w: World, o: Owner) -> tuple[Result, World, str]:
         """What the provider of the owner's attempt answers its charge request, and does."""
         key = self.key(o)
         verdict = w.verdicts[key[1]]
