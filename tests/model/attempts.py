@@ -29,6 +29,7 @@ from tests.model.world import (
     Result,
     Verdict,
     World,
+    deciding,
     is_charge,
     key_name,
     with_owner,
@@ -39,21 +40,25 @@ from tests.model.writes import Writes
 class Attempts(Writes):
     """The rules that know about attempts and providers."""
 
-    def answer(self, w: World, o: Owner) -> tuple[Result, World, str]:
-        """What the provider of the owner's attempt answers its charge request, and does."""
+    def answers(self, w: World, o: Owner) -> list[tuple[Result, World, str]]:
+        """What the provider of the owner's attempt may answer its charge request, and do."""
         key = self.key(o)
-        verdict = w.verdicts[key[1]]
         where = f"provider {key[1]}"
-        if key in w.ledger:
-            if verdict is Verdict.APPROVE:
-                return Result.CHARGED, w, f"{where} has a charge under the key: replays it"
-            return Result.DECLINED, w, f"{where} has declined the key: replays the decline"
-        if verdict is Verdict.REJECT:
-            return Result.REJECTED, w, f"{where} rejects it as invalid"
-        after = w._replace(ledger=w.ledger | {key}, orphans=w.orphans - {key})
-        if verdict is Verdict.APPROVE:
-            return Result.CHARGED, after, f"{where} charges"
-        return Result.DECLINED, after, f"{where} declines it, retryable elsewhere"
+        out: list[tuple[Result, World, str]] = []
+        for verdict, known in deciding(w, key[1]):
+            charge = verdict is Verdict.APPROVE
+            if key in w.ledger:
+                what = "has a charge under the key" if charge else "has declined the key"
+                result = Result.CHARGED if charge else Result.DECLINED
+                out.append((result, w, f"{where} {what}: replays it"))
+            elif verdict is Verdict.REJECT:
+                out.append((Result.REJECTED, known, f"{where} rejects it as invalid"))
+            else:
+                after = known._replace(ledger=w.ledger | {key}, orphans=w.orphans - {key})
+                what = "charges" if charge else "declines it, retryable elsewhere"
+                result = Result.CHARGED if charge else Result.DECLINED
+                out.append((result, after, f"{where} {what}"))
+        return out
 
     def look_up(self, w: World, o: Owner) -> tuple[Result, int, str]:
         """`find_charge` by the key of every attempt up to the owner's, the latest first.

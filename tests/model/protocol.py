@@ -185,7 +185,7 @@ class Protocol(Attempts):
 
     def _await(self, w: World, i: int, o: Owner, out: Successors) -> None:
         name, key, timeouts = self.names[i], self.key(o), w.budget.timeouts
-        answers = [self.answer(w, o)]
+        answers = self.answers(w, o)
         if w.budget.faults:
             what = f"provider {key[1]} answers 503 not processed"
             answers.append((Result.NOT_PROCESSED, spend(w, faults=1), what))

@@ -20,6 +20,7 @@ from tests.model.world import (
     Row,
     Verdict,
     World,
+    deciding,
     key_name,
     with_owner,
     with_row,
@@ -132,14 +133,17 @@ def clock_and_network(w: World, out: Successors) -> None:
         out.append((Step("clock", "lease expiry", None, text), spend(after, expiries=int(working))))
     for key in sorted(w.orphans):
         gone = w.orphans - {key}
-        verdict = w.verdicts[key[1]]
-        if verdict is not Verdict.REJECT:
+        # A late request rejected as invalid leaves what one that never arrives leaves:
+        # nothing, and the provider free to decide on the next (which it rejects as well).
+        for verdict, known in deciding(w, key[1]):
+            if verdict is Verdict.REJECT:
+                continue
             what = "charges" if verdict is Verdict.APPROVE else "declines it"
             text = f"late request {key_name(key)} reaches provider {key[1]}: {what}"
             out.append(
                 (
                     Step("network", "deliver", None, text),
-                    w._replace(orphans=gone, ledger=w.ledger | {key}),
+                    known._replace(orphans=gone, ledger=w.ledger | {key}),
                 )
             )
         text = f"request {key_name(key)} never reaches the provider (or is refused)"

@@ -10,6 +10,7 @@ VERDICTS = {
     Verdict.APPROVE: "approves",
     Verdict.DECLINE_ELSEWHERE: "declines (retryable elsewhere)",
     Verdict.REJECT: "rejects it as invalid",
+    Verdict.UNDECIDED: "decides when a request first reaches it",
 }
 
 

@@ -70,6 +70,7 @@ class Verdict(IntEnum):
     APPROVE = 0  # a charge: approved, or declined for good (both are stored as the answer)
     DECLINE_ELSEWHERE = 1  # declined, marked retryable at another provider: no money moves
     REJECT = 2  # rejected as invalid: nothing recorded
+    UNDECIDED = 3  # no request has reached it yet: it decides when the first one does
 
 
 class Role(IntEnum):
@@ -190,18 +191,30 @@ def owner_names(bounds: Bounds) -> tuple[str, ...]:
     return tuple(out)
 
 
-def verdict_choices(providers: int) -> tuple[tuple[Verdict, ...], ...]:
-    """Every combination of what the providers do; the last has no elsewhere to send to, so a
+def verdicts_of(provider: int, providers: int) -> tuple[Verdict, ...]:
+    """What a provider may do with the payment; the last has no elsewhere to send to, so a
     decline there is a decline for good (a charge, as far as the protocol goes)."""
-    choices: list[tuple[Verdict, ...]] = [()]
-    for p in range(providers):
-        kinds = list(Verdict) if p < providers - 1 else [Verdict.APPROVE, Verdict.REJECT]
-        choices = [(*c, v) for c in choices for v in kinds]
-    return tuple(choices)
+    if provider < providers - 1:
+        return (Verdict.APPROVE, Verdict.DECLINE_ELSEWHERE, Verdict.REJECT)
+    return (Verdict.APPROVE, Verdict.REJECT)
 
 
-def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
-    """Where the search starts; every combination of the providers' verdicts is explored.
+def deciding(w: World, provider: int) -> tuple[tuple[Verdict, World], ...]:
+    """What `provider` does with the payment, and the world that knows it: the one verdict
+    decided, or, the first time a request reaches it, each it may decide."""
+    verdict = w.verdicts[provider]
+    if verdict is not Verdict.UNDECIDED:
+        return ((verdict, w),)
+    out = []
+    for v in verdicts_of(provider, len(w.verdicts)):
+        verdicts = (*w.verdicts[:provider], v, *w.verdicts[provider + 1 :])
+        out.append((v, w._replace(verdicts=verdicts)))
+    return tuple(out)
+
+
+def initial_worlds(bounds: Bounds, verdict: Verdict = Verdict.UNDECIDED) -> tuple[World, ...]:
+    """Where the search starts; each provider decides what it does with the payment when a
+    request first reaches it, so every combination is explored (`verdict`: all decided so).
 
     A fresh key: no row yet. And a row an earlier release left behind: that release
     committed RECEIVED and PROVIDER_REQUEST_SENT in separate transactions, so an owner that
@@ -210,9 +223,9 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
     owners = (IDLE,) * len(roles(bounds))
     left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
     done_first = (DONE, *owners[1:])
+    verdicts = (verdict,) * bounds.providers
     return tuple(
         World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False)
-        for verdicts in verdict_choices(bounds.providers)
         for rows, first in (((), owners), (left_received, done_first))
     )
 
@@ -220,8 +233,7 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
 def approved_everywhere(bounds: Bounds) -> tuple[World, ...]:
     """The initial worlds in which every provider approves the payment: the only ones in which
     it can be charged at two providers, where a search for a double charge starts."""
-    worlds = initial_worlds(bounds)
-    return tuple(w for w in worlds if all(v is Verdict.APPROVE for v in w.verdicts))
+    return initial_worlds(bounds, Verdict.APPROVE)
 
 
 def is_charge(world: World, key: Key) -> bool:
