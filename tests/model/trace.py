@@ -10,12 +10,14 @@ VERDICTS = {
     Verdict.APPROVE: "approves",
     Verdict.DECLINE_ELSEWHERE: "declines (retryable elsewhere)",
     Verdict.REJECT: "rejects it as invalid",
-    Verdict.UNDECIDED: "decides when a request first reaches it",
+    Verdict.UNDECIDED: "undecided",
 }
 
 
 def describe_verdicts(w: World) -> str:
     """What each provider does with the payment."""
+    if all(v is Verdict.UNDECIDED for v in w.verdicts):
+        return "each provider decides what it does when a request first reaches it"
     return ", ".join(f"provider {p} {VERDICTS[v]}" for p, v in enumerate(w.verdicts))
 
 
