@@ -78,6 +78,9 @@ def main(argv: list[str]) -> int:
     which.add_argument("--mutations", action="store_true", help="run every mutation too")
     which.add_argument("--mutation", choices=[m.value for m in Mutation])
     args = parser.parse_args(argv)
+    if args.double_charge and args.mutations:
+        # Most mutations break another invariant and never charge twice.
+        parser.error("--double-charge goes with --mutation NAME, or with no mutation")
     bounds = LARGE if args.large else SMALL
     if args.faults is not None:
         bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.model.__main__ import main
 from tests.model.protocol import Protocol
 from tests.model.search import (
     SUPERSEDED_NOT_CHARGED,
@@ -82,3 +83,13 @@ def test_a_charge_under_an_attempt_failed_over_from_is_a_violation() -> None:
     charged = world._replace(verdicts=(Verdict.APPROVE, Verdict.APPROVE))
     assert first_broken(charged) == SUPERSEDED_NOT_CHARGED
     assert first_broken(charged._replace(rows=(charged.rows[0]._replace(attempt=0),))) is None
+
+
+def test_the_command_prints_the_trace_to_a_double_charge(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--mutation", Mutation.ATTEMPT_NOT_PERSISTED.value, "--double-charge"]) == 0
+    out = capsys.readouterr().out
+    assert f"violated: {TWO_PROVIDERS}" in out
+    assert "next_attempt: goes on to attempt 1 at provider 1 without writing it" in out
+    assert "ledger: payment-0:0, payment-0:1" in out
