@@ -5,6 +5,9 @@
     python -m tests.model --mutations        also every mutation: each must be caught
     python -m tests.model --mutation NAME    one mutation, with its shortest trace
     python -m tests.model --large --faults 4 the large bound with more faults in all (slower)
+    python -m tests.model --providers 1      one provider, no failover (the model before attempts)
+    python -m tests.model --mutation NAME --double-charge
+                                             the shortest trace to a double charge alone
 
 Exit status 0 when every run came out as it must (the protocol keeps every invariant, each
 mutation breaks one), 1 otherwise.
@@ -16,24 +19,39 @@ import argparse
 import sys
 
 from tests.model.protocol import Protocol
-from tests.model.search import Report, explore
+from tests.model.search import Report, double_charge, explore
 from tests.model.trace import format_violation
-from tests.model.world import LARGE, SMALL, Bounds, Mutation, initial_worlds
+from tests.model.world import (
+    LARGE,
+    SMALL,
+    Bounds,
+    Mutation,
+    approved_everywhere,
+    initial_worlds,
+)
 
 
 def describe_bounds(bounds: Bounds) -> str:
     b = bounds.budget
     return (
         f"{bounds.clients} clients (the first request, then retries), {bounds.workers} "
-        f"worker{'s' if bounds.workers > 1 else ''}, {bounds.operators} operator; "
+        f"worker{'s' if bounds.workers > 1 else ''}, {bounds.operators} operator, "
+        f"{bounds.providers} provider{'s' if bounds.providers > 1 else ''}; "
         f"at most {b.crashes} crashes, "
         f"{b.expiries} leases expiring under a working owner, {b.faults} provider faults, "
         f"{b.timeouts} timeouts, {b.total} faults in all"
     )
 
 
-def run(bounds: Bounds, mutation: Mutation | None) -> tuple[Report, Protocol]:
+def run(
+    bounds: Bounds, mutation: Mutation | None, *, doubles: bool = False
+) -> tuple[Report, Protocol]:
+    """One search; `doubles`: of the double-charge invariants alone, without dead ends, from
+    the worlds where every provider approves."""
     protocol = Protocol(bounds, mutation)
+    if doubles:
+        starts = approved_everywhere(bounds)
+        return explore(protocol, starts, dead_ends=False, check=double_charge), protocol
     return explore(protocol, initial_worlds(bounds)), protocol
 
 
@@ -49,17 +67,29 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.model", description=__doc__)
     parser.add_argument("--large", action="store_true", help="explore the large bound")
     parser.add_argument("--faults", type=int, help="faults in all (default: the bound's)")
+    parser.add_argument("--providers", type=int, help="providers (default: the bound's, 2)")
+    parser.add_argument(
+        "--double-charge",
+        action="store_true",
+        help="check only that nothing is charged twice, or at two providers (from the worlds"
+        " where every provider approves)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mutations", action="store_true", help="run every mutation too")
     which.add_argument("--mutation", choices=[m.value for m in Mutation])
     args = parser.parse_args(argv)
+    if args.double_charge and args.mutations:
+        # Most mutations break another invariant and never charge twice.
+        parser.error("--double-charge goes with --mutation NAME, or with no mutation")
     bounds = LARGE if args.large else SMALL
     if args.faults is not None:
         bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))
+    if args.providers is not None:
+        bounds = bounds._replace(providers=args.providers)
     print(f"bounds: {describe_bounds(bounds)}", flush=True)
     ok = True
     if args.mutation is None:
-        report, protocol = run(bounds, None)
+        report, protocol = run(bounds, None, doubles=args.double_charge)
         print(summary("protocol", report), flush=True)
         if report.violation is not None:
             print(format_violation(report.violation, protocol))
@@ -68,7 +98,7 @@ def main(argv: list[str]) -> int:
     if args.mutation is not None:
         mutations = [Mutation(args.mutation)]
     for mutation in mutations:
-        report, protocol = run(bounds, mutation)
+        report, protocol = run(bounds, mutation, doubles=args.double_charge)
         print(summary(f"mutation {mutation.value}", report), flush=True)
         if report.violation is None:
             print("  not caught: the model should have found a violation")

@@ -1,17 +1,16 @@
 """The protocol's rules: every step an owner, the network, the provider or the clock can take.
 
 Each step stands for one repository verb, one provider call or one fault, and is atomic as
-the database makes it (one statement, one transaction). Owner writes are exactly the
-repository's `UPDATE ... WHERE id = ? AND fence = ? AND state = ?`: the owner names the state
-it believes the row is in and the trigger, and the write lands only if both still hold.
-A mutation changes one rule; everything else stays as the service does it.
+the database makes it (one statement, one transaction). Owner writes are fenced (writes.py);
+attempts, providers and failover are attempts.py's. A mutation changes one rule; everything
+else stays as the service does it.
 """
 
 from __future__ import annotations
 
+from tests.model.attempts import Attempts
 from tests.model.steps import (
     ACTIVE,
-    DEST,
     DUE,
     Edge,
     Step,
@@ -21,13 +20,11 @@ from tests.model.steps import (
     orphan,
     own,
     spend,
+    taking,
 )
 from tests.model.world import (
-    DONE,
     IDLE,
     TERMINAL,
-    Bounds,
-    Key,
     Mode,
     Mutation,
     Op,
@@ -38,22 +35,13 @@ from tests.model.world import (
     Row,
     World,
     key_name,
-    owner_names,
-    roles,
     with_owner,
     with_row,
 )
 
 
-class Protocol:
+class Protocol(Attempts):
     """Generates a world's successors under the service's rules, or a mutation of them."""
-
-    def __init__(self, bounds: Bounds, mutation: Mutation | None = None) -> None:
-        self.bounds = bounds
-        self.mutation = mutation
-        self.roles = roles(bounds)
-        self.names = owner_names(bounds)
-        self._bump = 0 if mutation is Mutation.LEASE_WITHOUT_FENCE else 1
 
     def successors(self, w: World) -> Successors:
         out: Successors = []
@@ -74,7 +62,8 @@ class Protocol:
             elif phase is Phase.LOOKED:
                 self._looked(w, i, o, out)
             elif phase is Phase.SENDING:
-                text = f"create_charge with key {key_name(self.key(o))} goes on the network"
+                key = self.key(o)
+                text = f"create_charge with key {key_name(key)} goes to provider {key[1]}"
                 out.append(
                     (Step(self.names[i], "provider call", None, text), at(w, i, o, Phase.AWAITING))
                 )
@@ -97,9 +86,7 @@ class Protocol:
                 if row.state in DUE and not row.lease_live:
                     fence = row.fence + self._bump
                     text = f"takes the due {row.state.name} operation, fence {row.fence}->{fence}"
-                    owner = Owner(
-                        Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RECOVER
-                    )
+                    owner = taking(r, row, fence, Mode.RECOVER)
                     out.append((Step(name, "claim_due", None, text), own(w, i, r, owner)))
         elif self.mutation is Mutation.SELECT_THEN_INSERT and not w.rows:
             step = Step(name, "claim", None, "SELECT finds no operation for the key")
@@ -152,7 +139,7 @@ class Protocol:
         if fence_ok and row.state not in TERMINAL and not row.lease_live:
             fence = row.fence + self._bump
             mode = Mode.RETRY if row.state is Op.FAILED_RETRYABLE else Mode.RECOVER
-            owner = Owner(Phase.OWNED, o.row, fence, row.generation + 1, row.state, mode)
+            owner = taking(o.row, row, fence, mode)
             text = f"takes ownership of {row.state.name}, fence {row.fence}->{fence}"
             out.append((Step(self.names[i], "take_over", None, text), own(w, i, o.row, owner)))
         else:
@@ -165,11 +152,17 @@ class Protocol:
         elif o.mode is Mode.RETRY:
             self._mark_sent(w, i, o, "retry", out)
         else:
-            result = Result.FOUND if (o.row, 0) in w.ledger else Result.NOT_FOUND
+            result, attempt, what = self.look_up(w, o)
+            if o.mode is Mode.RESOLVE and result is Result.DECLINED:
+                result = Result.NOT_FOUND  # the operator resolves a decline as "not charged"
             if result is Result.NOT_FOUND and o.mode is Mode.RESOLVE and not self._quiet(w, i, o):
                 result = Result.NOT_FOUND_RECENT
-            step = Step(self.names[i], "find_charge", None, f"lookup by key: {result.name}")
-            out.append((step, at(w, i, o, Phase.LOOKED, result)))
+            keys = f"the key of attempt{'s 0 to' if o.attempt else ''} {o.attempt}"
+            text = f"lookup by {keys}: {what}, {result.name}"
+            owner = Owner(
+                Phase.LOOKED, o.row, o.fence, o.generation, o.believed, o.mode, result, attempt
+            )
+            out.append((Step(self.names[i], "find_charge", None, text), with_owner(w, i, owner)))
             if w.budget.faults:
                 after = spend(at(w, i, o, Phase.LOOKED, Result.UNAVAILABLE), faults=1)
                 step = Step(self.names[i], "find_charge", None, "lookup unavailable (fault)")
@@ -182,6 +175,8 @@ class Protocol:
             self._record(w, i, o, "record_final", "complete", out)
         elif o.result is Result.UNAVAILABLE:
             self._record(w, i, o, "mark_unknown", "lose", out)
+        elif o.result is Result.DECLINED:
+            self._failover(w, i, o, out)
         elif self.mutation is Mutation.NOT_FOUND_IS_FAILED:
             self._record(w, i, o, "record_final", "fail", out)
         else:
@@ -190,26 +185,20 @@ class Protocol:
 
     def _await(self, w: World, i: int, o: Owner, out: Successors) -> None:
         name, key, timeouts = self.names[i], self.key(o), w.budget.timeouts
-        answers: list[tuple[Result, World, str]] = []
-        if key in w.ledger:
-            answers.append((Result.CHARGED, w, "has a charge under the key: replays it"))
-        elif w.valid:
-            charged = w._replace(ledger=w.ledger | {key}, orphans=w.orphans - {key})
-            answers.append((Result.CHARGED, charged, "charges"))
-        else:
-            answers.append((Result.REJECTED, w, "rejects it as invalid"))
+        answers = self.answers(w, o)
         if w.budget.faults:
-            answers.append((Result.NOT_PROCESSED, spend(w, faults=1), "answers 503 not processed"))
+            what = f"provider {key[1]} answers 503 not processed"
+            answers.append((Result.NOT_PROCESSED, spend(w, faults=1), what))
         for result, after, what in answers:
             out.append(
                 (
-                    Step(name, "deliver", None, f"provider {what}"),
+                    Step(name, "deliver", None, what),
                     at(after, i, o, Phase.ANSWERED, result),
                 )
             )
             if after.budget.timeouts:
                 lost = spend(at(after, i, o, Phase.ANSWERED, Result.UNKNOWN), timeouts=1)
-                out.append((Step(name, "deliver", None, f"provider {what}; answer lost"), lost))
+                out.append((Step(name, "deliver", None, f"{what}; answer lost"), lost))
         if timeouts:
             gone = spend(orphan(at(w, i, o, Phase.ANSWERED, Result.UNKNOWN), key), timeouts=1)
             out.append(
@@ -222,18 +211,12 @@ class Protocol:
             result = Result.NOT_PROCESSED
         if result is Result.CHARGED:
             self._record(w, i, o, "record_final", "complete", out)
+        elif result is Result.DECLINED:
+            self._failover(w, i, o, out)  # only a provider with a next one declines so
         elif result is Result.REJECTED:
             self._record(w, i, o, "record_final", "fail", out)
-        elif result is Result.NOT_PROCESSED:
-            # Only the owner's own first send or retry may conclude "certainly not charged":
-            # a recovery resend refused may have an earlier request still in flight.
-            stays_unknown = o.mode is Mode.RECOVER
-            if self.mutation is Mutation.REFUSED_RESEND_IS_NOT_SENT:
-                stays_unknown = False
-            if stays_unknown:
-                self._record(w, i, o, "mark_unknown", "lose", out)
-            else:
-                self._record(w, i, o, "defer", "defer", out)
+        elif result is Result.NOT_PROCESSED and self.proves_nothing_sent(o):
+            self._refused(w, i, o, out)
         else:
             self._record(w, i, o, "mark_unknown", "lose", out)
 
@@ -257,7 +240,7 @@ class Protocol:
             ):
                 fence = row.fence + self._bump
                 text = f"takes {row.state.name} to resolve it, fence {row.fence}->{fence}"
-                owner = Owner(Phase.OWNED, r, fence, row.generation + 1, row.state, Mode.RESOLVE)
+                owner = taking(r, row, fence, Mode.RESOLVE)
                 out.append((Step(self.names[i], "take_over", None, text), own(w, i, r, owner)))
 
     def _resolve(self, w: World, i: int, o: Owner, out: Successors) -> None:
@@ -287,52 +270,7 @@ class Protocol:
         """
         if self.mutation is Mutation.UNGUARDED_RESOLVE:
             return True
-        return self.key(o) not in w.orphans and not any(
+        return not any(key[0] == o.row for key in w.orphans) and not any(
             j != i and other.row == o.row and other.phase in (Phase.SENDING, Phase.AWAITING)
             for j, other in enumerate(w.owners)
         )
-
-    # Writes
-
-    def _mark_sent(self, w: World, i: int, o: Owner, trigger: str, out: Successors) -> None:
-        then = Owner(Phase.SENDING, o.row, o.fence, o.generation, Op.PROVIDER_REQUEST_SENT, o.mode)
-        out.append(self._write(w, i, o, "mark_sent", trigger, then, release=False))
-
-    def _record(self, w: World, i: int, o: Owner, verb: str, trigger: str, out: Successors) -> None:
-        out.append(self._write(w, i, o, verb, trigger, self._finished(i), release=True))
-
-    def _write(
-        self, w: World, i: int, o: Owner, verb: str, trigger: str, then: Owner, *, release: bool
-    ) -> tuple[Step, World]:
-        """`UPDATE ... WHERE id = ? AND fence = ? AND state = ?`, through the state machine."""
-        dest = DEST[trigger]
-        edge = Edge(trigger, o.believed, dest)
-        row = w.rows[o.row]
-        fence_ok = self.mutation is Mutation.UNFENCED_WRITE or row.fence == o.fence
-        if not (fence_ok and row.state is o.believed):
-            text = f"{o.believed.name}->{dest.name} fenced out: answers the current state"
-            after = with_owner(w, i, self._finished(i))
-            return Step(self.names[i], verb, trigger, text, edge, False), after
-        # A recovery check that settles nothing counts, whoever makes it (worker or client).
-        attempts = row.attempts + (trigger == "lose" and o.mode is Mode.RECOVER)
-        # Recording an outcome releases the lease; mark_sent renews it.
-        owner, live = (None, False) if release else (row.lease_owner, True)
-        new_row = Row(dest, attempts, row.fence, owner, live, row.generation)
-        after = with_row(with_owner(w, i, then), o.row, new_row)
-        if o.generation != row.generation and not w.stale_write:
-            after = after._replace(stale_write=True)
-        text = f"{o.believed.name}->{dest.name} at fence {o.fence}"
-        return Step(self.names[i], verb, trigger, text, edge, True), after
-
-    # Helpers
-
-    def key(self, o: Owner) -> Key:
-        """The provider key owner `o` sends its charge with."""
-        if self.mutation is Mutation.RESEND_NEW_KEY and o.mode is Mode.RECOVER:
-            return (o.row, o.fence)
-        return (o.row, 0)
-
-    def _finished(self, i: int) -> Owner:
-        # The first request answers once; the operator acts once (its fence bumps would
-        # otherwise grow the graph without bound); clients and workers come back.
-        return DONE if self.roles[i] in (Role.FIRST_CLIENT, Role.OPERATOR) else IDLE

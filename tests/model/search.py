@@ -11,34 +11,61 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tests.model.protocol import Protocol
 from tests.model.steps import Edge, Step
-from tests.model.world import TERMINAL, Op, World, charges_of
+from tests.model.world import TERMINAL, Op, World, charges_of, is_charge
 
+TWO_PROVIDERS = "never charged at two providers"
 ONE_CHARGE = "at most one provider charge for the idempotency key"
-COMPLETED_CHARGED = "COMPLETED implies charged"
+COMPLETED_CHARGED = "COMPLETED implies charged, under the attempt it names"
 FAILED_NOT_CHARGED = "FAILED implies not charged"
 RETRYABLE_NOT_CHARGED = "FAILED_RETRYABLE implies not charged"
+SUPERSEDED_NOT_CHARGED = "no charge under an attempt the operation has failed over from"
 FENCED = "no write lands with a stale fence"
-INVARIANTS = (ONE_CHARGE, COMPLETED_CHARGED, FAILED_NOT_CHARGED, RETRYABLE_NOT_CHARGED, FENCED)
+INVARIANTS = (
+    TWO_PROVIDERS,
+    ONE_CHARGE,
+    COMPLETED_CHARGED,
+    FAILED_NOT_CHARGED,
+    RETRYABLE_NOT_CHARGED,
+    SUPERSEDED_NOT_CHARGED,
+    FENCED,
+)
+
+
+def double_charge(w: World) -> str | None:
+    """The double-charge invariant `w` breaks, if any: the first two of `INVARIANTS`."""
+    if len(w.ledger) < 2:
+        return None
+    charges = [key for key in w.ledger if is_charge(w, key)]
+    if len({key[1] for key in charges}) > 1:
+        return TWO_PROVIDERS
+    return ONE_CHARGE if len(charges) > 1 else None
 
 
 def first_broken(w: World) -> str | None:
     """The first invariant `w` breaks, if any."""
-    if len(w.ledger) > 1:
-        return ONE_CHARGE
+    broken = double_charge(w)
+    if broken is not None:
+        return broken
     for r, row in enumerate(w.rows):
         state = row.state
         if state is Op.COMPLETED:
-            if not charges_of(w, r):
+            if not any(key[:2] == (r, row.attempt) and is_charge(w, key) for key in w.ledger):
                 return COMPLETED_CHARGED
         elif state is Op.FAILED:
             if charges_of(w, r):
                 return FAILED_NOT_CHARGED
         elif state is Op.FAILED_RETRYABLE and charges_of(w, r):
             return RETRYABLE_NOT_CHARGED
+    for r, row in enumerate(w.rows):
+        if row.attempt and any(
+            k[0] == r and k[1] < row.attempt and is_charge(w, k) for k in w.ledger
+        ):
+            return SUPERSEDED_NOT_CHARGED
     return FENCED if w.stale_write else None
 
 
@@ -65,8 +92,19 @@ def _settled(w: World) -> bool:
     return bool(w.rows) and all(row.state in TERMINAL for row in w.rows)
 
 
-def explore(protocol: Protocol, starts: tuple[World, ...], *, dead_ends: bool = True) -> Report:
-    """Search every world reachable from `starts`; stop at the first violation."""
+def explore(
+    protocol: Protocol,
+    starts: tuple[World, ...],
+    *,
+    dead_ends: bool = True,
+    check: Callable[[World], str | None] = first_broken,
+) -> Report:
+    """Search every world reachable from `starts`; stop at the first violation.
+
+    `check` names the invariant a world breaks: every one (`first_broken`), or the double
+    charges alone (`double_charge`, with `dead_ends=False`), which finds the shortest trace
+    to a double charge when a mutation also breaks another invariant sooner.
+    """
     began = time.perf_counter()
     index: dict[World, int] = {}
     worlds: list[World] = []
@@ -79,15 +117,16 @@ def explore(protocol: Protocol, starts: tuple[World, ...], *, dead_ends: bool = 
         worlds.append(w)
         parent.append(source)
         steps.append(step)
-        broken = first_broken(w)
+        broken = check(w)
         if broken is not None:
             return Violation(broken, *_trace(worlds, parent, steps, len(worlds) - 1))
         return None
 
     def report(violation: Violation | None) -> Report:
         took = time.perf_counter() - began
-        return Report(len(worlds), len(sources), took, violation, frozenset(edges))
+        return Report(len(worlds), transitions, took, violation, frozenset(edges))
 
+    transitions = 0
     for start in starts:
         new = index.setdefault(start, len(worlds)) == len(worlds)
         if new and (violation := found(start, -1, None)) is not None:
@@ -102,6 +141,7 @@ def explore(protocol: Protocol, starts: tuple[World, ...], *, dead_ends: bool = 
             target = index.setdefault(nxt, count)
             if target == count and (violation := found(nxt, n, step)) is not None:
                 return report(violation)
+            transitions += 1
             if dead_ends:
                 sources.append(n)
                 targets.append(target)

@@ -12,12 +12,15 @@ from tests.model.world import (
     SPENT,
     Budget,
     Key,
+    Mode,
     Op,
     Owner,
     Phase,
     Result,
     Row,
+    Verdict,
     World,
+    deciding,
     key_name,
     with_owner,
     with_row,
@@ -27,6 +30,7 @@ DEST = {
     "send": Op.PROVIDER_REQUEST_SENT,
     "retry": Op.PROVIDER_REQUEST_SENT,
     "resend": Op.PROVIDER_REQUEST_SENT,
+    "failover": Op.PROVIDER_REQUEST_SENT,
     "complete": Op.COMPLETED,
     "fail": Op.FAILED,
     "defer": Op.FAILED_RETRYABLE,
@@ -71,14 +75,22 @@ def at(w: World, i: int, o: Owner, phase: Phase, result: Result | None = None) -
         o.believed,
         o.mode,
         o.result if result is None else result,
+        o.attempt,
     )
     return with_owner(w, i, owner)
+
+
+def taking(r: int, row: Row, fence: int, mode: Mode) -> Owner:
+    """An owner taking operation `r` over at `fence`: a new ownership, at the row's attempt."""
+    return Owner(
+        Phase.OWNED, r, fence, row.generation + 1, row.state, mode, Result.NONE, row.attempt
+    )
 
 
 def own(w: World, i: int, r: int, owner: Owner) -> World:
     """`owner` takes operation `r`: its fence, a live lease, a new ownership."""
     row = w.rows[r]
-    new_row = Row(row.state, row.attempts, owner.fence, i, True, owner.generation)
+    new_row = Row(row.state, row.attempts, owner.fence, i, True, owner.generation, row.attempt)
     return with_row(with_owner(w, i, owner), r, new_row)
 
 
@@ -114,18 +126,24 @@ def clock_and_network(w: World, out: Successors) -> None:
         )
         if working and not w.budget.expiries:
             continue
-        after = with_row(w, r, Row(row.state, row.attempts, row.fence, None, False, row.generation))
+        expired = Row(row.state, row.attempts, row.fence, None, False, row.generation, row.attempt)
+        after = with_row(w, r, expired)
         who = "its owner still works (paused or slow)" if working else "its holder is gone"
         text = f"lease on operation {r} expires; {who}"
         out.append((Step("clock", "lease expiry", None, text), spend(after, expiries=int(working))))
     for key in sorted(w.orphans):
         gone = w.orphans - {key}
-        if w.valid:
-            text = f"late request {key_name(key)} reaches the provider: charges"
+        # A late request rejected as invalid leaves what one that never arrives leaves:
+        # nothing, and the provider free to decide on the next (which it rejects as well).
+        for verdict, known in deciding(w, key[1]):
+            if verdict is Verdict.REJECT:
+                continue
+            what = "charges" if verdict is Verdict.APPROVE else "declines it"
+            text = f"late request {key_name(key)} reaches provider {key[1]}: {what}"
             out.append(
                 (
                     Step("network", "deliver", None, text),
-                    w._replace(orphans=gone, ledger=w.ledger | {key}),
+                    known._replace(orphans=gone, ledger=w.ledger | {key}),
                 )
             )
         text = f"request {key_name(key)} never reaches the provider (or is refused)"

@@ -32,7 +32,12 @@ BROKEN_BY = {
     Mutation.SELECT_THEN_INSERT: ONE_CHARGE,
     Mutation.RETRYABLE_NEVER_RETRIED: DEAD_END,
     Mutation.UNGUARDED_RESOLVE: FAILED_NOT_CHARGED,
+    Mutation.ATTEMPT_NOT_PERSISTED: FAILED_NOT_CHARGED,
 }
+
+# A dead end is found only once the whole graph is explored, and the retry path it is on does
+# not depend on failover: that one search runs with one provider, a fifth of the graph.
+BOUNDS = {Mutation.RETRYABLE_NEVER_RETRIED: SMALL._replace(providers=1)}
 
 
 def test_the_protocol_keeps_every_invariant(small_run: tuple[Report, Protocol]) -> None:
@@ -47,8 +52,9 @@ def test_the_protocol_keeps_every_invariant(small_run: tuple[Report, Protocol]) 
 
 @pytest.mark.parametrize("mutation", list(Mutation), ids=lambda m: m.value)
 def test_each_broken_rule_is_caught(mutation: Mutation) -> None:
-    protocol = Protocol(SMALL, mutation)
-    report = explore(protocol, initial_worlds(SMALL))
+    bounds = BOUNDS.get(mutation, SMALL)
+    protocol = Protocol(bounds, mutation)
+    report = explore(protocol, initial_worlds(bounds))
     assert report.violation is not None, f"{mutation.value} went unnoticed"
     print(f"{mutation.value}: {len(report.violation.trace)} steps, {report.states} states")
     assert report.violation.invariant == BROKEN_BY[mutation], format_violation(

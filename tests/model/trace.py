@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from tests.model.protocol import Protocol
 from tests.model.search import Violation
-from tests.model.world import Phase, World, key_name
+from tests.model.world import Phase, Verdict, World, is_charge, key_name
+
+VERDICTS = {
+    Verdict.APPROVE: "approves",
+    Verdict.DECLINE_ELSEWHERE: "declines (retryable elsewhere)",
+    Verdict.REJECT: "rejects it as invalid",
+    Verdict.UNDECIDED: "undecided",
+}
+
+
+def describe_verdicts(w: World) -> str:
+    """What each provider does with the payment."""
+    if all(v is Verdict.UNDECIDED for v in w.verdicts):
+        return "each provider decides what it does when a request first reaches it"
+    return ", ".join(f"provider {p} {VERDICTS[v]}" for p, v in enumerate(w.verdicts))
 
 
 def describe_world(w: World, protocol: Protocol) -> str:
-    """The operation rows, the provider's ledger and the requests on the network, in one line."""
+    """The operation rows, the providers' ledgers and the requests on the network, in one line."""
     names = protocol.names
     rows = []
     for row in w.rows:
@@ -16,8 +30,14 @@ def describe_world(w: World, protocol: Protocol) -> str:
         if row.lease_live:
             holder = "?" if row.lease_owner is None else names[row.lease_owner]
             lease = f"held by {holder}"
-        rows.append(f"{row.state.name} fence {row.fence} attempts {row.attempts} lease {lease}")
-    ledger = ", ".join(key_name(k) for k in sorted(w.ledger)) or "empty"
+        rows.append(
+            f"{row.state.name} attempt {row.attempt} fence {row.fence}"
+            f" attempts {row.attempts} lease {lease}"
+        )
+    ledger = (
+        ", ".join(key_name(k) + ("" if is_charge(w, k) else " declined") for k in sorted(w.ledger))
+        or "empty"
+    )
     text = f"row: {'; '.join(rows) or 'absent'} | ledger: {ledger}"
     awaited = [
         f"{key_name(protocol.key(o))} ({names[i]} waits)"
@@ -32,10 +52,9 @@ def describe_world(w: World, protocol: Protocol) -> str:
 
 def format_violation(v: Violation, protocol: Protocol) -> str:
     """The shortest trace to the violation, one step a line."""
-    valid = "valid (the provider approves it)" if v.start.valid else "invalid (it rejects it)"
     lines = [
         f"violated: {v.invariant}",
-        f" 0. start: the payment is {valid} | {describe_world(v.start, protocol)}",
+        f" 0. start: {describe_verdicts(v.start)} | {describe_world(v.start, protocol)}",
     ]
     for n, (step, w) in enumerate(v.trace, 1):
         verb = step.verb + (f"/{step.trigger}" if step.trigger else "")

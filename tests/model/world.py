@@ -1,4 +1,4 @@
-"""The model's state: one idempotency key, its operation rows, the owners, network and provider.
+"""The model's state: one idempotency key, its operation rows, the owners, network and providers.
 
 Every value here is an immutable, hashable tuple, so a whole world can be a key in the search's
 index. Time is abstract: a lease is either live or expired, and it may expire at any moment
@@ -61,6 +61,16 @@ class Result(IntEnum):
     NOT_PROCESSED = 6  # charge: 503 documented as not processed, nothing recorded (fault)
     UNKNOWN = 7  # charge: timed out, or the answer was lost
     NOT_FOUND_RECENT = 8  # an operator's lookup: 404, but a request may still be on its way
+    DECLINED = 9  # charge or lookup: a definite decline the provider marks retryable elsewhere
+
+
+class Verdict(IntEnum):
+    """What one provider does with this payment, whenever a request for it gets there."""
+
+    APPROVE = 0  # a charge: approved, or declined for good (both are stored as the answer)
+    DECLINE_ELSEWHERE = 1  # declined, marked retryable at another provider: no money moves
+    REJECT = 2  # rejected as invalid: nothing recorded
+    UNDECIDED = 3  # no request has reached it yet: it decides when the first one does
 
 
 class Role(IntEnum):
@@ -84,6 +94,7 @@ class Mutation(Enum):
     SELECT_THEN_INSERT = "select-then-insert"
     RETRYABLE_NEVER_RETRIED = "retryable-never-retried"  # a liveness bug, for the dead-end check
     UNGUARDED_RESOLVE = "unguarded-resolve"  # "not charged" while a request may be in flight
+    ATTEMPT_NOT_PERSISTED = "attempt-not-persisted"  # failover sends before writing its attempt
 
 
 class Budget(NamedTuple):
@@ -103,15 +114,18 @@ class Bounds(NamedTuple):
     workers: int
     budget: Budget
     operators: int = 1
+    providers: int = 2  # attempt n goes to provider n; failover moves to the next one
 
 
 SPENT = Budget(0, 0, 0, 0, 0)
 SMALL = Bounds(2, 1, Budget(crashes=1, expiries=1, faults=1, timeouts=1, total=2))
 LARGE = Bounds(2, 2, Budget(crashes=2, expiries=2, faults=2, timeouts=2, total=3))
 
-Key = tuple[int, int]
-"""A provider idempotency key: (operation row, generation). The service derives one key per
-payment, generation 0; only the resend-new-key mutation makes others."""
+Key = tuple[int, int, int]
+"""A provider idempotency key: (operation row, attempt, generation). The service derives one
+key per attempt, `{payment}:{n}`, generation 0, and sends attempt n to provider n, so a key
+names its provider and each provider's ledger is the keys of its attempt. Only the
+resend-new-key mutation makes other generations."""
 
 
 class Row(NamedTuple):
@@ -123,6 +137,7 @@ class Row(NamedTuple):
     lease_owner: int | None  # owner index
     lease_live: bool
     generation: int  # ownerships taken so far: the truth a fence stands for (not in the table)
+    attempt: int = 0  # the current attempt (and provider), written before its first send
 
 
 class Owner(NamedTuple):
@@ -135,6 +150,7 @@ class Owner(NamedTuple):
     believed: Op = Op.RECEIVED  # the state it last saw or wrote
     mode: Mode = Mode.NONE
     result: Result = Result.NONE
+    attempt: int = 0  # the attempt it sends, or the last it looks up (every one up to it)
 
 
 IDLE = Owner(Phase.IDLE)
@@ -144,11 +160,11 @@ DONE = Owner(Phase.DONE)
 class World(NamedTuple):
     """Everything at one instant."""
 
-    valid: bool  # the provider approves this payment (True) or rejects it as invalid
+    verdicts: tuple[Verdict, ...]  # what each provider does with the payment
     rows: tuple[Row, ...]  # the operations under the one idempotency key; () before the claim
     owners: tuple[Owner, ...]
     orphans: frozenset[Key]  # charge requests on the network that nobody waits for any more
-    ledger: frozenset[Key]  # the provider's charges, by key; it never charges a key twice
+    ledger: frozenset[Key]  # the providers' charges and declines, by key; never two for a key
     budget: Budget
     stale_write: bool  # a write landed for an owner whose ownership was already taken over
 
@@ -175,8 +191,30 @@ def owner_names(bounds: Bounds) -> tuple[str, ...]:
     return tuple(out)
 
 
-def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
-    """Where the search starts; the payment is valid or invalid (both explored).
+def verdicts_of(provider: int, providers: int) -> tuple[Verdict, ...]:
+    """What a provider may do with the payment; the last has no elsewhere to send to, so a
+    decline there is a decline for good (a charge, as far as the protocol goes)."""
+    if provider < providers - 1:
+        return (Verdict.APPROVE, Verdict.DECLINE_ELSEWHERE, Verdict.REJECT)
+    return (Verdict.APPROVE, Verdict.REJECT)
+
+
+def deciding(w: World, provider: int) -> tuple[tuple[Verdict, World], ...]:
+    """What `provider` does with the payment, and the world that knows it: the one verdict
+    decided, or, the first time a request reaches it, each it may decide."""
+    verdict = w.verdicts[provider]
+    if verdict is not Verdict.UNDECIDED:
+        return ((verdict, w),)
+    out = []
+    for v in verdicts_of(provider, len(w.verdicts)):
+        verdicts = (*w.verdicts[:provider], v, *w.verdicts[provider + 1 :])
+        out.append((v, w._replace(verdicts=verdicts)))
+    return tuple(out)
+
+
+def initial_worlds(bounds: Bounds, verdict: Verdict = Verdict.UNDECIDED) -> tuple[World, ...]:
+    """Where the search starts; each provider decides what it does with the payment when a
+    request first reaches it, so every combination is explored (`verdict`: all decided so).
 
     A fresh key: no row yet. And a row an earlier release left behind: that release
     committed RECEIVED and PROVIDER_REQUEST_SENT in separate transactions, so an owner that
@@ -185,28 +223,39 @@ def initial_worlds(bounds: Bounds) -> tuple[World, ...]:
     owners = (IDLE,) * len(roles(bounds))
     left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
     done_first = (DONE, *owners[1:])
+    verdicts = (verdict,) * bounds.providers
     return tuple(
-        World(valid, rows, first, frozenset(), frozenset(), bounds.budget, False)
-        for valid in (True, False)
+        World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False)
         for rows, first in (((), owners), (left_received, done_first))
     )
 
 
+def approved_everywhere(bounds: Bounds) -> tuple[World, ...]:
+    """The initial worlds in which every provider approves the payment: the only ones in which
+    it can be charged at two providers, where a search for a double charge starts."""
+    return initial_worlds(bounds, Verdict.APPROVE)
+
+
+def is_charge(world: World, key: Key) -> bool:
+    """Whether the ledger entry `key` is a charge (its provider approves, or declines for good)."""
+    return world.verdicts[key[1]] is Verdict.APPROVE
+
+
 def charges_of(world: World, row: int) -> int:
-    """The provider charges made for operation `row`."""
-    return sum(1 for key in world.ledger if key[0] == row)
+    """The provider charges made for operation `row`, at every provider."""
+    return sum(1 for key in world.ledger if key[0] == row and is_charge(world, key))
 
 
 def with_owner(w: World, i: int, owner: Owner) -> World:
     owners = (*w.owners[:i], owner, *w.owners[i + 1 :])
-    return World(w.valid, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write)
+    return World(w.verdicts, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write)
 
 
 def with_row(w: World, r: int, row: Row) -> World:
     """Row `r` replaced, or added when `r` is one past the last."""
     rows = (*w.rows[:r], row, *w.rows[r + 1 :])
-    return World(w.valid, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write)
+    return World(w.verdicts, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write)
 
 
 def key_name(key: Key) -> str:
-    return f"payment-{key[0]}" + (f"/{key[1]}" if key[1] else "")
+    return f"payment-{key[0]}:{key[1]}" + (f"/{key[2]}" if key[2] else "")
