@@ -12,7 +12,10 @@ no measured replays and once with `--replays`; the difference, divided, is one r
 
 With `--scenario lookups` each measured request is `GET /operations?idempotency_key=` of the
 payment instead of its replay; with `--scenario payments` a new payment, each under a key of
-its own (the fake provider's work is not counted: it is another process). `--traced` runs
+its own (the fake provider's work is not counted: it is another process). A new payment waits
+for the provider, and the event loop's turns and the process's timers meanwhile depend on how
+long: its count moves with the machine's load (by a third between two runs seen), so compare
+revisions or sides of one run only. `--traced` runs
 each revision a second time traced as `bench.compare --trace-after` traces (every request
 sampled, its spans serialized to /dev/null), and flushes the spans before counting stops.
 
