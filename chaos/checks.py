@@ -13,7 +13,9 @@ replays_identical         every final answer for one key has the same status and
 nothing_charged_on_failure  no approved charge for a key answered 502 PROVIDER_REJECTED
                           or 402 declined
 mismatch_rejected         the same key with another amount is answered 422
-                          IDEMPOTENCY_KEY_REUSED, always
+                          IDEMPOTENCY_KEY_REUSED, or 503 SERVICE_UNAVAILABLE when the
+                          database could not be reached to tell (a failover under the
+                          request: nothing is decided, the client is told to retry)
 expected_statuses         no other answer than the contract's (no 500, no 422 for the
                           original request, no 4xx of a malformed request)
 intents_finished          every key reached a final answer before the deadline
@@ -38,6 +40,9 @@ from typing import Any
 from chaos.breakers import state_at
 
 ORIGINAL_ALLOWED = frozenset({201, 202, 402, 409, 502, 503})
+# A key reused with another amount: refused, or the database out of reach (nothing read,
+# nothing decided). Never the breaker's 503: a reused key must not get as far as the provider.
+MISMATCH_ANSWERS = frozenset({(422, "IDEMPOTENCY_KEY_REUSED"), (503, "SERVICE_UNAVAILABLE")})
 # A succeeded payment stays succeeded when refunds give money back on it.
 CHARGED = frozenset({"SUCCEEDED", "PARTIALLY_REFUNDED", "REFUNDED"})
 
@@ -207,7 +212,7 @@ def _per_key(index: _Index, key: str, attempts: list[dict[str, Any]]) -> Iterato
         if status is None:
             continue
         if record["role"] == "mismatch":
-            if status != 422 or record.get("code") != "IDEMPOTENCY_KEY_REUSED":
+            if (status, record.get("code")) not in MISMATCH_ANSWERS:
                 yield Violation(
                     "mismatch_rejected",
                     key,

@@ -151,6 +151,16 @@ def test_a_mismatch_that_is_not_refused_is_found() -> None:
     assert "mismatch_rejected" in _checks([_record(ids, status=201), accepted], snapshot)
 
 
+def test_a_mismatch_answered_while_the_database_was_out_of_reach_is_no_violation() -> None:
+    ids, snapshot = _world()
+    unavailable = _record(ids, status=503, role="mismatch", code="SERVICE_UNAVAILABLE")
+    refused = _record(ids, status=422, role="mismatch", code="IDEMPOTENCY_KEY_REUSED")
+    assert "mismatch_rejected" not in _checks([_record(ids, status=201), unavailable], snapshot)
+    assert "mismatch_rejected" not in _checks([_record(ids, status=201), refused], snapshot)
+    breaker = _record(ids, status=503, role="mismatch", code="PROVIDER_UNAVAILABLE")
+    assert "mismatch_rejected" in _checks([_record(ids, status=201), breaker], snapshot)
+
+
 def test_an_answer_outside_the_contract_is_found() -> None:
     ids, snapshot = _world()
     history = [_record(ids, status=500), _record(ids, status=201)]
