@@ -142,9 +142,10 @@ def _uuid(text: str) -> uuid.UUID | None:
 
 
 async def search(conn: Connection, text: str, *, limit: int = DEFAULT_LIMIT) -> list[Hit]:
-    """Every record holding `text` as an id or key, newest first; [] for blank text."""
+    """Every record holding `text` as an id or key, newest first; [] for blank text, and for
+    text with a NUL character, which no PostgreSQL text value can hold."""
     text = text.strip()[:MAX_QUERY]
-    if not text:
+    if not text or "\x00" in text:
         return []
     sql, params = search_sql(text, limit=limit)
     rows = await (await conn.execute(sql, params)).fetchall()

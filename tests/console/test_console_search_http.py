@@ -85,3 +85,16 @@ def test_every_kind_of_id_or_key_leads_to_its_record(
             assert '<form class="search" method="get" action="/console/search"' in shown.text
             assert '<label for="q"' in shown.text
             assert 'href="#main"' in shown.text
+
+
+def test_a_nul_character_finds_nothing_instead_of_failing(
+    api: Process, admin: AdminHandle, admin_client: httpx.Client
+) -> None:
+    # No text in PostgreSQL can hold a NUL, so no record can match one; the statement itself
+    # would be refused by the server.
+    answer = admin_client.get("/admin/search", params={"q": "order\x001042"})
+    assert (answer.status_code, answer.json()) == (200, {"data": []})
+    with httpx.Client(base_url=str(api.admin_url)) as http:
+        _login(http, admin.token)
+        page = http.get("/console/search", params={"q": "\x00"})
+        assert page.status_code == 404, page.text
