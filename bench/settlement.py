@@ -66,10 +66,10 @@ import httpx
 import psycopg
 
 from app.settlement.models import ItemKind, RecordType
-from bench.loadgen import Request, Response, Target, run_load
+from bench.loadgen import Request, Response, Target
 from bench.machine import describe_machine, machine_busy_s, tree_cpu_s
 from bench.scenarios import payment_amount, payment_body, post_payment
-from bench.settlement_seed import seed_direct
+from bench.settlement_seed import seed_direct, seed_load
 from bench.system import (
     RESULTS_DIR,
     Database,
@@ -91,8 +91,6 @@ MIDNIGHT_MARGIN = timedelta(minutes=10)
 PLACED_FROM = timedelta(hours=1)
 # Ledger edits made one by one (drops, orphans) at once.
 EDIT_CONCURRENCY = 16
-# Every load run is bounded by a time as well as its count.
-SEED_BOUND_S = 600.0
 
 KINDS = tuple(ItemKind)
 
@@ -310,17 +308,7 @@ def _load(
     concurrency: int,
     on_response: Callable[[int, Request, Response], None],
 ) -> dict[str, Any]:
-    measured = asyncio.run(
-        run_load(
-            system.target(),
-            make,
-            total=total,
-            concurrency=concurrency,
-            duration_s=SEED_BOUND_S,
-            on_response=on_response,
-        )
-    )
-    return measured.summary()
+    return seed_load(system.target(), make, total, concurrency, on_response)
 
 
 def _minor_text(minor: int) -> str:

@@ -38,7 +38,7 @@ from app.provider.keys import derive_provider_key, derive_refund_key
 from app.refunds.schemas import CreateRefundCommand
 from bench.loadgen import Request, Response, Target, run_load
 
-# Bound on each of the two seeding loads (seconds); far above what they take.
+# Every seeding load is bounded by a time as well as its count (seconds; far above it).
 SEED_BOUND_S = 600.0
 REASON = "requested_by_customer"
 
@@ -68,8 +68,8 @@ class _Refund:
     at: datetime | None = None
 
 
-def _provider_load(
-    provider_url: str,
+def seed_load(
+    target: Target,
     make: Callable[[int], Request],
     total: int,
     concurrency: int,
@@ -77,7 +77,7 @@ def _provider_load(
 ) -> dict[str, Any]:
     measured = asyncio.run(
         run_load(
-            Target.from_url(provider_url),
+            target,
             make,
             total=total,
             concurrency=concurrency,
@@ -140,9 +140,8 @@ def seed_direct(
             made[index].charge_id = json.loads(response.body)["charge_id"]
             made[index].at = datetime.now(UTC)
 
-    charged = _provider_load(
-        provider_url, lambda i: _charge(made[i]), payments, concurrency, on_charge
-    )
+    provider = Target.from_url(provider_url)
+    charged = seed_load(provider, lambda i: _charge(made[i]), payments, concurrency, on_charge)
     backs = [
         _Refund(uuid.uuid4(), uuid.uuid4(), f"refund-{tag}-{i}", made[i], 0) for i in range(refunds)
     ]
@@ -155,9 +154,7 @@ def seed_direct(
             backs[index].refund_id = json.loads(response.body)["refund_id"]
             backs[index].at = datetime.now(UTC)
 
-    refunded = _provider_load(
-        provider_url, lambda i: _refund(backs[i]), refunds, concurrency, on_refund
-    )
+    refunded = seed_load(provider, lambda i: _refund(backs[i]), refunds, concurrency, on_refund)
     missing = sum(1 for p in made if not p.charge_id) + sum(1 for r in backs if not r.refund_id)
     if missing:
         raise RuntimeError(
