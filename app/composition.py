@@ -1,7 +1,8 @@
 """Builds and wires the service's shared parts, for the API and the worker alike.
 
-    pool -> Database ─┬─> one driver per operation kind (provider client, failpoints)
-    provider wire client ┘      └─> its Reconciler (policy), its operators' Subject
+    pool -> Database ──────────┬─> one driver per operation kind (providers, routing,
+    one client per provider ───┘      failpoints) └─> its Reconciler (policy), its Subject
+    (wire, breaker, deadline)
 
 `KINDS` registers every operation kind (`app/operations/kinds.py`): one line per kind. The
 loop in `runtime` builds each one's driver (`build_driver`), its reconciler and what
@@ -29,6 +30,8 @@ from app.operations.kinds import Described, DriverParts, OperationKind
 from app.payments.kind import PAYMENT
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
+from app.provider.registry import Providers, ProviderSpec
+from app.provider.routing import RoutingTable
 from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -45,6 +48,8 @@ class Runtime:
 
     db: Database
     policy: RecoveryPolicy
+    providers: Providers
+    routing: RoutingTable
     # By operation name: each kind's driver, the reconciler of that driver, and what
     # operators may act on (`app/admin/operators.py`).
     drivers: Mapping[str, Any]
@@ -56,7 +61,7 @@ def operator_subject(
     kind: OperationKind[Any],
     *,
     db: Database,
-    provider: ProviderClient,
+    providers: Providers,
     driver: Any,
     reconciler: Reconciler[Any, Any],
 ) -> Subject:
@@ -68,7 +73,7 @@ def operator_subject(
 
     return Subject(
         describe=describe,
-        find_at_provider=functools.partial(kind.find_at_provider, provider),
+        find_at_provider=functools.partial(kind.find_at_provider, providers),
         driver=driver,
         reconciler=reconciler,
         record_name=kind.record_name,
@@ -87,38 +92,59 @@ def provider_connections(settings: Settings) -> int:
     return max(DEFAULT_MAX_CONNECTIONS, settings.reconcile_concurrency)
 
 
+def provider_client(
+    spec: ProviderSpec, settings: Settings, metrics: Metrics
+) -> tuple[ProviderClient, WireClient]:
+    """One provider's client: its own connections, deadline and circuit breaker."""
+    # Filled in from the service-wide settings by `Settings.provider_specs`.
+    assert spec.timeout_s is not None
+    assert spec.breaker_failures is not None
+    assert spec.breaker_cooldown_s is not None
+    # Charges, refunds and lookups all go through it (`app/provider/wire.py`); a connect may
+    # take a share of the call's deadline, so that one that hangs is "not sent".
+    connections = provider_connections(settings)
+    wire = WireClient(
+        spec.url,
+        connect_timeout_s=spec.timeout_s * CONNECT_SHARE,
+        max_connections=connections,
+        max_idle=connections,
+    )
+    gauge = metrics.breaker_state.labels(spec.name)
+    gauge.set(0)
+    breaker = CircuitBreaker(
+        failures=spec.breaker_failures,
+        cooldown_s=spec.breaker_cooldown_s,
+        on_change=lambda state: gauge.set(int(state)),
+        name=spec.name,
+    )
+    client = ProviderClient(
+        wire,
+        observer=metrics.provider_observer(spec.name),
+        deadline_s=spec.timeout_s,
+        breaker=breaker,
+    )
+    return client, wire
+
+
 @asynccontextmanager
 async def runtime(
     settings: Settings, *, metrics: Metrics, application_name: str
 ) -> AsyncIterator[Runtime]:
     """Build the runtime for one process; close its connections when the block ends."""
-    # Charges, refunds and lookups all go through it (`app/provider/wire.py`); a connect may
-    # take a share of the call's deadline, so that one that hangs is "not sent".
-    connections = provider_connections(settings)
-    wire = WireClient(
-        settings.provider_url,
-        connect_timeout_s=settings.provider_timeout_s * CONNECT_SHARE,
-        max_connections=connections,
-        max_idle=connections,
-    )
+    routing = settings.routing_table()
+    built = {
+        spec.name: provider_client(spec, settings, metrics) for spec in settings.provider_specs()
+    }
+    providers = Providers({name: client for name, (client, _) in built.items()})
     try:
         async with open_database(settings, application_name=application_name) as db:
-            breaker = CircuitBreaker(
-                failures=settings.breaker_failures,
-                cooldown_s=settings.breaker_cooldown_s,
-                on_change=lambda state: metrics.breaker_state.set(int(state)),
-            )
-            provider = ProviderClient(
-                wire,
-                observer=metrics.observe_provider_call,
-                deadline_s=settings.provider_timeout_s,
-                breaker=breaker,
-            )
             parts = DriverParts(
                 db=db,
-                provider=provider,
+                providers=providers,
+                routing=routing,
                 lease_s=settings.lease_s,
                 failpoints=Failpoints.parse(settings.failpoints),
+                on_failover=metrics.failed_over,
             )
             policy = RecoveryPolicy(
                 max_attempts=settings.max_attempts,
@@ -132,14 +158,17 @@ async def runtime(
                 driver = drivers[kind.name] = kind.build_driver(parts)
                 reconciler = reconcilers[kind.name] = Reconciler(driver=driver, policy=policy)
                 subjects[kind.name] = operator_subject(
-                    kind, db=db, provider=provider, driver=driver, reconciler=reconciler
+                    kind, db=db, providers=providers, driver=driver, reconciler=reconciler
                 )
             yield Runtime(
                 db=db,
                 policy=policy,
+                providers=providers,
+                routing=routing,
                 drivers=drivers,
                 reconcilers=reconcilers,
                 subjects=subjects,
             )
     finally:
-        await wire.aclose()
+        for _, wire in built.values():
+            await wire.aclose()

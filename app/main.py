@@ -70,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
                 payments=PaymentService(
                     db=parts.db,
                     driver=parts.drivers[OperationName.CREATE_PAYMENT],
+                    routing=parts.routing,
                     reconciler=parts.reconcilers[OperationName.CREATE_PAYMENT],
                     policy=parts.policy,
                     lease_s=settings.lease_s,

@@ -14,6 +14,10 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
+
+from app.provider.registry import DEFAULT_NAME, ProviderSpec
+from app.provider.routing import RoutingSpec, RoutingTable
 
 
 class SettingsError(Exception):
@@ -45,6 +49,12 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     provider_url: str = "http://127.0.0.1:8100"
     provider_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    # Several providers (JSON, `app/provider/registry.py`): each named, with its URL and
+    # optionally its own timeout and breaker. Unset: one, `primary`, at `provider_url`.
+    providers: tuple[ProviderSpec, ...] | None = None
+    # Which providers a payment goes to, and the declines retried at the next one (JSON,
+    # `app/provider/routing.py`). Unset: every provider in the order `providers` lists them.
+    routing: RoutingSpec | None = None
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
     # Operations a worker claims in one statement, and reconciles at most at once (each
@@ -173,6 +183,39 @@ class Settings(BaseSettings):
         Failpoints.parse(value)
         return value
 
+    @field_validator("providers")
+    @classmethod
+    def _distinct_names(
+        cls, value: tuple[ProviderSpec, ...] | None
+    ) -> tuple[ProviderSpec, ...] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must list at least one provider")
+        names = [spec.name for spec in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"provider names must be distinct: {names}")
+        return value
+
+    def provider_specs(self) -> tuple[ProviderSpec, ...]:
+        """The configured providers, each with its own timeout and breaker filled in."""
+        specs = self.providers or (ProviderSpec(name=DEFAULT_NAME, url=self.provider_url),)
+        return tuple(
+            spec.model_copy(
+                update={
+                    "timeout_s": spec.timeout_s or self.provider_timeout_s,
+                    "breaker_failures": spec.breaker_failures or self.breaker_failures,
+                    "breaker_cooldown_s": spec.breaker_cooldown_s or self.breaker_cooldown_s,
+                }
+            )
+            for spec in specs
+        )
+
+    def routing_table(self) -> RoutingTable:
+        """The routing over the configured providers (checked at start, as every setting)."""
+        names = tuple(spec.name for spec in self.provider_specs())
+        return RoutingTable(names, self.routing or RoutingSpec())
+
     @model_validator(mode="after")
     def _lease_outlives_provider_call(self) -> Settings:
         # The lease must outlive the longest provider call, or a live owner could lose its
@@ -182,6 +225,15 @@ class Settings(BaseSettings):
                 "PAYMENTS_LEASE_S must exceed PAYMENTS_PROVIDER_TIMEOUT_S "
                 f"({self.lease_s} <= {self.provider_timeout_s})"
             )
+        for spec in self.provider_specs():
+            assert spec.timeout_s is not None
+            if self.lease_s <= spec.timeout_s:
+                raise ValueError(
+                    f"PAYMENTS_LEASE_S must exceed provider {spec.name!r}'s timeout_s "
+                    f"({self.lease_s} <= {spec.timeout_s})"
+                )
+        if self.routing is not None:
+            self.routing.check_providers([spec.name for spec in self.provider_specs()])
         if self.webhook_lease_s <= self.webhook_timeout_s:
             raise ValueError(
                 "PAYMENTS_WEBHOOK_LEASE_S must exceed PAYMENTS_WEBHOOK_TIMEOUT_S "
@@ -222,6 +274,9 @@ class Settings(BaseSettings):
             )
         try:
             return cls()
+        except SourceError as exc:
+            # A JSON setting (PAYMENTS_PROVIDERS, PAYMENTS_ROUTING) that does not parse.
+            raise SettingsError(f"invalid settings: {exc}") from None
         except ValidationError as exc:
             problems = []
             for error in exc.errors():
@@ -229,7 +284,11 @@ class Settings(BaseSettings):
                 if loc:
                     name = str(loc[0]).upper()
                     env = name if name == "DATABASE_URL" else f"PAYMENTS_{name}"
-                    problems.append(f"{env}: {error['msg']}")
+                    # A JSON setting's error names the member too: PAYMENTS_PROVIDERS[1].url.
+                    where = "".join(
+                        f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:]
+                    )
+                    problems.append(f"{env}{where}: {error['msg']}")
                 else:
                     problems.append(str(error["msg"]).removeprefix("Value error, "))
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None

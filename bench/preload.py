@@ -34,11 +34,12 @@ FROM generate_series(%(first)s, %(last)s) AS g
 """
 
 _PAYMENTS = """
-INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
-                      currency, account_id, merchant_reference, provider_charge_id,
-                      created_at, updated_at)
+INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
+                      amount_minor, currency, account_id, merchant_reference,
+                      provider_charge_id, created_at, updated_at)
 SELECT md5('pay' || g)::uuid, %(tenant)s, md5('op' || g)::uuid,
-       'payment-' || md5('pay' || g)::uuid::text, 'SUCCEEDED', 1234, 'EUR', 'acc_preload',
+       'payment-' || md5('pay' || g)::uuid::text, '{primary}', 'SUCCEEDED', 1234, 'EUR',
+       'acc_preload',
        'order-' || g, 'ch_' || md5(g::text), now(), now()
 FROM generate_series(%(first)s, %(last)s) AS g
 """

@@ -63,11 +63,12 @@ FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 """
 _PAYMENTS = """
-INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
-                      currency, account_id, merchant_reference, provider_charge_id,
-                      created_at, updated_at)
+INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
+                      amount_minor, currency, account_id, merchant_reference,
+                      provider_charge_id, created_at, updated_at)
 SELECT md5('pay' || g)::uuid, t.ids[1 + g %% %(tenants)s], md5('op' || g)::uuid,
-       'payment-' || md5('pay' || g)::uuid::text, 'SUCCEEDED', 100 + g %% 10000, 'EUR',
+       'payment-' || md5('pay' || g)::uuid::text, '{primary}', 'SUCCEEDED',
+       100 + g %% 10000, 'EUR',
        'acc_' || (g %% %(accounts)s), 'order-' || g, 'ch_' || md5('ch' || g),
        now() - make_interval(secs => %(total)s::bigint - g), now()
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
@@ -76,11 +77,12 @@ WHERE g %% 10 <> 0
 """
 _REFUNDS = """
 INSERT INTO refunds (id, tenant_id, payment_id, operation_id, provider_key, charge_id,
-                     status, amount_minor, currency, provider_refund_id, created_at,
+                     provider, status, amount_minor, currency, provider_refund_id, created_at,
                      updated_at)
 SELECT md5('ref' || g)::uuid, t.ids[1 + g %% %(tenants)s], md5('pay' || (g - 1))::uuid,
        md5('op' || g)::uuid, 'refund-' || md5('ref' || g)::uuid::text,
-       'ch_' || md5('ch' || (g - 1)), 'SUCCEEDED', 50, 'EUR', 're_' || md5('re' || g),
+       'ch_' || md5('ch' || (g - 1)), 'primary', 'SUCCEEDED', 50, 'EUR',
+       're_' || md5('re' || g),
        now() - make_interval(secs => %(total)s::bigint - g), now()
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t

@@ -35,6 +35,7 @@ from app.idempotency.fingerprint import fingerprint
 from app.operations.models import OperationName
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key, derive_refund_key
+from app.provider.registry import DEFAULT_NAME
 from app.refunds.schemas import CreateRefundCommand
 from bench.loadgen import Request, Response, Target, run_load
 
@@ -206,23 +207,25 @@ def _write_ours(
                      "COMPLETED", r.payment.id, r.id, r.at, r.at)
                 )  # fmt: skip
         with cur.copy(
-            "COPY payments (id, tenant_id, operation_id, provider_key, status, amount_minor,"
-            " currency, account_id, merchant_reference, provider_charge_id,"
+            "COPY payments (id, tenant_id, operation_id, provider_key, route, status,"
+            " amount_minor, currency, account_id, merchant_reference, provider_charge_id,"
             " amount_refunded_minor, created_at) FROM STDIN"
         ) as copy:
             for p in made:
                 copy.write_row(
-                    (p.id, tenant_id, p.operation_id, derive_provider_key(p.id), _payment_status(p),
+                    (p.id, tenant_id, p.operation_id, derive_provider_key(p.id), [DEFAULT_NAME],
+                     _payment_status(p),
                      p.amount_minor, "EUR", p.account_id, p.reference, p.charge_id,
                      p.refunded_minor, p.at)
                 )  # fmt: skip
         with cur.copy(
             "COPY refunds (id, tenant_id, payment_id, operation_id, provider_key, charge_id,"
-            " status, amount_minor, currency, reason, provider_refund_id, created_at) FROM STDIN"
+            " provider, status, amount_minor, currency, reason, provider_refund_id, created_at)"
+            " FROM STDIN"
         ) as copy:
             for r in backs:
                 copy.write_row(
                     (r.id, tenant_id, r.payment.id, r.operation_id, derive_refund_key(r.id),
-                     r.payment.charge_id, "SUCCEEDED", r.amount_minor, "EUR",
+                     r.payment.charge_id, DEFAULT_NAME, "SUCCEEDED", r.amount_minor, "EUR",
                      REASON, r.refund_id, r.at)
                 )  # fmt: skip

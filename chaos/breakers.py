@@ -31,16 +31,25 @@ NO_ANSWER = "no answer"
 LOG_MESSAGE = "provider circuit breaker "
 
 
-def gauge_state(text: str) -> str | None:
-    """The breaker state in a `/metrics` page, or None when the gauge is not there."""
+def gauge_state(text: str, provider: str | None = None) -> str | None:
+    """The breaker state in a `/metrics` page, or None when the gauge is not there.
+
+    Each provider has a breaker of its own (`provider` label): `provider`'s, or, unnamed, the
+    worst of them (open over half-open over closed).
+    """
+    states: list[int] = []
     for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name == METRIC:
-            try:
-                return STATES.get(int(float(value)))
-            except ValueError:
-                return None
-    return None
+        series, _, value = line.rpartition(" ")
+        name, _, labels = series.partition("{")
+        if name != METRIC:
+            continue
+        if provider is not None and f'provider="{provider}"' not in labels:
+            continue
+        try:
+            states.append(int(float(value)))
+        except ValueError:
+            return None
+    return STATES.get(max(states)) if states else None
 
 
 class BreakerSampler:

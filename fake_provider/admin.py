@@ -22,6 +22,7 @@ def _view(rule: FaultRule, remaining: int) -> FaultRuleView:
         account_id=rule.account_id,
         idempotency_key=rule.idempotency_key,
         delay_s=rule.delay_s,
+        decline_code=rule.decline_code,
     )
 
 

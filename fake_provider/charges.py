@@ -3,8 +3,9 @@
 The listing by creation window that `GET /charges` also serves is in `listings`.
 
 A charge request flows: validate -> take a fault rule -> faults that act before processing ->
-the ledger (create, replay or conflict) -> faults that act after the commit
-(`faulting.serve_with_faults`, shared with refunds).
+the outcome (a `decline` rule's, for a new charge; else the account's) -> the ledger (create,
+replay or conflict) -> faults that act after the commit (`faulting.serve_with_faults`, shared
+with refunds).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fake_provider.accounts import Decline, Reject, decide
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
-from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
+from fake_provider.faults import CHARGE_FAULTS, DECLINE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -44,18 +45,46 @@ def _charge_response(charge: Charge, *, replayed: bool) -> JSONResponse:
     return JSONResponse(charge.model_dump(mode="json"), status_code=201, headers=headers)
 
 
-def _process(ledger: Ledger, key: str, body: ChargeRequest) -> JSONResponse:
+def _process(ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest) -> JSONResponse:
     """Decide the charge and record it; the answer a healthy provider would give (a span of
     the caller's trace when tracing is on: the request's `traceparent` is continued)."""
     with span("ledger charge", attributes={"payments.provider_key": key}) as current:
-        answer = _decide_and_record(ledger, key, body)
+        answer = _decide_and_record(ledger, faults, key, body)
         if current is not None:
             current.set_attribute("http.response.status_code", answer.status_code)
         return answer
 
 
-def _decide_and_record(ledger: Ledger, key: str, body: ChargeRequest) -> JSONResponse:
-    decision = decide(body.account_id)
+def _ruled_decline(
+    ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest
+) -> Decline | None:
+    """The decline a `decline` rule makes of this request, if it is about to create a charge.
+
+    A request whose key already holds a charge (a replay, or a reuse answered 409) uses up no
+    rule: the stored charge answers it whatever the rule says, so a call spent on it would be
+    a decline the rule was armed for and never made. The ledger is read only once a rule
+    matches, so with no decline armed a charge costs no extra read. The read and the insert
+    after it run inline on the event loop with nothing awaited between them, so no other
+    charge under the key can be stored in between.
+    """
+    rule = faults.take(
+        DECLINE_FAULTS,
+        account_id=body.account_id,
+        idempotency_key=key,
+        only_if=lambda: ledger.find(key) is None,
+    )
+    if rule is None or rule.decline_code is None:
+        return None
+    return Decline(rule.decline_code)
+
+
+def _decide_and_record(
+    ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest
+) -> JSONResponse:
+    # A rule's decline stands in for whatever the account would decide, `acc_reject`
+    # included: the provider said no before looking at the account.
+    ruled = _ruled_decline(ledger, faults, key, body)
+    decision = decide(body.account_id) if ruled is None else ruled
     if isinstance(decision, Reject):
         return invalid_request(decision.detail)
     if isinstance(decision, Decline):
@@ -90,7 +119,9 @@ async def charge(
 ) -> Response:
     """`POST /charges` once the key and body are valid; `fast_path` serves it through here too."""
     rule = faults.take(CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key)
-    return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
+    return await serve_with_faults(
+        request, rule, lambda: _process(ledger, faults, idempotency_key, body)
+    )
 
 
 @router.get("/charges", response_model=Charge | ChargePage | ChargeList)

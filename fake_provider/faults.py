@@ -2,12 +2,20 @@
 
 Rules live in memory (a restart clears them). Each applies to the next `times` calls it
 matches; rules are tried in creation order and the first one with calls left is consumed.
+
+A call draws from two kinds of rule apart. The charge faults (`CHARGE_FAULTS`) and lookup
+faults (`LOOKUP_FAULTS`) decide how the call is carried: delayed, refused, its answer lost;
+one such rule per call, drawn as it arrives. A `decline` rule (`DECLINE_FAULTS`) decides
+instead what a new charge is: it is drawn at the ledger step, only by a `POST /charges` that
+is about to store a charge under a key that holds none, so a decline can also have its answer
+lost by a charge fault, as a real provider's decline can.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fake_provider.schemas import FaultName, FaultRuleRequest
@@ -24,6 +32,11 @@ CHARGE_FAULTS: frozenset[FaultName] = frozenset(
         "crash_after_commit",
     }
 )
+# The faults that decide a new charge's outcome rather than how the call is carried.
+DECLINE_FAULTS: frozenset[FaultName] = frozenset({"decline"})
+# What a `decline` rule declines with when it gives no `decline_code`: the vague code real
+# providers send when the processor, not the card, said no.
+DEFAULT_RULE_DECLINE_CODE = "processor_declined"
 # The faults that wait, with the wait they use when the rule gives no `delay_s`.
 DEFAULT_DELAY_S: dict[FaultName, float] = {
     "latency": 1.0,
@@ -49,6 +62,8 @@ class FaultRule:
     account_id: str | None
     idempotency_key: str | None
     delay_s: float | None
+    # What a `decline` rule declines with (its default filled in); None for every other fault.
+    decline_code: str | None
 
     def matches(self, *, account_id: str | None, idempotency_key: str) -> bool:
         """Whether a call on this account and key passes the rule's filters."""
@@ -68,15 +83,27 @@ class FaultBook:
         self._remaining: dict[int, int] = {}
 
     def add(self, request: FaultRuleRequest) -> tuple[FaultRule, int]:
-        """Create a rule from `request`; return it with its remaining count."""
+        """Create a rule from `request`; return it with its remaining count.
+
+        FaultRuleError, and nothing armed, for a member the fault has no use for: a rule
+        that silently ignored it would not do what its author meant.
+        """
         if request.delay_s is not None and request.fault not in DEFAULT_DELAY_S:
             raise FaultRuleError(
                 f"delay_s applies only to {', '.join(sorted(DEFAULT_DELAY_S))}, "
                 f"not to {request.fault}"
             )
+        if request.decline_code is not None and request.fault not in DECLINE_FAULTS:
+            raise FaultRuleError(
+                f"decline_code applies only to {', '.join(sorted(DECLINE_FAULTS))}, "
+                f"not to {request.fault}"
+            )
         delay_s = request.delay_s
         if delay_s is None:
             delay_s = DEFAULT_DELAY_S.get(request.fault)
+        decline_code = request.decline_code
+        if decline_code is None and request.fault in DECLINE_FAULTS:
+            decline_code = DEFAULT_RULE_DECLINE_CODE
         with self._lock:
             rule = FaultRule(
                 id=next(self._ids),
@@ -85,6 +112,7 @@ class FaultBook:
                 account_id=request.account_id,
                 idempotency_key=request.idempotency_key,
                 delay_s=None if delay_s is None else float(delay_s),
+                decline_code=decline_code,
             )
             self._rules[rule.id] = rule
             self._remaining[rule.id] = rule.times
@@ -107,8 +135,15 @@ class FaultBook:
         *,
         account_id: str | None,
         idempotency_key: str,
+        only_if: Callable[[], bool] | None = None,
     ) -> FaultRule | None:
-        """Consume one call from the first matching rule among `faults`; None if none match."""
+        """Consume one call from the first matching rule among `faults`; None if none match.
+
+        `only_if`, when given, is asked once a rule matches (and only then, so a check that
+        costs something is paid only while such a rule is armed), under the book's lock, so
+        it must not call the book: if it answers False, the call uses up nothing and None is
+        returned.
+        """
         # Find and decrement under one lock, so a rule with one call left hits exactly one
         # of any number of concurrent callers.
         with self._lock:
@@ -116,6 +151,8 @@ class FaultBook:
                 if rule.fault in faults and rule.matches(
                     account_id=account_id, idempotency_key=idempotency_key
                 ):
+                    if only_if is not None and not only_if():
+                        return None
                     self._remaining[rule.id] -= 1
                     if self._remaining[rule.id] == 0:
                         del self._rules[rule.id], self._remaining[rule.id]

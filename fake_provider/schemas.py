@@ -18,10 +18,15 @@ FaultName = Literal[
     "crash_after_commit",
     "lookup_unavailable",
     "lookup_latency",
+    "decline",
 ]
 
 # Visible ASCII, like the keys the payments API accepts from its own clients.
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+# A decline code a `decline` fault rule names: the shape of the codes real providers send
+# (`insufficient_funds`), so a code the routing keys on cannot differ from one by case or a
+# stray character.
+DECLINE_CODE_PATTERN = r"^[a-z0-9_]{1,64}$"
 
 
 class ChargeRequest(BaseModel):
@@ -108,6 +113,7 @@ class FaultRuleRequest(BaseModel):
     account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
     idempotency_key: Annotated[StrictStr, Field(pattern=IDEMPOTENCY_KEY_PATTERN)] | None = None
     delay_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600)] | None = None
+    decline_code: Annotated[StrictStr, Field(pattern=DECLINE_CODE_PATTERN)] | None = None
 
 
 class FaultRuleView(BaseModel):
@@ -120,6 +126,7 @@ class FaultRuleView(BaseModel):
     account_id: str | None
     idempotency_key: str | None
     delay_s: float | None
+    decline_code: str | None
 
 
 class FaultRuleList(BaseModel):

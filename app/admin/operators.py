@@ -141,7 +141,7 @@ class OperatorDesk:
             return Detail(snapshot, None, None)
         name = subject.record_name
         try:
-            found = await subject.find_at_provider(described.provider_key)
+            found = await subject.find_at_provider(described.row)
         except ProviderError as exc:
             view = ProviderView(reachable=False, record_name=name, error=str(exc))
             return Detail(snapshot, described, view)

@@ -84,14 +84,31 @@ class Metrics:
         )
         self.provider_calls = Counter(
             "payments_provider_calls",
-            "Provider calls by operation (charge, lookup, refund, refund_lookup) and outcome",
-            ["operation", "outcome"],
+            "Provider calls by operation (charge, lookup, refund, refund_lookup), outcome "
+            "and provider",
+            ["operation", "outcome", "provider"],
             registry=r,
         )
         self.provider_latency = Histogram(
             "payments_provider_call_duration_seconds",
-            "Provider call latency",
-            ["operation"],
+            "Provider call latency, by operation and provider",
+            ["operation", "provider"],
+            registry=r,
+        )
+        self.payment_attempts = Counter(
+            "payments_payment_attempts",
+            "Payment attempts begun, by the provider they go to (a payment's first attempt, "
+            "and one more per failover)",
+            ["provider"],
+            registry=r,
+        )
+        self.failovers = Counter(
+            "payments_provider_failovers",
+            "Payments moved to their next provider, by the provider they left, the one they "
+            "went to, and why (declined: a decline retryable elsewhere; not_processed: the "
+            "attempt's only send was refused or never left; circuit_open: its breaker held "
+            "it back)",
+            ["from_provider", "to_provider", "cause"],
             registry=r,
         )
         self.request_latency = Histogram(
@@ -120,7 +137,8 @@ class Metrics:
         )
         self.breaker_state = Gauge(
             "payments_provider_breaker_state",
-            "This process's provider circuit breaker: 0 closed, 1 half-open, 2 open",
+            "This process's circuit breaker of each provider: 0 closed, 1 half-open, 2 open",
+            ["provider"],
             registry=r,
             multiprocess_mode="all",
         )
@@ -163,10 +181,23 @@ class Metrics:
             multiprocess_mode="mostrecent",
         )
 
-    def observe_provider_call(self, operation: str, outcome: str, seconds: float) -> None:
-        """The provider client's observer hook."""
-        self.provider_calls.labels(operation, outcome).inc()
-        self.provider_latency.labels(operation).observe(seconds)
+    def provider_observer(self, provider: str) -> Callable[[str, str, float], None]:
+        """The observer hook of one provider's client: (operation, outcome, seconds)."""
+
+        def observe(operation: str, outcome: str, seconds: float) -> None:
+            self.provider_calls.labels(operation, outcome, provider).inc()
+            self.provider_latency.labels(operation, provider).observe(seconds)
+
+        return observe
+
+    def attempt_begun(self, provider: str) -> None:
+        """A payment's attempt is about to be sent to `provider` for the first time."""
+        self.payment_attempts.labels(provider).inc()
+
+    def failed_over(self, from_provider: str, to_provider: str, cause: str) -> None:
+        """A payment moved from one provider to the next, and why (the failover's cause)."""
+        self.failovers.labels(from_provider, to_provider, cause).inc()
+        self.attempt_begun(to_provider)
 
     def reconciled(self, became: str, *, source: str) -> None:
         """Count a reconciliation by what the operation became (`reconciled_as`)."""

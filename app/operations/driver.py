@@ -19,6 +19,7 @@ import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
@@ -33,6 +34,15 @@ from app.tracing.spans import annotate
 
 SubjectT = TypeVar("SubjectT")
 logger = logging.getLogger("payments.driving")
+
+
+@dataclass(frozen=True)
+class Failover:
+    """Why an operation moves to its next attempt: `cause` is a low-cardinality label
+    (`declined`, `not_processed`, `circuit_open`) for metrics, `reason` the audit's text."""
+
+    cause: str
+    reason: str
 
 
 class OperationDriver(ABC, Generic[SubjectT]):
@@ -77,28 +87,77 @@ class OperationDriver(ABC, Generic[SubjectT]):
         """The provider refused the request as invalid, nothing done: record it, FAILED."""
 
     async def _call(
-        self, sent: OwnedRef, subject: SubjectT, *, actor: str
+        self, sent: OwnedRef, subject: SubjectT, *, actor: str, only_send: bool
     ) -> Final | Indefinite | FencedOut:
         """Call the provider and record a definite answer; an indefinite one comes back.
 
-        No transaction is open across this call: it may take up to the provider timeout.
+        `only_send`: nothing else was ever sent under this attempt's key (the claim's call,
+        a retry of FAILED_RETRYABLE, the first send after a failover), so a refusal proves
+        the attempt charged nothing. A kind that can fail over moves to its next attempt
+        when the answer allows it (`_failover`) and calls again, each attempt's first send
+        an only send. No transaction is open across a call: it may take up to the provider
+        timeout.
         """
-        annotate(operation_id=str(sent.id), fence=sent.fence, attempt=sent.attempts)
-        try:
-            found = await self._request(subject)
-        except RequestRejected as exc:
-            return await self._record_rejected(sent, subject, str(exc), actor=actor)
-        except RequestNotSent as exc:
-            return Indefinite(
-                sent,
-                str(exc),
-                not_sent=True,
-                retry_after_s=exc.retry_after,
-                circuit_open=isinstance(exc, CircuitOpen),
-            )
-        except OutcomeUnknown as exc:
-            return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
-        return await self.record_found(sent, subject, found, actor=actor, how="provider answered")
+        while True:
+            annotate(operation_id=str(sent.id), fence=sent.fence, attempt=sent.attempts)
+            try:
+                found = await self._request(subject)
+            except RequestRejected as exc:
+                return await self._record_rejected(sent, subject, str(exc), actor=actor)
+            except RequestNotSent as exc:
+                unsent = Indefinite(
+                    sent,
+                    str(exc),
+                    not_sent=True,
+                    retry_after_s=exc.retry_after,
+                    circuit_open=isinstance(exc, CircuitOpen),
+                )
+                failover = self._failover(subject, unsent) if only_send else None
+                if failover is None:
+                    return unsent
+            except OutcomeUnknown as exc:
+                # Never a failover: the attempt may have charged. A lookup decides.
+                return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
+            else:
+                failover = self._failover(subject, found)
+                if failover is None:
+                    return await self.record_found(
+                        sent, subject, found, actor=actor, how="provider answered"
+                    )
+            moved = await self._fail_over(sent, subject, failover, actor=actor)
+            if moved is None:
+                return FencedOut(sent.id, sent.fence)
+            sent, subject = moved
+            only_send = True
+
+    def _failover(self, subject: SubjectT, answer: Any) -> Failover | None:
+        """Why `subject` may move to its next attempt after `answer` (what the provider
+        made, or an `Indefinite` that certainly was not processed), or None: it may not.
+
+        A kind with one attempt never fails over (this default)."""
+        return None
+
+    async def _fail_over(
+        self, sent: OwnedRef, subject: SubjectT, failover: Failover, *, actor: str
+    ) -> tuple[OwnedRef, SubjectT] | None:
+        """Write the move to the next attempt (fenced); the new reference and subject, or
+        None when a newer owner holds the operation."""
+        raise NotImplementedError(f"{type(self).__name__} has one attempt")
+
+    async def fail_over_if_declined(
+        self, ref: OwnedRef, subject: SubjectT, found: Any, *, actor: str
+    ) -> Final | Indefinite | FencedOut | None:
+        """Recovery found `found` under the latest attempt: if it is a decline another
+        provider may take, fail over and send the next attempt (what that came to); None
+        when it is to be recorded as it is."""
+        failover = self._failover(subject, found)
+        if failover is None:
+            return None
+        moved = await self._fail_over(ref, subject, failover, actor=actor)
+        if moved is None:
+            return FencedOut(ref.id, ref.fence)
+        sent, subject = moved
+        return await self._call(sent, subject, actor=actor, only_send=True)
 
     async def send(
         self, ref: OwnedRef, trigger: Trigger, *, actor: str
@@ -112,14 +171,17 @@ class OperationDriver(ABC, Generic[SubjectT]):
             subject = await self._load(conn, ref.id)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
-        return await self._call(sent, subject, actor=actor)
+        # A client's retry of FAILED_RETRYABLE is the attempt's only send: its earlier one
+        # was certainly not processed. A recovery's send follows a request that may land.
+        only_send = trigger is Trigger.RETRY
+        return await self._call(sent, subject, actor=actor, only_send=only_send)
 
     async def call(
         self, sent: OwnedRef, subject: SubjectT, *, actor: str
     ) -> Final | Indefinite | FencedOut:
         """Call the provider for an operation whose claim committed PROVIDER_REQUEST_SENT."""
         await self._failpoints.reach("after_claim")
-        return await self._call(sent, subject, actor=actor)
+        return await self._call(sent, subject, actor=actor, only_send=True)
 
     async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
         """The operation as this owner holds it now; None if a newer owner took it."""

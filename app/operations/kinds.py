@@ -12,7 +12,7 @@ the business object from the kind, so none of them names a payment or a refund.
     build_driver  its `OperationDriver` (provider request, lookup, loaders, stored replies
                   and events), from the parts every driver is built with (`DriverParts`)
     record_name, find_at_provider, took_effect, show, describe
-                  what operators see of it: the provider's record under the derived key,
+                  what operators see of it: the provider's record under the derived keys,
                   what that record means, and the business object itself
 """
 
@@ -26,7 +26,8 @@ from typing import Any, Generic, TypeVar
 from app.db.database import Connection, Database
 from app.failpoints import Failpoints
 from app.operations.values import OperationRow
-from app.provider.client import ProviderClient
+from app.provider.registry import Providers
+from app.provider.routing import RoutingTable
 
 DriverT = TypeVar("DriverT")
 
@@ -36,18 +37,22 @@ class DriverParts:
     """What the composition root hands every kind to build its driver with."""
 
     db: Database
-    provider: ProviderClient
+    providers: Providers
+    routing: RoutingTable
     lease_s: float
     failpoints: Failpoints
+    # Called once per failover with (from provider, to provider, cause).
+    on_failover: Callable[[str, str, str], None] | None = None
 
 
 @dataclass(frozen=True)
 class Described:
-    """The business object as operators see it, and the key the provider knows it by."""
+    """The business object as operators see it, and its row (what the provider lookup
+    reads its providers and keys from)."""
 
     kind: str
     body: dict[str, Any]
-    provider_key: str
+    row: Any
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,8 @@ class OperationKind(Generic[DriverT]):
     build_driver: Callable[[DriverParts], DriverT]
     # What the provider keeps: "charge" or "refund", the key of its record in the views.
     record_name: str
-    # The provider's record under a derived key, if it holds one.
-    find_at_provider: Callable[[ProviderClient, str], Awaitable[Any | None]]
+    # The provider's record of a business object (its row), if it holds one.
+    find_at_provider: Callable[[Providers, Any], Awaitable[Any | None]]
     # Whether a record the provider holds means the operation took effect (a succeeded
     # charge, any refund): what "charged" asserts and "not_charged" denies.
     took_effect: Callable[[Any], bool]

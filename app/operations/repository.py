@@ -14,6 +14,8 @@ Times come from the database clock (`now()`), the one clock every process shares
     record_final   complete / fail -> COMPLETED / FAILED, with the stored response
     defer          defer -> FAILED_RETRYABLE (certainly not processed)
     mark_unknown   lose -> UNKNOWN_REQUIRES_RECOVERY, with the next check scheduled
+    fail_over      failover -> PROVIDER_REQUEST_SENT, the business object at its next
+                   attempt, before that attempt's first send
 
 Each verb is one statement (its SQL: `statements.py`): an owner's change and its audit row
 are written together by a data-modifying CTE, so a verb is atomic on its own and costs one
@@ -45,6 +47,7 @@ from app.operations.values import (
 from app.tracing.spans import annotate, traceparent, transition
 
 CLAIM_TRIGGER = "claim"
+SEND_REASON = "calling the provider"
 logger = logging.getLogger("payments.operations")
 
 
@@ -62,6 +65,7 @@ async def claim(
     key_ttl_s: int,
     subject: SubjectWrite | None = None,
     refund_id: uuid.UUID | None = None,
+    send_reason: str | None = None,
 ) -> Claimed | Snapshot | None:
     """Insert the operation, claimed and sent, with the owner's lease; or read the winner's.
 
@@ -76,7 +80,8 @@ async def claim(
     transaction and then inserts nothing. Only the winner goes on to create the payment and
     call the provider. `payment_id` is the payment the operation acts on, `refund_id` the
     refund a `create_refund` operation creates. Both edges (claim -> RECEIVED, send ->
-    PROVIDER_REQUEST_SENT) are the state machine's and are audited.
+    PROVIDER_REQUEST_SENT) are the state machine's and are audited; `send_reason` is the
+    send edge's reason (which provider, when the operation has a choice).
     """
     sent = MACHINE.next_state(State.RECEIVED, Trigger.SEND)
     params = {
@@ -93,6 +98,7 @@ async def claim(
         "sent": sent.value,
         "claim": CLAIM_TRIGGER,
         "send": Trigger.SEND.value,
+        "send_reason": send_reason or SEND_REASON,
         "key_ttl_s": key_ttl_s,
         # The claiming request's trace context (None when not traced), for whoever acts on
         # the operation later in another trace to link to it.
@@ -118,7 +124,7 @@ async def mark_sent(
     the resend with a whole lease ahead of it, longer than the call.
     """
     values = {"lease_s": lease_s}
-    return await _transition(conn, "mark_sent", ref, trigger, actor, "calling the provider", values)
+    return await _transition(conn, "mark_sent", ref, trigger, actor, SEND_REASON, values)
 
 
 async def record_final(
@@ -173,6 +179,27 @@ async def mark_unknown(
     }
     return await _transition(
         conn, "mark_unknown", ref, Trigger.LOSE, actor, reason, values, event=event
+    )
+
+
+async def fail_over(
+    conn: Connection,
+    ref: OwnedRef,
+    *,
+    actor: str,
+    reason: str,
+    lease_s: float,
+    subject: SubjectWrite | None = None,
+) -> OwnedRef | None:
+    """PROVIDER_REQUEST_SENT at the next attempt, committed before that attempt is sent.
+
+    `subject` moves the business object to its next attempt in the same fenced statement:
+    every request a provider may ever see is preceded by a durable record naming its key,
+    so recovery looks the new attempt up too. The lease is renewed for the new send.
+    """
+    values = {"lease_s": lease_s}
+    return await _transition(
+        conn, "fail_over", ref, Trigger.FAILOVER, actor, reason, values, subject
     )
 
 

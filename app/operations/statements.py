@@ -41,7 +41,7 @@ _CLAIM = """
         FROM changed,
              (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
                      (2, %(received)s::text, %(sent)s::text, %(send)s::text,
-                      'calling the provider'))
+                      %(send_reason)s::text))
              AS edge (step, from_state, to_state, trigger, reason)
         ORDER BY edge.step
     ){subject}
@@ -60,6 +60,8 @@ _RELEASE = "lease_owner = NULL, lease_expires_at = NULL"
 _SETS: dict[str, str] = {
     # Renewing the lease: a lookup may have spent part of it before a resend.
     "mark_sent": "lease_expires_at = now() + make_interval(secs => %(lease_s)s)",
+    # The next attempt's send comes right after, with a whole lease ahead of it.
+    "fail_over": "lease_expires_at = now() + make_interval(secs => %(lease_s)s)",
     "record_final": f"""{_RELEASE}, needs_attention = false, next_check_at = NULL,
         last_error = NULL, completed_at = now(), response_status = %(response_status)s,
         response_headers = %(response_headers)s, response_body = %(response_body)s""",

@@ -13,6 +13,9 @@ it before every write and records the edge in the audit table in the same transa
     recovery: RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --complete--> COMPLETED (found by lookup)
               PROVIDER_REQUEST_SENT / UNKNOWN --resend--> PROVIDER_REQUEST_SENT  (not found)
               RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --lose--> UNKNOWN       (still unknown)
+    failover: RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --failover--> PROVIDER_REQUEST_SENT
+              (the payment's attempt moves to the next provider: the attempt charged
+              nothing and never will; `app/payments/driver.py`, docs/protocol.md)
     operator: UNKNOWN --fail--> FAILED   (resolved "not charged": the provider's lookup finds
               no charge and no request can still be in flight; `app/admin/resolution.py`)
 """
@@ -46,6 +49,7 @@ class Trigger(StrEnum):
     FAIL = "fail"
     DEFER = "defer"
     LOSE = "lose"
+    FAILOVER = "failover"
 
 
 TERMINAL: Final = frozenset({State.COMPLETED, State.FAILED})
@@ -71,6 +75,11 @@ TRANSITIONS: Final[tuple[tuple[Trigger, tuple[State, ...], State], ...]] = (
         Trigger.LOSE,
         (_S.RECEIVED, _S.PROVIDER_REQUEST_SENT, _S.UNKNOWN_REQUIRES_RECOVERY),
         _S.UNKNOWN_REQUIRES_RECOVERY,
+    ),
+    (
+        Trigger.FAILOVER,
+        (_S.RECEIVED, _S.PROVIDER_REQUEST_SENT, _S.UNKNOWN_REQUIRES_RECOVERY),
+        _S.PROVIDER_REQUEST_SENT,
     ),
 )
 

@@ -3,37 +3,49 @@
 The mechanism both the create flow and recovery use; what an indefinite answer means is
 theirs to decide (`Indefinite`), so no policy lives here. The steps every operation shares
 (PROVIDER_REQUEST_SENT before the call, fenced outcomes after it) are `OperationDriver`'s
-(`app/operations/driver.py`); this module adds what is a payment's own: the charge request,
-the charge lookup, and the payment's status and event written with the outcome.
+(`app/operations/driver.py`); this module adds what is a payment's own: the charge request
+to the current attempt's provider, the lookup of every attempt (`attempts.py`), the failover
+to the next provider when the answer proves the attempt charged nothing, and the payment's
+status and event written with the outcome.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 
 from app.clock import utcnow
 from app.db.database import Connection, Database
 from app.events.models import EventType
 from app.events.outbox import outcome_event
 from app.failpoints import Failpoints
-from app.operations.driver import OperationDriver
+from app.operations import repository as operations
+from app.operations.driver import Failover, OperationDriver
 from app.operations.outcomes import (
     Declined,
     FencedOut,
+    Indefinite,
     Rejected,
     Succeeded,
 )
 from app.operations.states import Trigger
 from app.operations.values import EventWrite, OwnedRef, StoredResponse
-from app.payments import replies
+from app.payments import attempts, replies
 from app.payments import repository as payments
+from app.payments.attempts import ChargeAt
 from app.payments.models import PaymentRow
 from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
-from app.provider.client import Charge, ChargeRequest, ProviderClient
+from app.provider.client import ChargeRequest
+from app.provider.registry import Providers
+from app.provider.routing import RoutingTable
 
 logger = logging.getLogger("payments.charging")
+
+# Called once per failover with (from provider, to provider, cause): the metrics' hook.
+FailoverObserver = Callable[[str, str, str], None]
 
 
 class ChargeDriver(OperationDriver[PaymentRow]):
@@ -43,12 +55,16 @@ class ChargeDriver(OperationDriver[PaymentRow]):
         self,
         *,
         db: Database,
-        provider: ProviderClient,
+        providers: Providers,
+        routing: RoutingTable,
         lease_s: float,
         failpoints: Failpoints,
+        on_failover: FailoverObserver | None = None,
     ):
         super().__init__(db=db, lease_s=lease_s, failpoints=failpoints)
-        self._provider = provider
+        self._providers = providers
+        self._routing = routing
+        self._on_failover = on_failover
 
     async def _load(self, conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
         return await payments.get_for_operation(conn, operation_id)
@@ -58,26 +74,80 @@ class ChargeDriver(OperationDriver[PaymentRow]):
     ) -> dict[uuid.UUID, PaymentRow]:
         return await payments.get_for_operations(conn, operation_ids)
 
-    async def _request(self, subject: PaymentRow) -> Charge:
-        return await self._provider.create_charge(_charge_request(subject))
+    async def _request(self, subject: PaymentRow) -> ChargeAt:
+        provider = self._providers[subject.provider]
+        charge = await provider.create_charge(_charge_request(subject))
+        return ChargeAt(charge, subject.attempt, subject.provider)
 
     async def lookup(
         self, ref: OwnedRef, payment: PaymentRow | None = None
-    ) -> tuple[PaymentRow, Charge | None]:
-        """The payment (read unless given) and the charge the provider holds under its key.
+    ) -> tuple[PaymentRow, ChargeAt | None]:
+        """The payment (read unless given) and what its attempts hold (`attempts.look_up`).
 
-        Raises `LookupFailed` when the provider cannot say.
+        Raises `LookupFailed` when a provider cannot say.
         """
         if payment is None:
             async with self._db.connection() as conn:
                 payment = await payments.get_for_operation(conn, ref.id)
-        return payment, await self._provider.find_charge(payment.provider_key)
+        return payment, await attempts.look_up(self._providers, payment)
+
+    def _failover(self, subject: PaymentRow, answer: object) -> Failover | None:
+        """Why the payment may go to its next provider after `answer`, or None.
+
+        Only when the attempt charged nothing and never will: its provider declined it with
+        a code the routing marks retryable elsewhere (the decline stays under the attempt's
+        key, so that key can never charge), or the attempt's only send was certainly not
+        processed (the caller passes a refusal only then). Never after a timeout or any other
+        unknown outcome: those are looked up at that provider first.
+        """
+        nxt = subject.next_provider
+        if nxt is None:
+            return None
+        here = f"{subject.provider} (attempt {subject.attempt})"
+        there = f"attempt {subject.attempt + 1} at {nxt}"
+        if isinstance(answer, ChargeAt):
+            code = answer.charge.decline_code
+            if answer.succeeded or not self._routing.retries_elsewhere(code):
+                return None
+            reason = f"failover: {here} declined {code}, retryable elsewhere; {there}"
+            return Failover("declined", reason)
+        if isinstance(answer, Indefinite) and answer.not_sent:
+            if answer.circuit_open:
+                reason = f"failover: {here} held back by its circuit breaker; {there}"
+                return Failover("circuit_open", reason)
+            reason = f"failover: {here} did not process the only send ({answer.reason}); {there}"
+            return Failover("not_processed", reason)
+        return None
+
+    async def _fail_over(
+        self, sent: OwnedRef, subject: PaymentRow, failover: Failover, *, actor: str
+    ) -> tuple[OwnedRef, PaymentRow] | None:
+        async with self._db.connection() as conn:
+            moved = await operations.fail_over(
+                conn,
+                sent,
+                actor=actor,
+                reason=failover.reason,
+                lease_s=self._lease_s,
+                subject=payments.next_attempt(subject),
+            )
+        if moved is None:
+            return None
+        to = subject.route[subject.attempt + 1]
+        if self._on_failover is not None:
+            self._on_failover(subject.provider, to, failover.cause)
+        fields = {"operation_id": str(sent.id), "from": subject.provider, "to": to}
+        logger.info("payment failed over", extra={"fields": fields | {"cause": failover.cause}})
+        return moved, replace(subject, attempt=subject.attempt + 1)
 
     async def record_found(
-        self, ref: OwnedRef, payment: PaymentRow, charge: Charge, *, actor: str, how: str
+        self, ref: OwnedRef, payment: PaymentRow, found: ChargeAt, *, actor: str, how: str
     ) -> Succeeded | Declined | FencedOut:
         """The provider has a charge (approved or declined): COMPLETED, answer stored."""
         await self._failpoints.reach("before_record")
+        charge = found.charge
+        # With several providers on its route, the history names the one holding the outcome.
+        where = f" at {found.provider} (attempt {found.attempt})" if len(payment.route) > 1 else ""
         at = utcnow()
         stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         status = PaymentStatus.SUCCEEDED if charge.status == "succeeded" else PaymentStatus.DECLINED
@@ -97,13 +167,14 @@ class ChargeDriver(OperationDriver[PaymentRow]):
             ref,
             Trigger.COMPLETE,
             actor=actor,
-            reason=f"{how}: {charge.status}",
+            reason=f"{how}: {charge.status}{where}",
             stored=stored,
             result=payments.result_with_outcome(
                 payment.id,
                 status=status,
                 provider_charge_id=charge.charge_id,
                 decline_code=charge.decline_code,
+                attempt=found.attempt,
                 at=at,
             ),
             event=outcome_event(tenant_id=payment.tenant_id, type=kind, data=data),
@@ -153,6 +224,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
                 status=PaymentStatus.FAILED,
                 provider_charge_id=None,
                 decline_code=None,
+                attempt=payment.attempt,
                 at=at,
             ),
             event=outcome_event(
@@ -184,9 +256,9 @@ class ChargeDriver(OperationDriver[PaymentRow]):
 
 
 def _charge_request(payment: PaymentRow) -> ChargeRequest:
-    """Every call for a payment sends the same values under the same derived key."""
+    """Every call for a payment's attempt sends the same values under the attempt's key."""
     return ChargeRequest(
-        provider_key=payment.provider_key,
+        provider_key=payment.attempt_key(),
         amount_minor=payment.amount_minor,
         currency=payment.currency,
         account_id=payment.account_id,

@@ -14,10 +14,13 @@ from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
 from app.operations.values import OperationRow
+from app.payments import attempts
 from app.payments import repository as payments
+from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
+from app.payments.models import PaymentRow
 from app.payments.views import payment_json
-from app.provider.client import Charge, ProviderClient
+from app.provider.registry import Providers
 
 
 def links(payment_id: uuid.UUID) -> dict[str, str]:
@@ -31,19 +34,26 @@ def _links(op: OperationRow) -> dict[str, str]:
 
 def _build_driver(parts: DriverParts) -> ChargeDriver:
     return ChargeDriver(
-        db=parts.db, provider=parts.provider, lease_s=parts.lease_s, failpoints=parts.failpoints
+        db=parts.db,
+        providers=parts.providers,
+        routing=parts.routing,
+        lease_s=parts.lease_s,
+        failpoints=parts.failpoints,
+        on_failover=parts.on_failover,
     )
 
 
-async def _find_charge(provider: ProviderClient, provider_key: str) -> Charge | None:
-    return await provider.find_charge(provider_key)
+async def _find_charge(providers: Providers, payment: PaymentRow) -> ChargeAt | None:
+    return await attempts.look_up(providers, payment)
 
 
-def _show_charge(charge: Charge) -> dict[str, Any]:
+def _show_charge(found: ChargeAt) -> dict[str, Any]:
     return {
-        "charge_id": charge.charge_id,
-        "status": charge.status,
-        "decline_code": charge.decline_code,
+        "charge_id": found.charge.charge_id,
+        "status": found.charge.status,
+        "decline_code": found.charge.decline_code,
+        "provider": found.provider,
+        "attempt": found.attempt,
     }
 
 
@@ -52,7 +62,7 @@ async def _describe(conn: Connection, operation_id: uuid.UUID) -> Described | No
         payment = await payments.get_for_operation(conn, operation_id)
     except LookupError:
         return None
-    return Described("payment", payment_json(payment), payment.provider_key)
+    return Described("payment", payment_json(payment), payment)
 
 
 PAYMENT: OperationKind[ChargeDriver] = OperationKind(
@@ -62,7 +72,7 @@ PAYMENT: OperationKind[ChargeDriver] = OperationKind(
     build_driver=_build_driver,
     record_name="charge",
     find_at_provider=_find_charge,
-    took_effect=lambda charge: charge.status == "succeeded",
+    took_effect=lambda found: found.succeeded,
     show=_show_charge,
     describe=_describe,
 )

@@ -13,16 +13,18 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Index,
+    SmallInteger,
     String,
     Text,
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
 from app.payments.status import PaymentStatus
+from app.provider.keys import attempt_key
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
 
@@ -38,6 +40,7 @@ class Payment(Base):
             "amount_refunded_minor >= 0 AND amount_refunded_minor <= amount_minor",
             name="refunded_within_amount",
         ),
+        CheckConstraint("attempt >= 0 AND attempt < cardinality(route)", name="attempt_on_route"),
         # Settlement reconciliation reads a day's payments by creation time; rows arrive in
         # that order, so a BRIN index answers it for a few pages, at almost no cost per insert.
         Index("ix_payments_created_at_brin", "created_at", postgresql_using="brin"),
@@ -70,6 +73,13 @@ class Payment(Base):
     # Derived from our own payment id and stored at claim time; every provider call for this
     # payment, first or recovery, sends it, so the provider can deduplicate.
     provider_key: Mapped[str] = mapped_column(String(128), unique=True)
+    # The providers its attempts go to, by name, chosen once at the claim
+    # (`app/provider/routing.py`): attempt n is sent to route[n] under
+    # `attempt_key(provider_key, n)`, and nowhere else.
+    route: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    # The attempt it is at; moved on only by a fenced failover (`app/payments/driver.py`).
+    # Once final, the attempt its outcome came from: route[attempt] holds its charge.
+    attempt: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     status: Mapped[str] = mapped_column(String(32))
     amount_minor: Mapped[int] = mapped_column(BigInteger)
     currency: Mapped[str] = mapped_column(String(3))
@@ -96,6 +106,8 @@ class PaymentRow:
     tenant_id: uuid.UUID
     operation_id: uuid.UUID
     provider_key: str
+    route: list[str]
+    attempt: int
     status: str
     amount_minor: int
     currency: str
@@ -108,3 +120,17 @@ class PaymentRow:
     created_at: datetime
     updated_at: datetime
     amount_refunded_minor: int = 0
+
+    @property
+    def provider(self) -> str:
+        """The provider of the current attempt (once final: the one holding the charge)."""
+        return self.route[self.attempt]
+
+    @property
+    def next_provider(self) -> str | None:
+        """The provider the payment fails over to from its current attempt, if any."""
+        return self.route[self.attempt + 1] if self.attempt + 1 < len(self.route) else None
+
+    def attempt_key(self, attempt: int | None = None) -> str:
+        """The provider key of an attempt (by default the current one)."""
+        return attempt_key(self.provider_key, self.attempt if attempt is None else attempt)

@@ -22,9 +22,10 @@ _FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = ANY(%(o
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
 # Subject writes: made inside the operations verb's statement (see SubjectWrite).
 _INSERT_WITH_CLAIM = """
-    INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
-                          currency, account_id, merchant_reference, description, metadata)
-    SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_status)s,
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
+                          amount_minor, currency, account_id, merchant_reference,
+                          description, metadata)
+    SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_route)s, %(s_status)s,
            %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
            %(s_description)s, %(s_metadata)s
     FROM changed
@@ -32,8 +33,14 @@ _INSERT_WITH_CLAIM = """
 _RESULT_WITH_OUTCOME = """
     UPDATE payments
     SET status = %(s_status)s, provider_charge_id = %(s_provider_charge_id)s,
-        decline_code = %(s_decline_code)s, updated_at = %(s_at)s
+        decline_code = %(s_decline_code)s, attempt = %(s_attempt)s, updated_at = %(s_at)s
     WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+"""
+# The failover's own write: the payment moves to its next attempt in the statement that
+# moves the operation (fenced), before anything is sent under the new attempt's key.
+_NEXT_ATTEMPT = """
+    UPDATE payments SET attempt = %(s_attempt)s, updated_at = now()
+    WHERE id = %(s_id)s AND attempt = %(s_attempt)s - 1 AND EXISTS (SELECT FROM changed)
 """
 
 
@@ -72,15 +79,18 @@ def created_with_claim(
     payment_id: uuid.UUID,
     tenant_id: uuid.UUID,
     provider_key: str,
+    route: tuple[str, ...],
     command: CreatePaymentCommand,
 ) -> SubjectWrite:
-    """The payment, PENDING with its derived provider key, created by the claim that wins."""
+    """The payment, PENDING with its derived provider key and its route across providers,
+    created by the claim that wins."""
     return SubjectWrite(
         _INSERT_WITH_CLAIM,
         {
             "s_id": payment_id,
             "s_tenant_id": tenant_id,
             "s_provider_key": provider_key,
+            "s_route": list(route),
             "s_status": PaymentStatus.PENDING.value,
             "s_amount_minor": command.amount_minor,
             "s_currency": command.currency,
@@ -98,6 +108,7 @@ def as_claimed(
     tenant_id: uuid.UUID,
     operation_id: uuid.UUID,
     provider_key: str,
+    route: tuple[str, ...],
     command: CreatePaymentCommand,
     at: datetime,
 ) -> PaymentRow:
@@ -107,6 +118,8 @@ def as_claimed(
         tenant_id=tenant_id,
         operation_id=operation_id,
         provider_key=provider_key,
+        route=list(route),
+        attempt=0,
         status=PaymentStatus.PENDING.value,
         amount_minor=command.amount_minor,
         currency=command.currency,
@@ -127,16 +140,24 @@ def result_with_outcome(
     status: PaymentStatus,
     provider_charge_id: str | None,
     decline_code: str | None,
+    attempt: int,
     at: datetime,
 ) -> SubjectWrite:
-    """The provider's definite answer on the payment, written with the operation's outcome."""
+    """The provider's definite answer on the payment, written with the operation's outcome;
+    `attempt` is the attempt it came from (its provider holds the charge)."""
     return SubjectWrite(
         _RESULT_WITH_OUTCOME,
         {
             "s_id": payment_id,
+            "s_attempt": attempt,
             "s_status": status.value,
             "s_provider_charge_id": provider_charge_id,
             "s_decline_code": decline_code,
             "s_at": at,
         },
     )
+
+
+def next_attempt(payment: PaymentRow) -> SubjectWrite:
+    """The payment at its next attempt, written by the failover's fenced statement."""
+    return SubjectWrite(_NEXT_ATTEMPT, {"s_id": payment.id, "s_attempt": payment.attempt + 1})

@@ -2,8 +2,9 @@
 
 What is a payment's own here is the claim: one statement inserts the operation (first writer
 wins on the unique scoped key) with the owner's lease, claimed and marked sent, its audit
-rows, and its payment with the derived provider key; or, when the key is taken, reads the row
-that holds it, in the same round trip. Everything after the claim (replays, conflicts,
+rows, and its payment with the derived provider key and its route across providers (chosen
+here, once: `app/provider/routing.py`); or, when the key is taken, reads the row that holds
+it, in the same round trip. Everything after the claim (replays, conflicts,
 waiting, takeovers, recovery) is the keyed flow's, shared with refunds.
 """
 
@@ -26,6 +27,7 @@ from app.payments.kind import PAYMENT, links
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
+from app.provider.routing import RoutingTable
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 
@@ -38,6 +40,7 @@ class PaymentService:
         *,
         db: Database,
         driver: ChargeDriver,
+        routing: RoutingTable,
         reconciler: Reconciler[PaymentRow, Any],
         policy: RecoveryPolicy,
         lease_s: float,
@@ -45,6 +48,8 @@ class PaymentService:
         metrics: Metrics,
     ):
         self._db = db
+        self._routing = routing
+        self._metrics = metrics
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
         self._flow = KeyedFlow(
@@ -90,6 +95,7 @@ class PaymentService:
     ) -> Won[PaymentRow] | Snapshot | None:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         provider_key = derive_provider_key(payment_id)
+        route = self._routing.route(tenant_id, command.currency, command.amount_minor)
         async with self._db.connection() as conn:
             claimed = await operations.claim(
                 conn,
@@ -106,17 +112,26 @@ class PaymentService:
                     payment_id=payment_id,
                     tenant_id=tenant_id,
                     provider_key=provider_key,
+                    route=route,
                     command=command,
                 ),
+                send_reason=_send_reason(route),
             )
         if not isinstance(claimed, Claimed):
             return claimed
+        self._metrics.attempt_begun(route[0])
         payment = payments.as_claimed(
             payment_id=payment_id,
             tenant_id=tenant_id,
             operation_id=operation_id,
             provider_key=provider_key,
+            route=route,
             command=command,
             at=claimed.at,
         )
         return Won(claimed.ref, payment, links(payment_id))
+
+
+def _send_reason(route: tuple[str, ...]) -> str | None:
+    """The claim's send, as the history tells it: the provider too, when there is a choice."""
+    return None if len(route) == 1 else f"calling the provider: {route[0]} (attempt 0)"

@@ -53,7 +53,10 @@ class CircuitBreaker:
         cooldown_s: float,
         on_change: Callable[[BreakerState], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
+        # The provider it guards, for the log (each provider has a breaker of its own).
+        self._name = name
         self._threshold = failures
         self._cooldown_s = cooldown_s
         self._on_change = on_change
@@ -108,6 +111,7 @@ class CircuitBreaker:
                     "from": self._state.name,
                     "to": state.name,
                     "consecutive_failures": self._failures,
+                    **({"provider": self._name} if self._name else {}),
                 }
             },
         )

@@ -17,6 +17,17 @@ def derive_provider_key(payment_id: uuid.UUID) -> str:
     return f"payment-{payment_id}"
 
 
+def attempt_key(provider_key: str, attempt: int) -> str:
+    """The key of a payment's attempt `attempt` (one attempt per provider, see routing.py).
+
+    Attempt 0 is the payment's stored key itself, `payment-<uuid>`: every payment made before
+    a payment could have several attempts was sent under it, and recovery must keep finding
+    it there. Attempt n >= 1 is `payment-<uuid>:<n>`, so each provider deduplicates its own
+    attempt and no key is ever sent to two providers.
+    """
+    return provider_key if attempt == 0 else f"{provider_key}:{attempt}"
+
+
 def derive_refund_key(refund_id: uuid.UUID) -> str:
     """The provider idempotency key for a refund: `refund-<uuid>`, as for a payment."""
     return f"refund-{refund_id}"

@@ -1,9 +1,11 @@
 """Reconciling one owned operation against the provider: shared by the worker and API retries.
 
 Asking before acting is what makes recovery safe: look the charge (or refund) up by its
-derived key; if the provider has it, record that definite outcome; if it certainly does not,
-send it again with the same key (the provider deduplicates, so a first request that lands
-late cannot make a second charge); if the provider cannot say, stay unknown and check again
+derived key (a payment's every attempt, each at its own provider); if the provider has it,
+record that definite outcome, unless it is the latest attempt's decline that another
+provider may take, which fails over to the next attempt; if it certainly does not, send it
+again with the same key (the provider deduplicates, so a first request that lands late
+cannot make a second charge); if the provider cannot say, stay unknown and check again
 later, on the schedule the recovery policy sets.
 
 The reconciler knows the driver only by the `Driver` protocol below, so recovery depends on
@@ -49,6 +51,10 @@ class Driver(Protocol[SubjectT, FoundT]):
     async def send(
         self, ref: OwnedRef, trigger: Trigger, /, *, actor: str
     ) -> Final | Indefinite | FencedOut: ...
+
+    async def fail_over_if_declined(
+        self, ref: OwnedRef, subject: SubjectT, found: FoundT, /, *, actor: str
+    ) -> Final | Indefinite | FencedOut | None: ...
 
     async def record_unknown(
         self, ref: OwnedRef, /, *, actor: str, reason: str, schedule: Schedule
@@ -96,13 +102,20 @@ class Reconciler(Generic[SubjectT, FoundT]):
             subject, found = await self._driver.lookup(ref, subject)
         except LookupFailed as exc:
             return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor)
+        sent: Final | Indefinite | FencedOut | None
         if found is not None:
-            return await self._driver.record_found(
-                ref, subject, found, actor=actor, how="found by provider lookup"
-            )
-        # The provider has nothing under this key: sending it again is safe, since the
-        # provider deduplicates on the same derived key should the first request land late.
-        sent = await self._driver.send(ref, resend_trigger(ref.state), actor=actor)
+            # A decline retryable elsewhere moves to the next attempt and sends it (its only
+            # send); anything else found is the outcome.
+            sent = await self._driver.fail_over_if_declined(ref, subject, found, actor=actor)
+            if sent is None:
+                return await self._driver.record_found(
+                    ref, subject, found, actor=actor, how="found by provider lookup"
+                )
+        else:
+            # The provider has nothing under this key: sending it again is safe, since the
+            # provider deduplicates on the same derived key should the first request land
+            # late.
+            sent = await self._driver.send(ref, resend_trigger(ref.state), actor=actor)
         if not isinstance(sent, Indefinite):
             return sent
         if not counts_as_check(sent):

@@ -18,7 +18,8 @@ from app.operations.driver import OperationDriver
 from app.operations.outcomes import FencedOut, Rejected, Succeeded
 from app.operations.states import Trigger
 from app.operations.values import OwnedRef
-from app.provider.client import ProviderClient, ProviderRefund, RefundRequest
+from app.provider.client import ProviderRefund, RefundRequest
+from app.provider.registry import Providers
 from app.refunds import replies
 from app.refunds import repository as refunds
 from app.refunds.models import RefundRow, RefundStatus
@@ -29,10 +30,11 @@ class RefundDriver(OperationDriver[RefundRow]):
     """Sends a refund, looks it up, and records outcomes as the operation's owner."""
 
     def __init__(
-        self, *, db: Database, provider: ProviderClient, lease_s: float, failpoints: Failpoints
+        self, *, db: Database, providers: Providers, lease_s: float, failpoints: Failpoints
     ):
         super().__init__(db=db, lease_s=lease_s, failpoints=failpoints)
-        self._provider = provider
+        # A refund goes to the provider holding its payment's charge, and only there.
+        self._providers = providers
 
     async def _load(self, conn: Connection, operation_id: uuid.UUID) -> RefundRow:
         return await refunds.get_for_operation(conn, operation_id)
@@ -48,7 +50,7 @@ class RefundDriver(OperationDriver[RefundRow]):
             charge_id=subject.charge_id,
             amount_minor=subject.amount_minor,
         )
-        return await self._provider.create_refund(request)
+        return await self._providers[subject.provider].create_refund(request)
 
     async def lookup(
         self, ref: OwnedRef, refund: RefundRow | None = None
@@ -60,7 +62,7 @@ class RefundDriver(OperationDriver[RefundRow]):
         if refund is None:
             async with self._db.connection() as conn:
                 refund = await refunds.get_for_operation(conn, ref.id)
-        return refund, await self._provider.find_refund(refund.provider_key)
+        return refund, await self._providers[refund.provider].find_refund(refund.provider_key)
 
     async def record_found(
         self, ref: OwnedRef, refund: RefundRow, found: ProviderRefund, *, actor: str, how: str

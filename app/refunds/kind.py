@@ -14,9 +14,11 @@ from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.models import OperationName
 from app.operations.values import OperationRow
-from app.provider.client import ProviderClient, ProviderRefund
+from app.provider.client import ProviderRefund
+from app.provider.registry import Providers
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
+from app.refunds.models import RefundRow
 from app.refunds.views import refund_json
 
 
@@ -32,12 +34,12 @@ def _links(op: OperationRow) -> dict[str, str]:
 
 def _build_driver(parts: DriverParts) -> RefundDriver:
     return RefundDriver(
-        db=parts.db, provider=parts.provider, lease_s=parts.lease_s, failpoints=parts.failpoints
+        db=parts.db, providers=parts.providers, lease_s=parts.lease_s, failpoints=parts.failpoints
     )
 
 
-async def _find_refund(provider: ProviderClient, provider_key: str) -> ProviderRefund | None:
-    return await provider.find_refund(provider_key)
+async def _find_refund(providers: Providers, refund: RefundRow) -> ProviderRefund | None:
+    return await providers[refund.provider].find_refund(refund.provider_key)
 
 
 def _show_refund(refund: ProviderRefund) -> dict[str, Any]:
@@ -54,7 +56,7 @@ async def _describe(conn: Connection, operation_id: uuid.UUID) -> Described | No
         refund = await refunds.get_for_operation(conn, operation_id)
     except LookupError:
         return None
-    return Described("refund", refund_json(refund), refund.provider_key)
+    return Described("refund", refund_json(refund), refund)
 
 
 REFUND: OperationKind[RefundDriver] = OperationKind(

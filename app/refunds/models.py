@@ -8,7 +8,17 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, Index, String, func, text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    func,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -68,6 +78,9 @@ class Refund(Base):
     provider_key: Mapped[str] = mapped_column(String(128), unique=True)
     # The provider's charge being refunded, copied from the payment at claim time.
     charge_id: Mapped[str] = mapped_column(String(128))
+    # The provider holding the refunded charge, by name: the refund goes there and nowhere
+    # else (its payment's route at the attempt its charge came from).
+    provider: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
     amount_minor: Mapped[int] = mapped_column(BigInteger)
     currency: Mapped[str] = mapped_column(String(3))
@@ -90,6 +103,8 @@ class RefundRow:
     operation_id: uuid.UUID
     provider_key: str
     charge_id: str
+    # The provider holding the refunded charge, by name (`app/provider/registry.py`).
+    provider: str
     status: str
     amount_minor: int
     currency: str

@@ -40,7 +40,7 @@ _FOR_PAYMENT = f"""
     LIMIT %(limit)s
 """
 _LOCK_PAYMENT = """
-    SELECT status, amount_minor, currency, provider_charge_id FROM payments
+    SELECT status, amount_minor, currency, provider_charge_id, route[attempt + 1] FROM payments
     WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
     FOR NO KEY UPDATE
 """
@@ -53,10 +53,10 @@ _HELD = """
 # Subject writes: made inside the operations verb's statement (see SubjectWrite).
 _INSERT_WITH_CLAIM = """
     INSERT INTO refunds (id, tenant_id, payment_id, operation_id, provider_key, charge_id,
-                         status, amount_minor, currency, reason, metadata)
+                         provider, status, amount_minor, currency, reason, metadata)
     SELECT %(s_id)s, %(s_tenant_id)s, %(s_payment_id)s, id, %(s_provider_key)s,
-           %(s_charge_id)s, %(s_status)s, %(s_amount_minor)s, %(s_currency)s, %(s_reason)s,
-           %(s_metadata)s
+           %(s_charge_id)s, %(s_provider)s, %(s_status)s, %(s_amount_minor)s, %(s_currency)s,
+           %(s_reason)s, %(s_metadata)s
     FROM changed
 """
 _RESULT_WITH_OUTCOME = """
@@ -86,6 +86,9 @@ class LockedPayment:
     amount_minor: int
     currency: str
     charge_id: str | None
+    # The provider holding the payment's charge (its route's provider at its final attempt):
+    # the one its refunds go to.
+    provider: str
     # Succeeded and in-flight (PENDING) refunds: what no new refund may add beyond.
     held_minor: int
 
@@ -107,8 +110,8 @@ async def lock_payment(
         return None
     held = await (await conn.execute(_HELD, params)).fetchone()
     assert held is not None, "an aggregate always has a row"
-    status, amount_minor, currency, charge_id = row
-    return LockedPayment(status, int(amount_minor), currency, charge_id, int(held[0]))
+    status, amount_minor, currency, charge_id, provider = row
+    return LockedPayment(status, int(amount_minor), currency, charge_id, provider, int(held[0]))
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> RefundRow:
@@ -155,6 +158,7 @@ def created_with_claim(
     tenant_id: uuid.UUID,
     provider_key: str,
     charge_id: str,
+    provider: str,
     command: CreateRefundCommand,
 ) -> SubjectWrite:
     """The refund, PENDING with its derived provider key, created by the claim that wins."""
@@ -166,6 +170,7 @@ def created_with_claim(
             "s_payment_id": command.payment_id,
             "s_provider_key": provider_key,
             "s_charge_id": charge_id,
+            "s_provider": provider,
             "s_status": RefundStatus.PENDING.value,
             "s_amount_minor": command.amount_minor,
             "s_currency": command.currency,
@@ -182,6 +187,7 @@ def as_claimed(
     operation_id: uuid.UUID,
     provider_key: str,
     charge_id: str,
+    provider: str,
     command: CreateRefundCommand,
     at: datetime,
 ) -> RefundRow:
@@ -193,6 +199,7 @@ def as_claimed(
         operation_id=operation_id,
         provider_key=provider_key,
         charge_id=charge_id,
+        provider=provider,
         status=RefundStatus.PENDING.value,
         amount_minor=command.amount_minor,
         currency=command.currency,

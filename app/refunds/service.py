@@ -150,6 +150,7 @@ class RefundService:
                     tenant_id=tenant_id,
                     provider_key=provider_key,
                     charge_id=locked.charge_id,
+                    provider=locked.provider,
                     command=command,
                 ),
             )
@@ -161,6 +162,7 @@ class RefundService:
             operation_id=operation_id,
             provider_key=provider_key,
             charge_id=locked.charge_id,
+            provider=locked.provider,
             command=command,
             at=claimed.at,
         )

@@ -17,12 +17,16 @@ OUTAGE = {"armed_at": START + 10, "used_up_at": START + 20, "consumed": 40}
 
 def test_the_gauge_is_read_from_the_metrics_page() -> None:
     page = (
-        "# HELP payments_provider_breaker_state This process's provider circuit breaker\n"
+        "# HELP payments_provider_breaker_state This process's circuit breaker of each\n"
         "# TYPE payments_provider_breaker_state gauge\n"
-        "payments_provider_breaker_state 2.0\n"
+        'payments_provider_breaker_state{provider="primary"} 2.0\n'
+        'payments_provider_breaker_state{provider="secondary"} 0.0\n'
         "payments_operations_unknown 3.0\n"
     )
     assert gauge_state(page) == "open"
+    assert gauge_state(page, "primary") == "open"
+    assert gauge_state(page, "secondary") == "closed"
+    assert gauge_state(page, "third") is None
     assert gauge_state(page.replace(" 2.0", " 1.0")) == "half-open"
     assert gauge_state(page.replace(" 2.0", " 0.0")) == "closed"
     assert gauge_state("payments_operations_unknown 3.0\n") is None

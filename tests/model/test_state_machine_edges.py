@@ -21,8 +21,8 @@ DECLARED: set[Triple] = {
     for source in sources
 }
 
-# Failover to the next provider's attempt is the model's ahead of the service's: the runtime
-# is to add the trigger `failover` with exactly these edges (docs/protocol.md, "Attempts").
+# Failover to the next provider's attempt: the model asked for these three edges before the
+# service had them, and the machine gained exactly these (docs/protocol.md, "Attempts").
 FAILOVER: set[Triple] = {
     ("failover", "PROVIDER_REQUEST_SENT", "PROVIDER_REQUEST_SENT"),
     ("failover", "UNKNOWN_REQUIRES_RECOVERY", "PROVIDER_REQUEST_SENT"),
@@ -51,13 +51,14 @@ def test_the_model_asks_for_exactly_the_declared_transitions(
     small_run: tuple[Report, Protocol],
 ) -> None:
     asked = _edges(small_run[0], landed_only=False)
-    assert asked - DECLARED == FAILOVER, "the model takes transitions the state machine lacks"
+    assert asked - DECLARED == set(), "the model takes transitions the state machine lacks"
     assert not DECLARED - asked, "the state machine allows transitions the model never takes"
+    assert FAILOVER <= DECLARED, "the machine has the failover edges the model asks for"
 
 
 def test_every_transition_lands_but_those_from_received_after_a_send(
     small_run: tuple[Report, Protocol],
 ) -> None:
     landed = _edges(small_run[0], landed_only=True)
-    assert (DECLARED | FAILOVER) - landed == ONLY_EVER_FENCED_OUT
-    assert landed <= DECLARED | FAILOVER
+    assert DECLARED - landed == ONLY_EVER_FENCED_OUT
+    assert landed <= DECLARED

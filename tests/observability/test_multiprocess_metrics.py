@@ -20,7 +20,9 @@ ROUTE_COUNT = re.compile(
     r'route="/payments/\{payment_id\}",status="401"\} (\S+)$',
     re.MULTILINE,
 )
-BREAKER_PIDS = re.compile(r'^payments_provider_breaker_state\{pid="(\d+)"\}', re.MULTILINE)
+BREAKER_PIDS = re.compile(
+    r'^payments_provider_breaker_state\{[^}]*pid="(\d+)"[^}]*\}', re.MULTILINE
+)
 
 
 @pytest.fixture

@@ -159,6 +159,8 @@ async def _apply(async_db: AsyncDb, ref: OwnedRef, trigger: Trigger, tag: str) -
                 return await operations.mark_unknown(
                     conn, ref, actor=tag, reason=tag, schedule=schedule
                 )
+            case Trigger.FAILOVER:
+                return await operations.fail_over(conn, ref, actor=tag, reason=tag, lease_s=30)
 
 
 async def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> OwnedRef | None:

@@ -26,7 +26,9 @@ BREAKER = {
 
 def _breaker_state(url: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    found = re.search(r"^payments_provider_breaker_state (\S+)$", text, re.MULTILINE)
+    found = re.search(
+        r'^payments_provider_breaker_state\{provider="primary"\} (\S+)$', text, re.MULTILINE
+    )
     assert found is not None, "the breaker's state is a metric"
     return float(found.group(1))
 

@@ -26,6 +26,7 @@ from app.operations.states import TERMINAL, State, Trigger
 from app.operations.values import Claimed, OwnedRef, Snapshot
 from app.payments import replies
 from app.payments import repository as payments
+from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
 from app.payments.models import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
@@ -33,6 +34,8 @@ from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import LookupFailed, ProviderError, RequestNotSent, RequestRejected
 from app.provider.keys import derive_provider_key
+from app.provider.registry import DEFAULT_NAME, Providers
+from app.provider.routing import single
 from app.provider.wire import WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -43,6 +46,9 @@ T = TypeVar("T")
 LEASE_S = 300  # never runs out by itself within an example: only the test's clock ends it
 POLICY = RecoveryPolicy(max_attempts=3, backoff_base_s=60, backoff_max_s=600)
 OPERATION = "create_payment"
+# One provider: the stateful test plays the protocol of a single attempt (the model explores
+# attempts across providers).
+ROUTE = (DEFAULT_NAME,)
 SENT_BY = (Trigger.SEND, Trigger.RETRY, Trigger.RESEND)
 
 
@@ -57,7 +63,11 @@ class Calls:
         self.provider = ProviderClient(self.wire, deadline_s=10)
         self.ledger = httpx.Client(base_url=provider_url, timeout=10)
         driver = ChargeDriver(
-            db=async_db.db, provider=self.provider, lease_s=LEASE_S, failpoints=Failpoints()
+            db=async_db.db,
+            providers=Providers({DEFAULT_NAME: self.provider}),
+            routing=single(DEFAULT_NAME),
+            lease_s=LEASE_S,
+            failpoints=Failpoints(),
         )
         self.recovery = (driver, Reconciler(driver=driver, policy=POLICY))
 
@@ -90,7 +100,11 @@ class Calls:
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         provider_key = derive_provider_key(payment_id)
         subject = payments.created_with_claim(
-            payment_id=payment_id, tenant_id=tenant_id, provider_key=provider_key, command=command
+            payment_id=payment_id,
+            tenant_id=tenant_id,
+            provider_key=provider_key,
+            route=ROUTE,
+            command=command,
         )
         claimed = self._db(
             lambda conn: operations.claim(
@@ -116,6 +130,7 @@ class Calls:
             tenant_id=tenant_id,
             operation_id=operation_id,
             provider_key=provider_key,
+            route=ROUTE,
             command=command,
             at=at,
         )
@@ -264,6 +279,7 @@ async def _record_final(
         status=status,
         provider_charge_id=None if charge is None else charge.charge_id,
         decline_code=None if charge is None else charge.decline_code,
+        attempt=0,
         at=at,
     )
     return await operations.record_final(
@@ -272,7 +288,10 @@ async def _record_final(
 
 
 async def _finish(
-    db: Database, driver: ChargeDriver, reconciler: Reconciler[PaymentRow, Charge], op_id: uuid.UUID
+    db: Database,
+    driver: ChargeDriver,
+    reconciler: Reconciler[PaymentRow, ChargeAt],
+    op_id: uuid.UUID,
 ) -> State:
     """Drive the operation to a final state as the service would once faults stop: a client's
     retry for FAILED_RETRYABLE, a recovery (lookup, then resend) for anything else."""

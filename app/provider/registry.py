@@ -1,0 +1,84 @@
+"""Several providers, each by a stable name: their settings, and the clients built from them.
+
+A deployment names its providers once (`PAYMENTS_PROVIDERS`, a JSON list of `ProviderSpec`);
+without it there is one, `primary`, at `PAYMENTS_PROVIDER_URL`. The name is what the database
+keeps: a payment's route (`payments.route`) lists the names of the providers its attempts go
+to, so a provider's URL, timeouts or pool may change between deployments while the payments
+made through it still find it. Renaming a provider that holds payments strands them: their
+recovery cannot reach it and flags them `needs_attention`, so a name, once used, stays.
+
+Each provider has its own connection pool, deadline and circuit breaker: one provider failing
+opens its own breaker and leaves the others' traffic alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.provider.client import ProviderClient
+
+# Lower-case, so a name reads the same in settings, metrics labels, the database and logs.
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+DEFAULT_NAME = "primary"
+
+
+class ProviderSpec(BaseModel):
+    """One provider as configured: its name, where it is, and how long a call may take.
+
+    Unset values fall back to the service-wide settings (`PAYMENTS_PROVIDER_TIMEOUT_S`,
+    `PAYMENTS_BREAKER_FAILURES`, `PAYMENTS_BREAKER_COOLDOWN_S`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str
+    timeout_s: float | None = Field(default=None, gt=0, le=120)
+    breaker_failures: int | None = Field(default=None, ge=1, le=1_000_000)
+    breaker_cooldown_s: float | None = Field(default=None, gt=0, le=3600)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+
+class UnknownProvider(LookupError):
+    """A name no configured provider has (a row written under a provider since removed)."""
+
+
+@dataclass(frozen=True)
+class Providers:
+    """The configured providers' clients, by name, in the order they were configured."""
+
+    clients: Mapping[str, ProviderClient]
+
+    def __post_init__(self) -> None:
+        if not self.clients:
+            raise ValueError("at least one provider")
+
+    def __getitem__(self, name: str) -> ProviderClient:
+        try:
+            return self.clients[name]
+        except KeyError:
+            raise UnknownProvider(f"no provider named {name!r} is configured") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.clients)
+
+    def __len__(self) -> int:
+        return len(self.clients)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.clients)
+
+    @property
+    def first(self) -> ProviderClient:
+        return next(iter(self.clients.values()))
