@@ -131,6 +131,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         _settings(),
         api_port=args.port,
         provider_port=args.provider_port,
+        secondary_port=args.secondary_port or args.provider_port + 1,
         admin_port=args.admin_port,
         tracing=args.tracing,
     )
@@ -179,7 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="run API, worker and fake provider on localhost")
     dev.add_argument("--port", type=int, default=8000, help="API port")
-    dev.add_argument("--provider-port", type=int, default=8100, help="fake provider port")
+    dev.add_argument(
+        "--provider-port",
+        type=int,
+        default=8100,
+        help="the primary fake provider's port",
+    )
+    dev.add_argument(
+        "--secondary-port",
+        type=int,
+        default=None,
+        help="the secondary fake provider's port (default: the primary's + 1)",
+    )
     dev.add_argument(
         "--admin-port", type=int, default=8001, help="operators' port: console, admin API, metrics"
     )

@@ -8,6 +8,7 @@ as child processes until Ctrl-C, when it stops them all.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from app.admin import repository as admin_tokens
 from app.db.database import conninfo
 from app.db.embedded import EmbeddedPostgres
 from app.db.migrate import upgrade_head
+from app.provider.registry import DEFAULT_NAME
 from app.settings import Settings
 from app.tenants.repository import create_tenant, find_key_owner
 
@@ -37,6 +39,9 @@ PRIVATE_DIR_MODE = 0o700
 # the folder to its data in `postgres/`: others may pass, never list or read.
 PASSABLE_DIR_MODE = 0o711
 SECRET_FILE_MODE = 0o600
+
+# The second fake provider `payments dev` starts, on the port after the primary's.
+SECONDARY_NAME = "secondary"
 
 
 def private_dir(path: Path, *, passable: bool = False) -> None:
@@ -134,7 +139,13 @@ def tracing_env(data_dir: Path, *, tracing: bool) -> dict[str, str]:
 
 
 def run_dev(
-    settings: Settings, *, api_port: int, provider_port: int, admin_port: int, tracing: bool = False
+    settings: Settings,
+    *,
+    api_port: int,
+    provider_port: int,
+    admin_port: int,
+    secondary_port: int | None = None,
+    tracing: bool = False,
 ) -> int:
     """Run everything until interrupted; the exit code."""
     # From the first moment, so a stop asked for during start-up (the API already answers
@@ -154,13 +165,22 @@ def run_dev(
         upgrade_head(database_url)
         api_key = _demo_api_key(settings, database_url)
         admin_token = _demo_admin_token(settings, database_url)
+        # Two fake providers, each with its own ledger: every payment goes to `primary`
+        # first and fails over to `secondary` when the rule allows (app/provider/routing.py).
         provider_url = f"http://127.0.0.1:{provider_port}"
+        secondary_port = secondary_port or provider_port + 1
+        secondary_url = f"http://127.0.0.1:{secondary_port}"
+        providers = [
+            {"name": DEFAULT_NAME, "url": provider_url},
+            {"name": SECONDARY_NAME, "url": secondary_url},
+        ]
         api_url = f"http://127.0.0.1:{api_port}"
         admin_url = f"http://127.0.0.1:{admin_port}"
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "PAYMENTS_PROVIDER_URL": provider_url,
+            "PAYMENTS_PROVIDERS": os.environ.get("PAYMENTS_PROVIDERS", json.dumps(providers)),
             # dev is for trying failures out: the fake provider's fault API is on.
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
             # ... and webhooks out, to a receiver on this machine (examples/).
@@ -173,9 +193,16 @@ def run_dev(
             **tracing_env(settings.data_dir, tracing=tracing),
         }
         cli = [sys.executable, "-m", "app.cli"]
-        provider = subprocess.Popen([*cli, "fake-provider", "--port", str(provider_port)], env=env)
-        children.append(provider)
-        _wait_ready(f"{provider_url}/healthz", provider)
+        # The primary keeps the ledger it always had; the secondary has one of its own.
+        secondary_ledger = {
+            "PAYMENTS_FAKE_PROVIDER_DB": str(settings.data_dir / "fake_provider_secondary.sqlite3")
+        }
+        for port, own in ((provider_port, {}), (secondary_port, secondary_ledger)):
+            provider = subprocess.Popen(
+                [*cli, "fake-provider", "--port", str(port)], env={**env, **own}
+            )
+            children.append(provider)
+            _wait_ready(f"http://127.0.0.1:{port}/healthz", provider)
         api = subprocess.Popen([*cli, "serve", "--port", str(api_port)], env=env)
         children.append(api)
         _wait_ready(f"{api_url}/healthz", api)
@@ -184,7 +211,7 @@ def run_dev(
         print(
             "\npayments is running\n"
             f"  API            {api_url}  (docs: {api_url}/docs)\n"
-            f"  fake provider  {provider_url}\n"
+            f"  fake providers {provider_url} (primary), {secondary_url} (secondary)\n"
             f"  database       {database_url}\n"
             f"  demo API key   {api_key}\n"
             f"  console        {admin_url}/console  (admin token: {admin_token})\n"
