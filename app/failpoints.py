@@ -9,6 +9,8 @@ otherwise a few microseconds wide:
                     claim has committed PROVIDER_REQUEST_SENT; a takeover (a retry of a
                     FAILED_RETRYABLE payment, a recovery resend) has not committed it yet
     before_record   the provider answered (or a lookup found the charge), nothing recorded yet
+    after_failover  a payment's move to its next attempt has committed, the new attempt not
+                    sent yet
     webhook_before_record
                     a worker's webhook attempt was answered, the attempt not recorded yet
     webhook_send    inside a webhook attempt, the address vetted, nothing sent yet

@@ -133,6 +133,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
             )
         if moved is None:
             return None
+        await self._failpoints.reach("after_failover")
         to = subject.route[subject.attempt + 1]
         if self._on_failover is not None:
             self._on_failover(subject.provider, to, failover.cause)

@@ -21,6 +21,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from tests.support.control.faults import FaultInjector
+from tests.support.control.processes import Process
 from tests.support.control.spawner import Spawner
 from tests.support.control.system import FAST_WORKER
 from tests.support.factories.payments import new_key, payment_body, post_payment
@@ -274,3 +275,42 @@ def test_a_refund_goes_to_the_provider_that_holds_the_charge(
     row = db.execute("SELECT provider FROM refunds WHERE payment_id = %s", (payment_id,)).fetchone()
     assert row is not None
     assert row["provider"] == "secondary"
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    """One sample's value in a `/metrics` page (0 when absent)."""
+    for line in text.splitlines():
+        series, _, value = line.rpartition(" ")
+        metric, _, rest = series.partition("{")
+        if metric == name and all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            return float(value)
+    return 0.0
+
+
+def test_failovers_and_attempts_are_counted_by_provider_and_cause(
+    routed_api: Process,
+    routed: httpx.Client,
+    faults: FaultInjector,
+) -> None:
+    assert routed_api.admin_url is not None
+    before = httpx.get(f"{routed_api.admin_url}/metrics", timeout=10).text
+    refused, declined = payment_body(), payment_body()
+    faults.add("unavailable", account_id=refused["account_id"])
+    faults.add("decline", account_id=declined["account_id"], decline_code="processor_declined")
+
+    for body in (refused, declined):
+        assert post_payment(routed, body, key=new_key()).status_code == 201
+
+    after = httpx.get(f"{routed_api.admin_url}/metrics", timeout=10).text
+
+    def grew(name: str, **labels: str) -> float:
+        return _sample(after, name, **labels) - _sample(before, name, **labels)
+
+    moved = {"from_provider": "primary", "to_provider": "secondary"}
+    assert grew("payments_provider_failovers_total", **moved, cause="not_processed") == 1
+    assert grew("payments_provider_failovers_total", **moved, cause="declined") == 1
+    assert grew("payments_payment_attempts_total", provider="primary") == 2
+    assert grew("payments_payment_attempts_total", provider="secondary") == 2
+    charged = {"operation": "charge", "outcome": "succeeded", "provider": "secondary"}
+    assert grew("payments_provider_calls_total", **charged) == 2
+    assert _sample(after, "payments_provider_breaker_state", provider="secondary") == 0
