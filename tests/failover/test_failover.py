@@ -11,20 +11,27 @@ only when its attempt provably charged nothing, and is never charged at both.
 - a decline retryable elsewhere whose answer was lost is found by the worker's lookup, which
   fails over: the secondary charges;
 - both refuse: 503 with the payment at attempt 1; the client's retry charges the secondary;
-- a refund of a payment charged at the secondary goes to the secondary.
+- a refund of a payment charged at the secondary goes to the secondary;
+- the client's own retry of a lost decline fails over inline, as the worker would;
+- a primary nobody listens at fails over (connection refused), and once its breaker is
+  open, payments fail over without being sent to it at all;
+- failovers and attempts are counted by provider and cause.
 """
 
 from __future__ import annotations
+
+import json
 
 import httpx
 import psycopg
 from psycopg.rows import DictRow
 
 from tests.support.control.faults import FaultInjector
-from tests.support.control.processes import Process
+from tests.support.control.processes import Process, free_port
 from tests.support.control.spawner import Spawner
 from tests.support.control.system import FAST_WORKER
 from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.tenants import TenantHandle, api_client
 from tests.support.readers.operations import (
     make_due,
     operation,
@@ -314,3 +321,59 @@ def test_failovers_and_attempts_are_counted_by_provider_and_cause(
     charged = {"operation": "charge", "outcome": "succeeded", "provider": "secondary"}
     assert grew("payments_provider_calls_total", **charged) == 2
     assert _sample(after, "payments_provider_breaker_state", provider="secondary") == 0
+
+
+def test_a_lost_decline_is_failed_over_inline_by_the_clients_retry(
+    routed: httpx.Client,
+    faults: FaultInjector,
+    second_faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    key, body = new_key(), payment_body()
+    faults.add("decline", account_id=body["account_id"], decline_code="try_again_later")
+    faults.add("drop_after_commit", account_id=body["account_id"])
+    accepted = post_payment(routed, body, key=key)
+    assert accepted.status_code == 202, accepted.text
+
+    retried = post_payment(routed, body, key=key)
+
+    assert retried.status_code == 201, retried.text
+    operation_id = accepted.json()["operation_id"]
+    _charged_only_at_secondary(db, operation_id, faults, second_faults)
+    failover = [t for t in transitions(db, operation_id) if t["trigger"] == "failover"]
+    assert [t["from_state"] for t in failover] == ["UNKNOWN_REQUIRES_RECOVERY"]
+    assert str(failover[0]["actor"]).startswith("api:")
+
+
+def test_a_provider_that_cannot_be_reached_fails_over_and_then_its_breaker_does(
+    spawn: Spawner,
+    secondary: Process,
+    tenant: TenantHandle,
+    second_faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    assert secondary.url is not None
+    nobody = f"http://127.0.0.1:{free_port()}"
+    providers = [
+        {"name": "primary", "url": nobody, "breaker_failures": 1, "breaker_cooldown_s": 300},
+        {"name": "secondary", "url": secondary.url},
+    ]
+    api = spawn.api(PAYMENTS_PROVIDERS=json.dumps(providers))
+    causes = []
+    with api_client(api, tenant) as client:
+        for _ in range(2):
+            created = post_payment(client, payment_body(), key=new_key())
+            assert created.status_code == 201, created.text
+            operation_id = created.json()["operation_id"]
+            payment = payment_for(db, operation_id)
+            assert second_faults.charges(idempotency_key=f"{payment['provider_key']}:1") != []
+            (failover,) = [t for t in transitions(db, operation_id) if t["trigger"] == "failover"]
+            causes.append(str(failover["reason"]))
+    # Connection refused on the first: not processed. The breaker opened on it, so the second
+    # was never sent to the primary at all.
+    assert "did not process the only send (could not reach the provider" in causes[0]
+    assert "held back by its circuit breaker" in causes[1]
+    assert api.admin_url is not None
+    page = httpx.get(f"{api.admin_url}/metrics", timeout=10).text
+    assert _sample(page, "payments_provider_breaker_state", provider="primary") == 2
+    assert _sample(page, "payments_provider_breaker_state", provider="secondary") == 0
