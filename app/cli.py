@@ -180,18 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="run API, worker and fake provider on localhost")
     dev.add_argument("--port", type=int, default=8000, help="API port")
-    dev.add_argument(
-        "--provider-port",
-        type=int,
-        default=8100,
-        help="the primary fake provider's port",
-    )
-    dev.add_argument(
-        "--secondary-port",
-        type=int,
-        default=None,
-        help="the secondary fake provider's port (default: the primary's + 1)",
-    )
+    dev.add_argument("--provider-port", type=int, default=8100, help="primary fake provider")
+    dev.add_argument("--secondary-port", type=int, help="secondary (default: primary's + 1)")
     dev.add_argument(
         "--admin-port", type=int, default=8001, help="operators' port: console, admin API, metrics"
     )

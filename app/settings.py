@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-from app.provider.registry import DEFAULT_NAME, ProviderSpec
+from app.provider.registry import DEFAULT_NAME, ProviderSpec, distinct_names
 from app.provider.routing import RoutingSpec, RoutingTable
 
 
@@ -183,33 +183,13 @@ class Settings(BaseSettings):
         Failpoints.parse(value)
         return value
 
-    @field_validator("providers")
-    @classmethod
-    def _distinct_names(
-        cls, value: tuple[ProviderSpec, ...] | None
-    ) -> tuple[ProviderSpec, ...] | None:
-        if value is None:
-            return None
-        if not value:
-            raise ValueError("must list at least one provider")
-        names = [spec.name for spec in value]
-        if len(set(names)) != len(names):
-            raise ValueError(f"provider names must be distinct: {names}")
-        return value
+    _distinct_names = field_validator("providers")(distinct_names)
 
     def provider_specs(self) -> tuple[ProviderSpec, ...]:
         """The configured providers, each with its own timeout and breaker filled in."""
         specs = self.providers or (ProviderSpec(name=DEFAULT_NAME, url=self.provider_url),)
-        return tuple(
-            spec.model_copy(
-                update={
-                    "timeout_s": spec.timeout_s or self.provider_timeout_s,
-                    "breaker_failures": spec.breaker_failures or self.breaker_failures,
-                    "breaker_cooldown_s": spec.breaker_cooldown_s or self.breaker_cooldown_s,
-                }
-            )
-            for spec in specs
-        )
+        defaults = (self.provider_timeout_s, self.breaker_failures, self.breaker_cooldown_s)
+        return tuple(spec.completed(*defaults) for spec in specs)
 
     def routing_table(self) -> RoutingTable:
         """The routing over the configured providers (checked at start, as every setting)."""

@@ -48,6 +48,32 @@ class ProviderSpec(BaseModel):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
 
+    def completed(
+        self, timeout_s: float, breaker_failures: int, breaker_cooldown_s: float
+    ) -> ProviderSpec:
+        """This spec with every value it leaves unset taken from the service-wide ones."""
+        return self.model_copy(
+            update={
+                "timeout_s": self.timeout_s or timeout_s,
+                "breaker_failures": self.breaker_failures or breaker_failures,
+                "breaker_cooldown_s": self.breaker_cooldown_s or breaker_cooldown_s,
+            }
+        )
+
+
+def distinct_names(
+    cls: type, value: tuple[ProviderSpec, ...] | None
+) -> tuple[ProviderSpec, ...] | None:
+    """`PAYMENTS_PROVIDERS`' check: at least one provider, no name twice."""
+    if value is None:
+        return None
+    if not value:
+        raise ValueError("must list at least one provider")
+    names = [spec.name for spec in value]
+    if len(set(names)) != len(names):
+        raise ValueError(f"provider names must be distinct: {names}")
+    return value
+
 
 class UnknownProvider(LookupError):
     """A name no configured provider has (a row written under a provider since removed)."""
