@@ -12,7 +12,8 @@ once, and exits.
 
 A fourth tick, `settle` (`app/settlement/job.py`, every PAYMENTS_SETTLE_INTERVAL_S, hourly;
 0 turns it off), runs the settlement reconciliation of whole days that are due: yesterday
-once, and days still expecting settlement lines. It is not part of `--once`.
+once, and days still expecting settlement lines, against every configured provider's books.
+It is not part of `--once`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,7 +45,7 @@ from app.operations.expiry import expire_keys
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import ProviderBooks
-from app.settlement.command import books_client
+from app.settlement.command import open_books
 from app.settlement.job import settle_due_days
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
@@ -88,19 +89,18 @@ async def _run(settings: Settings, *, once: bool) -> int:
         concurrency=settings.webhook_concurrency,
         ca_file=settings.webhook_ca_file,
     )
-    books_http = books_client(settings)
     try:
-        return await _serve(settings, metrics, webhook_http, books_http, once=once)
+        async with open_books(settings) as books:
+            return await _serve(settings, metrics, webhook_http, books, once=once)
     finally:
         await webhook_http.aclose()
-        await books_http.aclose()
 
 
 async def _serve(
     settings: Settings,
     metrics: Metrics,
     webhook_http: httpx.AsyncClient,
-    books_http: httpx.AsyncClient,
+    books: Sequence[ProviderBooks],
     *,
     once: bool,
 ) -> int:
@@ -144,8 +144,6 @@ async def _serve(
                 released=metrics.keys_released,
                 stopping=stopping,
             )
-
-        books = ProviderBooks(books_http, page_size=settings.settlement_page_size)
 
         async def settle() -> None:
             await settle_due_days(

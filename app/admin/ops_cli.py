@@ -157,12 +157,15 @@ def _recon(api: AdminApi, args: Any) -> None:
             "day": args.day,
         }
         params = {name: value for name, value in options.items() if value}
-        print(f"{'id':36}  {'kind':17}  {'state':13}  {'record':6}  {'day':10}  first seen  key")
+        print(
+            f"{'id':36}  {'kind':17}  {'state':13}  {'record':6}  {'day':10}  first seen  "
+            "provider  key"
+        )
         for item in api.reconciliation_items(params, size=args.page_size):
             print(
                 f"{item['id']:36}  {item['kind']:17}  {item['state']:13}  "
                 f"{item['record_type']:6}  {item['day']:10}  {item['first_seen_at']}  "
-                f"{item['provider_key']}"
+                f"{item['provider']:8}  {item['provider_key']}"
             )
     elif args.recon_command == "show":
         _print(api.call("GET", f"{items}/{args.item_id}"))

@@ -1,4 +1,7 @@
-"""The provider's books as settlement reconciliation reads them: listings, lookups, reports.
+"""A provider's books as settlement reconciliation reads them: listings, lookups, reports.
+
+Each configured provider (`Settings.provider_specs()`) has its own books, read by a
+`ProviderBooks` on a client of its own (its URL), named as the registry names it.
 
 Reconciliation is a batch read, far from the request path, so it talks to the provider with
 plain httpx rather than the payment path's wire client: a day's charges and refunds page by
@@ -16,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from app.provider.registry import DEFAULT_NAME
 from app.settlement.models import RecordType
 
 PAGE_SIZE = 1000
@@ -118,9 +122,13 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
 
 
 class ProviderBooks:
-    """Reads the provider's books over `http` (its base URL set), translating every failure."""
+    """Reads one provider's books over `http` (its base URL set), translating every failure;
+    `name` is the provider's, as payments' routes and refunds name it."""
 
-    def __init__(self, http: httpx.AsyncClient, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, *, name: str = DEFAULT_NAME, page_size: int = PAGE_SIZE
+    ) -> None:
+        self.name = name
         self._http = http
         self._page_size = page_size
 

@@ -25,9 +25,9 @@ from app.settlement.models import ItemRow, ItemState
 MAX_REASON = 1000
 
 ITEM_COLUMNS = (
-    "id, day, record_type, provider_key, kind, state, tenant_id, operation_id, payment_id,"
-    " refund_id, ours, theirs, detail, first_seen_at, last_seen_at, resolved_at, resolved_by,"
-    " resolution_reason"
+    "id, day, record_type, provider, provider_key, kind, state, tenant_id, operation_id,"
+    " payment_id, refund_id, ours, theirs, detail, first_seen_at, last_seen_at, resolved_at,"
+    " resolved_by, resolution_reason"
 )
 
 

@@ -23,16 +23,24 @@ under the same derived key. The rules, for a record whose key is one of ours:
 
 A refund took effect when SUCCEEDED and failed when FAILED; the provider's refunds all
 succeeded. A member a lookup did not give (None) is not compared.
+
+With several providers, a record of ours is expected at the provider holding it (a payment:
+its route's provider at its attempt, under that attempt's key; a refund: its provider, under
+its key), and is judged there by `judge`; a record held under another key of ours is a
+stray (`strays.py`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from app.operations.states import State
+from app.provider.keys import attempt_key
+from app.provider.registry import DEFAULT_NAME
 from app.settlement.books import TheirRecord
 from app.settlement.models import ItemKind, RecordType
 
@@ -43,6 +51,9 @@ DECLINED = "DECLINED"
 # was refunded in its status too).
 THEY_CHARGED = frozenset({"succeeded", "partially_refunded", "refunded"})
 KEY_PREFIXES = {RecordType.CHARGE: "payment-", RecordType.REFUND: "refund-"}
+# Our operation's states that nothing will change without a client or an operator: a record
+# of theirs against any other state is the reconciler's to settle.
+SETTLED_STATES = frozenset({State.COMPLETED, State.FAILED, State.FAILED_RETRYABLE})
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,24 @@ class OurRecord:
     amount_refunded_minor: int | None
     provider_id: str | None
     created_at: datetime
+    # The provider holding it, by name: a payment's route at its attempt (once final, the
+    # attempt its outcome came from), a refund's provider.
+    provider: str = DEFAULT_NAME
+    # A payment's attempt (a refund has only its key: 0).
+    attempt: int = 0
+    # A payment's whole route when it names more than one provider; None: `provider` alone.
+    route: Sequence[str] | None = None
+
+    @property
+    def key(self) -> str:
+        """The key `provider` holds it under: the attempt's key (a refund's own key)."""
+        return attempt_key(self.provider_key, self.attempt)
+
+    def sent_to(self, attempt: int) -> str | None:
+        """The provider attempt `attempt`'s key is sent to, and only it (None: no such
+        attempt)."""
+        route = self.route or (self.provider,)
+        return route[attempt] if attempt < len(route) else None
 
     def snapshot(self) -> dict[str, Any]:
         """The record as an item shows it."""
@@ -76,6 +105,10 @@ class OurRecord:
         }
         if self.record_type is RecordType.CHARGE:
             shown["amount_refunded_minor"] = self.amount_refunded_minor
+        if self.route is not None:
+            # Several providers on its route: where its attempts went, and which one counts.
+            shown["route"] = list(self.route)
+            shown["attempt"] = self.attempt
         return shown
 
 
@@ -96,6 +129,8 @@ class Verdict:
     recover: bool = False
     # Both sides agree on a record that took effect: the settlement line is its proof.
     agreed: bool = False
+    # The decline a failover left behind under the key of the attempt it moved on from.
+    failover_decline: bool = False
 
 
 NOTHING = Verdict()

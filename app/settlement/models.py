@@ -3,8 +3,8 @@
 - `settlement_lines`: one row per charge or refund the provider's settlement report listed,
   with its fee, net amount and payout (the fees and net amounts of each payment).
 - `reconciliation_items`: one row per difference between our record and the provider's,
-  unique by (record type, provider key, kind), so running a day again finds the same row
-  instead of adding one. Its changes are audited in `reconciliation_item_changes`.
+  unique by (record type, provider, provider key, kind), so running a day again finds the
+  same row instead of adding one. Its changes are audited in `reconciliation_item_changes`.
 - `settlement_days`: one row per creation day reconciled: who runs it (a lease, so one
   worker at a time), when it last finished, and what it found.
 """
@@ -50,7 +50,10 @@ class ItemKind(StrEnum):
 
     # We say it took effect; the provider has nothing under its key.
     MISSING = "missing"
-    # The provider made it under one of our keys; we have no row, or say it did not happen.
+    # The provider made it under one of our keys; we have no row, or say it did not happen:
+    # among them a charge under the key of an attempt a payment failed over from while its
+    # outcome came from another attempt (a second charge), and any record under a key of ours
+    # at a provider that key was never sent to.
     ORPHAN = "orphan"
     AMOUNT_MISMATCH = "amount_mismatch"
     CURRENCY_MISMATCH = "currency_mismatch"
@@ -109,7 +112,7 @@ class ReconciliationItem(Base):
 
     __tablename__ = "reconciliation_items"
     __table_args__ = (
-        UniqueConstraint("record_type", "provider_key", "kind"),
+        UniqueConstraint("record_type", "provider", "provider_key", "kind"),
         CheckConstraint(f"record_type IN ({_one_of(RecordType)})", name="record_type_valid"),
         CheckConstraint(f"kind IN ({_one_of(ItemKind)})", name="kind_valid"),
         CheckConstraint(f"state IN ({_one_of(ItemState)})", name="state_valid"),
@@ -133,6 +136,9 @@ class ReconciliationItem(Base):
     # The creation day whose run found it first.
     day: Mapped[date] = mapped_column(Date)
     record_type: Mapped[str] = mapped_column(String(16))
+    # The provider whose books hold (or should hold) the record, by name
+    # (`app/provider/registry.py`): one provider's record is not another's.
+    provider: Mapped[str] = mapped_column(Text)
     provider_key: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(32))
     state: Mapped[str] = mapped_column(String(16))
@@ -193,6 +199,7 @@ class ItemRow:
     id: uuid.UUID
     day: date
     record_type: str
+    provider: str
     provider_key: str
     kind: str
     state: str

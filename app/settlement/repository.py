@@ -21,17 +21,21 @@ from app.settlement.books import Settled, day_bounds
 from app.settlement.matching import OurRecord
 from app.settlement.models import ItemKind, ItemState, RecordType
 
+# Our records with their operations' states and the provider holding each: a payment's
+# route at its attempt (1-based arrays), and its whole route only when it names several
+# providers (a payment with one provider costs no array); a refund's provider.
 _OURS = {
     RecordType.CHARGE: """
         SELECT p.provider_key, p.tenant_id, p.operation_id, o.state, p.id, NULL::uuid,
                p.status, p.amount_minor, p.currency, p.amount_refunded_minor,
-               p.provider_charge_id, p.created_at
+               p.provider_charge_id, p.created_at, p.route[p.attempt + 1], p.attempt,
+               CASE WHEN cardinality(p.route) > 1 THEN p.route END
         FROM payments p JOIN operations o ON o.id = p.operation_id
     """,
     RecordType.REFUND: """
         SELECT r.provider_key, r.tenant_id, r.operation_id, o.state, r.payment_id, r.id,
                r.status, r.amount_minor, r.currency, NULL::bigint,
-               r.provider_refund_id, r.created_at
+               r.provider_refund_id, r.created_at, r.provider, 0, NULL::text[]
         FROM refunds r JOIN operations o ON o.id = r.operation_id
     """,
 }
@@ -57,7 +61,8 @@ async def ours_created_on(conn: Connection, record_type: RecordType, day: date) 
 async def ours_by_key(
     conn: Connection, record_type: RecordType, keys: Sequence[str]
 ) -> dict[str, OurRecord]:
-    """Our payments (or refunds) under any of `keys`, whatever day they were made."""
+    """Our payments (or refunds) under any of `keys` (their stored keys: a payment's attempt
+    0), whatever day they were made."""
     if not keys:
         return {}
     sql = f"{_OURS[record_type]} WHERE {_ALIAS[record_type]}.provider_key = ANY(%(keys)s)"
@@ -71,6 +76,8 @@ class Finding:
 
     day: date
     record_type: RecordType
+    # The provider whose books the record is (or should be) in.
+    provider: str
     provider_key: str
     kind: ItemKind
     detail: str
@@ -91,13 +98,14 @@ class Written:
 
 _LOCK_ITEMS = """
     SELECT id, provider_key, kind, state FROM reconciliation_items
-    WHERE record_type = %(record_type)s AND provider_key = ANY(%(keys)s)
+    WHERE record_type = %(record_type)s AND provider = %(provider)s
+      AND provider_key = ANY(%(keys)s)
     FOR UPDATE
 """
 _INSERT_ITEM = """
-    INSERT INTO reconciliation_items (id, day, record_type, provider_key, kind, state,
-        tenant_id, operation_id, payment_id, refund_id, ours, theirs, detail)
-    VALUES (%(id)s, %(day)s, %(record_type)s, %(provider_key)s, %(kind)s, 'open',
+    INSERT INTO reconciliation_items (id, day, record_type, provider, provider_key, kind,
+        state, tenant_id, operation_id, payment_id, refund_id, ours, theirs, detail)
+    VALUES (%(id)s, %(day)s, %(record_type)s, %(provider)s, %(provider_key)s, %(kind)s, 'open',
         %(tenant_id)s, %(operation_id)s, %(payment_id)s, %(refund_id)s, %(ours)s, %(theirs)s,
         %(detail)s)
 """
@@ -125,6 +133,7 @@ def _item_values(finding: Finding) -> dict[str, Any]:
     return {
         "day": finding.day,
         "record_type": finding.record_type.value,
+        "provider": finding.provider,
         "provider_key": finding.provider_key,
         "kind": finding.kind.value,
         "detail": finding.detail,
@@ -140,17 +149,19 @@ def _item_values(finding: Finding) -> dict[str, Any]:
 async def write_items(
     conn: Connection,
     record_type: RecordType,
+    provider: str,
     compared: Iterable[str],
     findings: Sequence[Finding],
     *,
     actor: str,
 ) -> Written:
-    """Queue `findings` for the keys in `compared` (all of `record_type`), and auto-resolve
-    every open item of those keys that the run did not find again. Call in a transaction."""
+    """Queue `findings` for the keys in `compared` (all of `record_type`, at `provider`), and
+    auto-resolve every open item of those keys that the run did not find again. Call in a
+    transaction."""
+    assert all(finding.provider == provider for finding in findings), provider
     keys = sorted(set(compared))
-    rows = await (
-        await conn.execute(_LOCK_ITEMS, {"record_type": record_type.value, "keys": keys})
-    ).fetchall()
+    params = {"record_type": record_type.value, "provider": provider, "keys": keys}
+    rows = await (await conn.execute(_LOCK_ITEMS, params)).fetchall()
     existing: dict[tuple[str, str], tuple[uuid.UUID, str]] = {
         (key, kind): (item_id, state) for item_id, key, kind, state in rows
     }

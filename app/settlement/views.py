@@ -82,6 +82,7 @@ def item_json(item: ItemRow) -> dict[str, Any]:
         "id": str(item.id),
         "day": item.day.isoformat(),
         "record_type": item.record_type,
+        "provider": item.provider,
         "provider_key": item.provider_key,
         "kind": item.kind,
         "state": item.state,

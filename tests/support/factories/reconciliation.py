@@ -2,7 +2,7 @@
 settlement run would leave them (the run itself is tested on its own).
 
 Each item gets a provider key of its own, so tests never collide on the table's unique
-(record_type, provider_key, kind). Lists are isolated by a tenant id of the test's own;
+(record_type, provider, provider_key, kind). Lists are isolated by a tenant id of the test's own;
 the queue's global figures (the summary, the metrics) are exact only from an empty queue:
 `empty_queue` gives one (a session's tests run one at a time, on a database of its own).
 """
@@ -56,17 +56,19 @@ def make_item(
     detail: str = "we recorded 10.00 EUR, the provider 12.00 EUR",
     seen_ago_s: float = 60.0,
     operation_id: uuid.UUID | None = None,
+    provider: str = "primary",
 ) -> uuid.UUID:
     """An item first seen `seen_ago_s` ago (database clock), opened by the run, and closed
     (`resolved`, `void`, `auto_resolved`) a second later if `state` says so; its id."""
     item_id = uuid.uuid4()
     closed_by = "operator:someone" if state in ("resolved", "void") else None
     db.execute(
-        "INSERT INTO reconciliation_items (id, day, record_type, provider_key, kind, state,"
-        " tenant_id, operation_id, ours, theirs, detail, first_seen_at, last_seen_at,"
+        "INSERT INTO reconciliation_items (id, day, record_type, provider, provider_key, kind,"
+        " state, tenant_id, operation_id, ours, theirs, detail, first_seen_at, last_seen_at,"
         " resolved_at, resolved_by, resolution_reason)"
-        " VALUES (%(id)s, coalesce(%(day)s, current_date), %(record_type)s, %(key)s, %(kind)s,"
-        " %(state)s, %(tenant_id)s, %(operation_id)s, %(ours)s, %(theirs)s, %(detail)s,"
+        " VALUES (%(id)s, coalesce(%(day)s, current_date), %(record_type)s, %(provider)s,"
+        " %(key)s, %(kind)s, %(state)s, %(tenant_id)s, %(operation_id)s, %(ours)s, %(theirs)s,"
+        " %(detail)s,"
         " now() - make_interval(secs => %(ago)s), now() - make_interval(secs => %(ago)s),"
         " CASE WHEN %(closed)s THEN now() - make_interval(secs => %(ago)s - 1) END,"
         " %(closed_by)s, CASE WHEN %(closed)s THEN 'closed earlier' END)",
@@ -74,6 +76,7 @@ def make_item(
             "id": item_id,
             "day": day,
             "record_type": record_type,
+            "provider": provider,
             "key": f"{'ch' if record_type == 'charge' else 're'}-key-{uuid.uuid4().hex}",
             "kind": kind,
             "state": state,

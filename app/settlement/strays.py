@@ -1,0 +1,89 @@
+"""Strays: records a provider holds under a key of ours other than the one we expect there.
+
+A record of ours is expected at the provider holding it, under one key (`matching.py`). A
+record a provider holds under another key of ours (`parse_key`: a payment's attempt n is
+`payment-<id>:<n>`) is judged by `judge_stray`:
+
+    the key was sent           theirs                      verdict
+    here (route[n] is this     declined                    nothing: the decline a failover
+      provider), attempt n                                   left behind (counted)
+      other than the one the   charged, our operation      recover (the reconciler's lookup
+      payment's outcome came     not final, n <= attempt     of every attempt finds it)
+      from                     charged, otherwise          orphan: a second charge, or one
+                                                              of an attempt we failed over from
+    never here                 any record                  orphan: a key of ours where we
+                                                              never sent it
+"""
+
+from __future__ import annotations
+
+from app.settlement.books import TheirRecord
+from app.settlement.matching import (
+    SETTLED_STATES,
+    THEY_CHARGED,
+    TOOK_EFFECT,
+    Difference,
+    OurRecord,
+    Verdict,
+    is_our_key,
+)
+from app.settlement.models import ItemKind, RecordType
+
+
+def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | None:
+    """The key of ours `provider_key` belongs to and the attempt it names, or None when it is
+    not a key we derive: `payment-<id>` is attempt 0, `payment-<id>:<n>` attempt n >= 1
+    (`app/provider/keys.py: attempt_key`); a refund has its key alone."""
+    if is_our_key(record_type, provider_key):
+        return provider_key, 0
+    base, sep, suffix = provider_key.rpartition(":")
+    if (
+        record_type is not RecordType.CHARGE
+        or not sep
+        or not (suffix.isascii() and suffix.isdigit())
+        or suffix != str(int(suffix))
+        or int(suffix) < 1
+        or not is_our_key(record_type, base)
+    ):
+        return None
+    return base, int(suffix)
+
+
+def _where(record_type: RecordType, ours: OurRecord) -> str:
+    if record_type is RecordType.REFUND:
+        return f"we sent the refund to {ours.provider}"
+    return f"the payment is {ours.status} at attempt {ours.attempt}, at {ours.provider}"
+
+
+def judge_stray(
+    record_type: RecordType, ours: OurRecord, attempt: int, theirs: TheirRecord, provider: str
+) -> Verdict:
+    """The verdict on a record `provider` holds under a key of `ours` that is not the one
+    `ours` is expected under there: the key of its attempt `attempt` (a refund's is 0), sent
+    to that attempt's provider only. See the module's docstring."""
+    noun = "charge" if record_type is RecordType.CHARGE else "refund"
+    charged = theirs.status in THEY_CHARGED
+    sent_to = ours.sent_to(attempt)
+    label = f"attempt {attempt}'s key" if record_type is RecordType.CHARGE else "its key"
+    where = _where(record_type, ours)
+    if sent_to != provider:
+        went = f"sent only to {sent_to}" if sent_to is not None else "of an attempt never made"
+        taken = "money taken" if charged else f"{theirs.status}: nothing taken"
+        return Verdict(
+            (
+                Difference(
+                    ItemKind.ORPHAN,
+                    f"the provider made this {noun} under {label}, {went}, never here "
+                    f"({taken}); {where}",
+                ),
+            )
+        )
+    if not charged:
+        return Verdict(failover_decline=True)
+    if ours.operation_state not in SETTLED_STATES and attempt <= ours.attempt:
+        return Verdict(recover=True)
+    if ours.status in TOOK_EFFECT:
+        detail = f"the provider made this charge under {label}; {where}: a second charge"
+    else:
+        detail = f"the provider made this charge under {label}; we recorded none under it ({where})"
+    return Verdict((Difference(ItemKind.ORPHAN, detail),))
