@@ -1,6 +1,7 @@
-"""The dashboard's series over the last hour or day: payments by outcome, the recovery
-backlog and its age, webhook delivery attempts by result. Each bucket is counted on the
-database clock; bucket 0 is the most recent.
+"""The dashboard's series over the last hour or day: payments by outcome (and, for the
+whole window, by provider), the recovery backlog and its age, webhook delivery attempts by
+result. Each bucket is counted on the database clock; bucket 0 is the most recent. The
+window's failovers are read by `failovers.py`.
 
     series               read from                          by the index
     payments             payments.created_at in the window  ix_payments_created (0012)
@@ -51,10 +52,13 @@ OUTCOMES = {
     "PENDING": "pending",
 }
 
+# By provider too, in the same pass: the one holding the outcome (`route[attempt]`, arrays
+# counting from 1 in SQL), or for a pending payment its current attempt's.
 _PAYMENTS = """
-    SELECT floor(extract(epoch FROM now() - created_at) / %(step)s)::int, status, count(*)
+    SELECT floor(extract(epoch FROM now() - created_at) / %(step)s)::int, status,
+           coalesce(route[attempt + 1], '?'), count(*)
     FROM payments WHERE created_at > now() - make_interval(secs => %(span)s)
-    GROUP BY 1, 2
+    GROUP BY 1, 2, 3
 """
 _ATTEMPTS = """
     SELECT floor(extract(epoch FROM now() - attempted_at) / %(step)s)::int, succeeded, count(*)
@@ -82,16 +86,34 @@ class BacklogPoint:
     oldest_s: float
 
 
+@dataclass(frozen=True)
+class PaymentActivity:
+    """The window's payments: per bucket (most recent first) by outcome, and in all by
+    provider (the one holding the outcome; a pending payment's current one) and outcome."""
+
+    series: list[dict[str, int]]
+    by_provider: dict[str, dict[str, int]]
+
+
+async def payment_activity(conn: Connection, window: Window) -> PaymentActivity:
+    """The window's payments by outcome per bucket, and by provider, in one read."""
+    outcomes = sorted(set(OUTCOMES.values()))
+    series: list[dict[str, int]] = [dict.fromkeys(outcomes, 0) for _ in range(window.buckets)]
+    by_provider: dict[str, dict[str, int]] = {}
+    params = {"step": window.step_s, "span": window.span_s}
+    rows = await (await conn.execute(_PAYMENTS, params)).fetchall()
+    for ago, status, provider, count in rows:
+        if 0 <= ago < window.buckets:
+            outcome = OUTCOMES.get(status, "pending")
+            series[ago][outcome] += int(count)
+            totals = by_provider.setdefault(provider, dict.fromkeys(outcomes, 0))
+            totals[outcome] += int(count)
+    return PaymentActivity(series, dict(sorted(by_provider.items())))
+
+
 async def payments(conn: Connection, window: Window) -> list[dict[str, int]]:
     """Per bucket (most recent first), payments created by outcome."""
-    series: list[dict[str, int]] = [
-        dict.fromkeys(set(OUTCOMES.values()), 0) for _ in range(window.buckets)
-    ]
-    params = {"step": window.step_s, "span": window.span_s}
-    for ago, status, count in await (await conn.execute(_PAYMENTS, params)).fetchall():
-        if 0 <= ago < window.buckets:
-            series[ago][OUTCOMES.get(status, "pending")] += int(count)
-    return series
+    return (await payment_activity(conn, window)).series
 
 
 async def webhook_attempts(conn: Connection, window: Window) -> list[dict[str, int]]:

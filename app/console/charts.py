@@ -5,8 +5,9 @@ what it shows in words (totals, the peak), and a caption; the colours are told a
 legend with the numbers, never by colour alone. Bars run oldest on the left to now on the
 right. Text is escaped; every number is ours.
 
-The provider's latency and breaker state come from this process's own metrics (each API
-process keeps its own breaker and histograms), and say so.
+The providers' latency and breaker states come from this process's own metrics (each API
+process keeps its own breakers and histograms), and say so; the window's payments by
+provider and its failovers are read from the database, so every process's work counts.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from app.admin import activity
+from app.admin import activity, failovers
 from app.console.pages import duration
 from app.dependencies import Services
+from app.observability.metrics import Metrics
 
 WIDTH, HEIGHT, PAD = 600, 140, 24
 COLOURS = {
@@ -117,13 +119,25 @@ def _ms(seconds: float) -> str:
     return "over 10 s" if seconds == float("inf") else f"{seconds * 1000:g} ms"
 
 
-def _provider(services: Services) -> dict[str, Any]:
-    """This process's provider calls: count, mean and the p50 and p99 bounds per operation
-    (from the histogram's buckets), and the breaker's state."""
-    calls: dict[str, dict[str, Any]] = {}
-    for family in services.metrics.provider_latency.collect():
+BREAKER_STATES = {0: "closed", 1: "half-open", 2: "open"}
+# A failover's cause (`app/admin/failovers.py`), for a person.
+CAUSE_NAMES = {
+    failovers.DECLINED: "declined, retryable elsewhere",
+    failovers.NOT_PROCESSED: "send not processed",
+    failovers.CIRCUIT_OPEN: "held back by its circuit breaker",
+    failovers.UNRECOGNISED: "reason not recognised",
+}
+
+
+def provider_health(metrics: Metrics) -> dict[str, Any]:
+    """This process's provider calls per provider and operation: count, mean and the p50
+    and p99 bounds (from the histogram's buckets); each provider's breaker, and the worst
+    of them (`breaker`)."""
+    calls: dict[tuple[str, str], dict[str, Any]] = {}
+    for family in metrics.provider_latency.collect():
         for sample in family.samples:
-            call = calls.setdefault(sample.labels.get("operation", ""), {"buckets": []})
+            key = (sample.labels.get("provider", ""), sample.labels.get("operation", ""))
+            call = calls.setdefault(key, {"buckets": []})
             if sample.name.endswith("_count"):
                 call["count"] = sample.value
             elif sample.name.endswith("_sum"):
@@ -132,31 +146,35 @@ def _provider(services: Services) -> dict[str, Any]:
                 call["buckets"].append((float(sample.labels["le"]), sample.value))
     rows = [
         (
-            name,
+            provider,
+            operation,
             int(v["count"]),
             1000 * v.get("sum", 0) / v["count"],
             _ms(upper_bound(sorted(v["buckets"]), 0.5)),
             _ms(upper_bound(sorted(v["buckets"]), 0.99)),
         )
-        for name, v in sorted(calls.items())
+        for (provider, operation), v in sorted(calls.items())
         if v.get("count")
     ]
-    states = [
-        sample.value
-        for family in services.metrics.breaker_state.collect()
+    states = {
+        sample.labels.get("provider", ""): int(sample.value)
+        for family in metrics.breaker_state.collect()
         for sample in family.samples
-    ]
-    breaker = {0: "closed", 1: "half-open", 2: "open"}.get(int(max(states, default=0)), "?")
-    return {"calls": rows, "breaker": breaker}
+    }
+    breakers = [(name, BREAKER_STATES.get(state, "?")) for name, state in sorted(states.items())]
+    worst = BREAKER_STATES.get(max(states.values(), default=0), "?")
+    return {"calls": rows, "breakers": breakers, "breaker": worst}
 
 
 async def dashboard_charts(services: Services, window_name: str) -> dict[str, Any]:
     """Everything the dashboard draws for the window (`hour` or `day`)."""
     window = activity.WINDOWS.get(window_name, activity.WINDOWS["hour"])
     async with services.db.connection() as conn:
-        payments = await activity.payments(conn, window)
+        made_by = await activity.payment_activity(conn, window)
         attempts = await activity.webhook_attempts(conn, window)
         backlog = await activity.recovery_backlog(conn, window)
+        moved = await failovers.failovers(conn, window.span_s)
+    payments = made_by.series
     outcomes = ["succeeded", "declined", "failed", "pending"]
     made = sum(sum(b.values()) for b in payments)
     per = window.step_label
@@ -192,4 +210,16 @@ async def dashboard_charts(services: Services, window_name: str) -> dict[str, An
             [*_totals(attempts, ["succeeded", "failed"]), ("rate", COLOURS["succeeded"], rate)],
         ),
     ]  # fmt: skip
-    return {"charts": charts, "window": window.name, "provider": _provider(services)}
+    return {
+        "charts": charts,
+        "window": window.name,
+        "provider": provider_health(services.metrics),
+        "by_provider": [
+            (name, [totals[k] for k in outcomes], sum(totals.values()))
+            for name, totals in made_by.by_provider.items()
+        ],
+        "outcomes": outcomes,
+        "failovers": moved,
+        "failed_over": sum(f.count for f in moved),
+        "cause_names": CAUSE_NAMES,
+    }

@@ -5,6 +5,10 @@ The timeline is the audit trail of the payment's operation and of each refund's,
 time, with the events written along the way: what an operator reads to answer "what
 happened to this payment". Read with the desk's own reads (no provider lookup: that is on
 each operation's page, one click away).
+
+The payment's attempts come from its row (`route`, `attempt`): each with its provider and
+key, and where it stands; an attempt left by a failover carries why, as the failover
+transition's reason says it (`app/admin/failovers.py`).
 """
 
 from __future__ import annotations
@@ -13,17 +17,25 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.admin.failovers import FailoverReason, parse_reason
 from app.admin.operators import OperatorDesk
 from app.db.database import Database
 from app.errors import NotFound
 from app.operations.values import Snapshot
 from app.payments import operator_reads as records
 from app.payments.models import PaymentRow
+from app.payments.status import PaymentStatus
 from app.refunds import repository as refunds_repository
 from app.refunds.models import RefundRow
 from app.webhooks.operator_reads import EventDeliveries
 
 MAX_REFUNDS = 100
+STANDINGS = {
+    "failed_over": "failed over",
+    "holds_outcome": "holds the outcome",
+    "current": "in progress",
+    "not_tried": "not tried",
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,22 @@ class Moment:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One attempt on the payment's route."""
+
+    number: int
+    provider: str
+    key: str  # the provider idempotency key it is sent under
+    # As the admin API says it: failed_over, holds_outcome, current (pending), not_tried.
+    standing: str
+    left_because: FailoverReason | None  # why the payment moved on from it, if it did
+
+    @property
+    def label(self) -> str:
+        return STANDINGS[self.standing]
+
+
+@dataclass(frozen=True)
 class Dossier:
     payment: PaymentRow
     operation: Snapshot
@@ -47,6 +75,27 @@ class Dossier:
     # (subject, event) for the payment's operation, then each refund's.
     events: list[tuple[str, EventDeliveries]]
     timeline: list[Moment]
+    attempts: list[Attempt]
+
+
+def attempts(payment: PaymentRow, snapshot: Snapshot) -> list[Attempt]:
+    """Every attempt on the payment's route, with why each one left behind was left."""
+    left: dict[int, FailoverReason] = {}
+    for transition in snapshot.history:
+        parsed = parse_reason(transition.reason) if transition.trigger == "failover" else None
+        if parsed is not None:
+            left[parsed.from_attempt] = parsed
+    final = payment.status != PaymentStatus.PENDING
+    found = []
+    for n, provider in enumerate(payment.route):
+        if n < payment.attempt:
+            standing = "failed_over"
+        elif n > payment.attempt:
+            standing = "not_tried"
+        else:
+            standing = "holds_outcome" if final else "current"
+        found.append(Attempt(n, provider, payment.attempt_key(n), standing, left.get(n)))
+    return found
 
 
 def _moments(subject: str, snapshot: Snapshot, events: list[EventDeliveries]) -> list[Moment]:
@@ -95,4 +144,5 @@ async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUI
         events += [(subject, event) for event in theirs]
         with_snapshots.append((refund, snapshot))
     timeline.sort(key=lambda moment: moment.at)
-    return Dossier(payment, operation, with_snapshots, events, timeline)
+    shown = attempts(payment, operation)
+    return Dossier(payment, operation, with_snapshots, events, timeline, shown)

@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from app.admin.failovers import parse_reason
 from app.clock import utcnow
 from app.payments.money import format_minor_units
 
@@ -62,6 +63,8 @@ def environment() -> Environment:
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty
     env.filters["money"] = money
+    # A failover transition's reason, read back: from, to, cause (None if not one).
+    env.filters["failover"] = parse_reason
     return env
 
 

@@ -19,6 +19,7 @@ from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
 from app.payments.models import PaymentRow
+from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
 from app.provider.registry import Providers
 
@@ -62,7 +63,31 @@ async def _describe(conn: Connection, operation_id: uuid.UUID) -> Described | No
         payment = await payments.get_for_operation(conn, operation_id)
     except LookupError:
         return None
-    return Described("payment", payment_json(payment), payment)
+
+    # Operators see the route too: each attempt's provider and key, and where it stands
+    # (never in payment_json: tenants' answers are stored and replayed byte for byte).
+    def standing(n: int) -> str:
+        if n < payment.attempt:
+            return "failed_over"
+        if n > payment.attempt:
+            return "not_tried"
+        return "current" if payment.status == PaymentStatus.PENDING else "holds_outcome"
+
+    attempts_shown = [
+        {
+            "attempt": n,
+            "provider": name,
+            "provider_key": payment.attempt_key(n),
+            "state": standing(n),
+        }
+        for n, name in enumerate(payment.route)
+    ]
+    body = payment_json(payment) | {
+        "route": list(payment.route),
+        "attempt": payment.attempt,
+        "attempts": attempts_shown,
+    }
+    return Described("payment", body, payment)
 
 
 PAYMENT: OperationKind[ChargeDriver] = OperationKind(
