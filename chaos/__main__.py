@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--failover-at", type=float, help="when the primary dies, in seconds (default: a third in)"
     )
+    parser.add_argument(
+        "--providers",
+        type=int,
+        choices=(1, 2),
+        help="payment providers: 2 for a primary that refuses, hangs and declines about 30%% "
+        "of its charge calls and a secondary the payments fail over to (default 1)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep logs and history")
     parser.add_argument(
         "--results",
@@ -85,11 +92,16 @@ def main(argv: list[str] | None = None) -> int:
             "apis": args.apis,
             "workers": args.workers,
             "failover_at_s": args.failover_at,
+            "providers": args.providers,
         }.items()
         if value is not None
     }
     if args.failover:
         overrides["failover"] = True
+    if (args.providers or 1) > 1 and args.outage is None:
+        # The primary's fault mix is the two-provider run's provider fault: no outage unless
+        # asked for (it would stop the mix while it lasts).
+        overrides["outage_s"] = 0.0
     if min(args.apis or 2, args.workers or 2) < 2:
         parser.error("--apis and --workers must be at least 2")
     config = ChaosConfig.short(**overrides) if args.short else ChaosConfig.long(**overrides)

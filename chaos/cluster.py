@@ -1,11 +1,13 @@
-"""The system under chaos: one fake provider, `apis` APIs, `workers` workers, all restartable.
+"""The system under chaos: one fake provider (two with `providers=2`: the `primary` and the
+`secondary`, each with its own ledger), `apis` APIs, `workers` workers, all restartable.
 
-Every process keeps its port (and the provider its ledger) across restarts, so clients'
+Every process keeps its port (and a provider its ledger) across restarts, so clients'
 URLs stay valid. Readiness is awaited as a condition (the process answers `/healthz`).
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import threading
@@ -22,6 +24,9 @@ from tests.support.control.system import admin_env, system_env, with_test_mode
 from tests.support.control.waiting import wait_until
 
 _START_TRIES = 3
+# The providers' names with `providers=2`, in route order: every payment's attempt 0 goes to
+# the first, attempt 1 (after a failover) to the second.
+PROVIDER_NAMES = ("primary", "secondary")
 
 
 def _answers(url: str) -> bool:
@@ -46,6 +51,13 @@ class Cluster:
         self.ledger = work_dir / "provider-ledger.sqlite3"
         self.provider_port = free_port()
         self.provider_url = f"http://127.0.0.1:{self.provider_port}"
+        # With two providers, the secondary: a provider of its own, never faulted.
+        self.secondary_port = free_port() if config.providers > 1 else None
+        self.secondary_ledger = work_dir / "secondary-ledger.sqlite3"
+        # Each provider's name and URL, in route order (one: `primary` alone).
+        self.provider_urls: dict[str, str] = {PROVIDER_NAMES[0]: self.provider_url}
+        if self.secondary_port is not None:
+            self.provider_urls[PROVIDER_NAMES[1]] = f"http://127.0.0.1:{self.secondary_port}"
         self.api_ports = [free_port() for _ in range(config.apis)]
         self.api_urls = [f"http://127.0.0.1:{port}" for port in self.api_ports]
         # Each API's operators' listener (its /metrics), a port of its own.
@@ -66,10 +78,16 @@ class Cluster:
         )
         if config.db_pool_size is not None:
             env["PAYMENTS_DB_POOL_SIZE"] = str(config.db_pool_size)
+        if len(self.provider_urls) > 1:
+            # No PAYMENTS_ROUTING: every payment's route is the providers in this order.
+            env["PAYMENTS_PROVIDERS"] = json.dumps(
+                [{"name": name, "url": url} for name, url in self.provider_urls.items()]
+            )
         self.api_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.api_failpoints})
         self.worker_env = with_test_mode({**env, "PAYMENTS_FAILPOINTS": config.worker_failpoints})
         self.lock = threading.Lock()
         self.provider: Process | None = None
+        self.secondary: Process | None = None
         self.apis: list[Process | None] = [None] * config.apis
         self.workers: list[Process | None] = [None] * config.workers
         self.provider_generation = 0
@@ -79,18 +97,21 @@ class Cluster:
 
     # -- starting --------------------------------------------------------------------------
 
-    def _spawn_provider(self) -> Process:
+    def _spawn_provider(self, secondary: bool = False) -> Process:
+        port = self.secondary_port if secondary else self.provider_port
         return start_process(
-            "fake-provider",
-            [*PAYMENTS, "fake-provider", "--port", str(self.provider_port)],
+            "fake-provider-secondary" if secondary else "fake-provider",
+            [*PAYMENTS, "fake-provider", "--port", str(port)],
             env={
-                "PAYMENTS_FAKE_PROVIDER_DB": str(self.ledger),
+                "PAYMENTS_FAKE_PROVIDER_DB": str(
+                    self.secondary_ledger if secondary else self.ledger
+                ),
                 "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
                 # T+0: today's records are in today's report (chaos/settlement.py).
                 **PROVIDER_LAG_ENV,
             },
             log_dir=self.log_dir,
-            url=self.provider_url,
+            url=f"http://127.0.0.1:{port}",
         )
 
     def _spawn_api(self, index: int) -> Process:
@@ -123,7 +144,10 @@ class Cluster:
         """Start an HTTP process and wait until it answers; retry if it dies at start (a
         restarted process can find its port still held for a moment)."""
         for _ in range(_START_TRIES):
-            process = self._spawn_provider() if spawn_name == "provider" else self._spawn_api(index)
+            if spawn_name in ("provider", "secondary"):
+                process = self._spawn_provider(secondary=spawn_name == "secondary")
+            else:
+                process = self._spawn_api(index)
             self.started.append(process)
             if self._ready(process):
                 return process
@@ -136,6 +160,11 @@ class Cluster:
         threads = [
             threading.Thread(target=self.restart_provider, kwargs={"first": True}),
             *(
+                [threading.Thread(target=self.start_secondary)]
+                if self.secondary_port is not None
+                else []
+            ),
+            *(
                 threading.Thread(target=self.restart_api, args=(index,), kwargs={"first": True})
                 for index in range(len(self.apis))
             ),
@@ -144,7 +173,8 @@ class Cluster:
             thread.start()
         for thread in threads:
             thread.join()
-        if self.provider is None or None in self.apis:
+        secondary_missing = self.secondary_port is not None and self.secondary is None
+        if self.provider is None or secondary_missing or None in self.apis:
             raise RuntimeError(f"the system did not start; logs in {self.log_dir}")
         for index in range(len(self.workers)):
             self.restart_worker(index, first=True)
@@ -156,6 +186,12 @@ class Cluster:
             self.provider_generation += 1
             if not first:
                 self.restarts["provider"] += 1
+
+    def start_secondary(self) -> None:
+        """The secondary provider (no fault ever stops it: started once, healed if dead)."""
+        process = self._start_http("secondary", 0)
+        with self.lock:
+            self.secondary = process
 
     def restart_api(self, index: int, *, first: bool = False) -> None:
         with self.lock:
@@ -191,6 +227,10 @@ class Cluster:
             process.signal(signal.SIGCONT)
         if self.provider is None or not self.provider.alive():
             self.restart_provider()
+        if self.secondary_port is not None and (
+            self.secondary is None or not self.secondary.alive()
+        ):
+            self.start_secondary()
         for index, api in enumerate(self.apis):
             if api is None or not api.alive():
                 self.restart_api(index)
@@ -200,6 +240,8 @@ class Cluster:
 
     def all_alive(self) -> bool:
         processes = [self.provider, *self.apis, *self.workers]
+        if self.secondary_port is not None:
+            processes.append(self.secondary)
         return all(p is not None and p.alive() for p in processes)
 
     def wait_provider(self) -> None:

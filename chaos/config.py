@@ -58,6 +58,15 @@ class ChaosConfig:
     failover: bool = False
     failover_at_s: float | None = None
     failover_gap_s: float = 2.0
+    # Payment providers (`--providers`): 1, the usual run; 2, a `primary` and a `secondary`
+    # (`PAYMENTS_PROVIDERS`, every payment routed primary then secondary), the primary
+    # refusing, hanging and declining about `primary_fault_share` of its charge calls instead
+    # of the usual rotation of provider faults, the secondary answering every call
+    # (chaos/providers.py).
+    providers: int = 1
+    primary_fault_share: float = 0.3
+    # The settlement pass after the checks (chaos/settlement.py); a test may leave it out.
+    settle: bool = True
 
     @classmethod
     def short(cls, **overrides: Any) -> ChaosConfig:

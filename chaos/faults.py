@@ -17,6 +17,13 @@ for that stretch: it clears the provider's rules `outage_calm_s` before the outa
 ends, and lets another `outage_calm_s` pass before the rotation goes on. The process faults
 go on throughout.
 
+With two providers (`ChaosConfig.providers`), the provider thread runs the primary's fault
+mix instead of the rotation (`_primary_mix`): it keeps the primary refusing (`unavailable`),
+hanging past the provider timeout (`timeout_before_commit`, `timeout_after_commit`) and
+declining (`decline`, `processor_declined`) about `primary_fault_share` of its charge calls,
+measured as it goes: the rules used up against the charges the primary stored otherwise
+(read from its listing). The secondary gets no rule. The outage, if any, is the primary's.
+
 A fault whose window never opened is still done, but recorded as not hit; the run reports
 every kind that was never hit, so it cannot pass by doing nothing.
 """
@@ -49,6 +56,19 @@ PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
     ("lookup_unavailable", {"times": 2}),
     ("crash_after_commit", {"times": 1}),
 ]
+# The primary's fault mix with two providers: (fault, weight, rule options); `times` is the
+# most one rule takes, so that faults come alone or in short runs.
+PRIMARY_MIX: list[tuple[str, int, dict[str, Any]]] = [
+    ("unavailable", 35, {"times": 2}),
+    ("decline", 35, {"times": 2, "decline_code": "processor_declined"}),
+    ("timeout_before_commit", 15, {"delay_s": 3.0, "times": 1}),
+    ("timeout_after_commit", 15, {"delay_s": 3.0, "times": 1}),
+]
+# Rules of the mix that leave a charge in the primary's ledger (not a clean call's).
+MIX_COMMITS = frozenset({"decline", "timeout_after_commit"})
+# The most rules of the mix armed at once, and how often the mix is measured.
+MIX_MOST_ARMED = 4
+MIX_TICK_S = 0.1
 # The outage's rule: every charge hangs (`outage_hang_s`) until the outage is cleared.
 OUTAGE_FAULT = "timeout_before_commit"
 OUTAGE_KIND = "provider:outage"
@@ -109,6 +129,10 @@ class FaultLog:
     # The outage phase, as a provider fault named "outage" (also in `provider`), if any.
     outage_expected: bool = False
     outage: ProviderFaultRecord | None = None
+    # The provider fault kinds a run must hit (None: the rotation's, `PROVIDER_FAULTS`).
+    provider_kinds: list[str] | None = None
+    # Two providers: the primary's fault mix as measured (`Schedule._primary_mix`).
+    mix: dict[str, Any] = field(default_factory=dict)
 
     def kinds(self) -> dict[str, dict[str, int]]:
         """Per fault kind: how often it was injected and how often its window was hit."""
@@ -126,7 +150,8 @@ class FaultLog:
     def gaps(self) -> list[str]:
         """Fault kinds never hit (or never injected) during the run."""
         kinds = self.kinds()
-        expected = [f"provider:{name}" for name, _ in PROVIDER_FAULTS]
+        names = self.provider_kinds or [name for name, _ in PROVIDER_FAULTS]
+        expected = [f"provider:{name}" for name in names]
         expected += [OUTAGE_KIND] if self.outage_expected else []
         expected += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
         return [kind for kind in expected if kinds.get(kind, {}).get("hit", 0) == 0]
@@ -138,6 +163,7 @@ class FaultLog:
             "errors": self.errors,
             "failures": self.failures,
             "kinds": self.kinds(),
+            "mix": self.mix,
             "outage": None
             if self.outage is None
             else asdict(self.outage) | {"hit": self.outage.hit},
@@ -162,6 +188,8 @@ class Schedule:
         )
         self._calm_s = config.outage_calm_s
         self.log = FaultLog(outage_expected=window is not None)
+        if config.providers > 1:
+            self.log.provider_kinds = [name for name, _, _ in PRIMARY_MIX]
         self._restarts: list[threading.Thread] = []
         self._threads = [
             threading.Thread(target=self._guard, args=(self._provider_faults,), daemon=True),
@@ -201,6 +229,9 @@ class Schedule:
         while not any(self.in_flight[:]) and time.monotonic() < deadline:
             if self.stop.wait(0.02):
                 return
+        if self.config.providers > 1:
+            self._primary_mix()
+            return
         armed: dict[str, ProviderFaultRecord] = {}
         kinds = list(PROVIDER_FAULTS)
         try:
@@ -220,6 +251,91 @@ class Schedule:
                 httpx.delete(f"{self.cluster.provider_url}/_faults", timeout=2)
             except httpx.HTTPError:
                 self.log.errors.append("could not clear the provider's rules at the end")
+
+    def _primary_mix(self) -> None:
+        """Two providers: keep the primary faulting about `primary_fault_share` of its charge
+        calls, with a rule or a few of the mix armed ahead of the calls.
+
+        Calls are counted as they are made: a faulted call uses up a rule (`GET /_faults`);
+        every other charge call that creates a charge leaves it in the primary's ledger, read
+        a page at a time from the listing (replays of a key add nothing, so the count is a
+        lower bound). New rules are armed whenever the faults used up or armed fall behind
+        the share of the calls counted so far (each rule for 1 or 2 calls, a timeout for 1).
+        """
+        share = self.config.primary_fault_share
+        ratio = share / (1.0 - share)
+        names = [name for name, _, _ in PRIMARY_MIX]
+        weights = [weight for _, weight, _ in PRIMARY_MIX]
+        options = {name: opts for name, _, opts in PRIMARY_MIX}
+        armed: dict[str, ProviderFaultRecord] = {}
+        records: list[ProviderFaultRecord] = []
+        ledger = LedgerCounter(self.cluster.provider_url)
+        mix = self.log.mix
+        mix.update(share_target=share, series=[])
+        try:
+            while not self.stop.is_set():
+                if self._outage_due():
+                    self._provider_outage(armed)
+                    continue
+                self._update_consumed(armed)
+                stored = ledger.count()
+                faulted = sum(r.consumed for r in records)
+                committed = sum(r.consumed for r in records if r.fault in MIX_COMMITS)
+                clean = max(0, stored - committed)
+                pending = sum(r.times - r.consumed for r in armed.values())
+                mix.update(stored=stored, faulted=faulted, clean=clean)
+                if not mix["series"] or time.time() - mix["series"][-1][0] >= 1.0:
+                    # About once a second: [wall clock, charge calls counted, faulted].
+                    mix["series"].append([round(time.time(), 2), clean + faulted, faulted])
+                # Behind the share: arm rules for the shortfall (a few at a time, matched in
+                # the order armed), so that a tick slowed by a busy machine catches up.
+                shortfall = ratio * clean + 1 - (faulted + pending)
+                for _ in range(MIX_MOST_ARMED - len(armed)):
+                    if shortfall <= 0:
+                        break
+                    fault = self.rng.choices(names, weights)[0]
+                    opts = dict(options[fault])
+                    most = int(opts.pop("times"))
+                    times = self.rng.randint(1, most)
+                    record = self._arm(fault, times, opts, armed)
+                    if record is None:
+                        break
+                    records.append(record)
+                    shortfall -= times
+                self.stop.wait(MIX_TICK_S)
+        finally:
+            self._update_consumed(armed)
+            try:
+                httpx.delete(f"{self.cluster.provider_url}/_faults", timeout=2)
+            except httpx.HTTPError:
+                self.log.errors.append("could not clear the primary's rules at the end")
+            faulted = sum(r.consumed for r in records)
+            mix.update(faulted=faulted, stored_after=ledger.count())
+            ledger.close()
+            by_kind: dict[str, int] = dict.fromkeys(names, 0)
+            for record in records:
+                by_kind[record.fault] += record.consumed
+            mix["faulted_by_kind"] = by_kind
+
+    def _arm(
+        self, fault: str, times: int, options: dict[str, Any], armed: dict[str, ProviderFaultRecord]
+    ) -> ProviderFaultRecord | None:
+        """Arm one rule at the primary; None (noted) when it does not answer."""
+        try:
+            response = httpx.post(
+                f"{self.cluster.provider_url}/_faults",
+                json={"fault": fault, "times": times, **options},
+                timeout=2,
+            )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.log.errors.append(f"arming {fault}: {exc}")
+            self._revive_provider(armed)
+            return None
+        record = ProviderFaultRecord(fault=fault, times=times, armed_at=time.time())
+        self.log.provider.append(record)
+        armed[response.json()["id"]] = record
+        return record
 
     def _update_consumed(self, armed: dict[str, ProviderFaultRecord]) -> None:
         rules = self._rules()
@@ -427,6 +543,38 @@ class Schedule:
             time.sleep(pause)
             process.signal(signal.SIGCONT)
         record.seconds = round(time.monotonic() - started, 2)
+
+
+class LedgerCounter:
+    """How many charges a provider has stored since the counter was made, read page by page
+    from its listing (`GET /charges?created_gte=...&starting_after=...`), each page once."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+        self.last: str | None = None
+        self.seen = 0
+        self.http = httpx.Client(timeout=5)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def count(self) -> int:
+        try:
+            while True:
+                params = {"created_gte": self.since, "limit": "1000"}
+                if self.last is not None:
+                    params["starting_after"] = self.last
+                response = self.http.get(f"{self.url}/charges", params=params)
+                response.raise_for_status()
+                page = response.json()
+                if page["data"]:
+                    self.seen += len(page["data"])
+                    self.last = page["data"][-1]["charge_id"]
+                if not page["has_more"]:
+                    return self.seen
+        except httpx.HTTPError:
+            return self.seen
 
 
 def owned_by(conn: psycopg.Connection[Any], worker: Process) -> int:

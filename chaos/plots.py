@@ -12,6 +12,11 @@ Three panels share the time axis, in seconds from the start of the fault phase:
 - the answers the clients got, stacked per time bucket by status (transport errors apart),
   at the time each answer came.
 
+With two providers (`--providers 2`), two more panels, on the same axis: the charges each
+provider stored per time bucket, by provider and status (succeeded, declined), with the
+payments final at each in the legend; and the failovers per time bucket, stacked by cause
+(from the audit trail). The primary's faults are the top panel's provider rows.
+
 A dashed line marks the end of the fault phase, a dotted one the start of the final replay;
 the outage is shaded in every panel, and so, in blue, is the time without a primary of a
 `--failover` run (from the primary's death to the standby's promotion).
@@ -62,6 +67,19 @@ BREAKER_COLOURS: dict[str, str] = {
     "open": "#c44e52",
     "half-open": "#f0a04b",
     NO_ANSWER: "#b0b0b0",
+}
+# Failover cause -> colour (chaos/providers.py), and each provider's charges by status.
+CAUSE_COLOURS: dict[str, str] = {
+    "declined": "#a1c45a",
+    "not_processed": "#c44e52",
+    "circuit_open": "#f0a04b",
+    "other": "#b0b0b0",
+}
+CHARGE_COLOURS: dict[tuple[int, str], str] = {
+    (0, "succeeded"): "#4c72b0",
+    (0, "declined"): "#8fb8de",
+    (1, "succeeded"): "#55a868",
+    (1, "declined"): "#a1c45a",
 }
 BUCKETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 MAX_BUCKETS = 120
@@ -204,6 +222,82 @@ def _breakers(ax: Axes, breakers: Mapping[str, Any], origin: float, span_s: floa
     ax.grid(axis="x", alpha=0.3)
 
 
+def _bucketed(times: Iterable[float], origin: float, bucket_s: float) -> Counter[int]:
+    return Counter(math.floor((t - origin) / bucket_s) for t in times)
+
+
+def _stack(ax: Axes, series: Sequence[tuple[str, str, Counter[int]]], bucket_s: float) -> bool:
+    """Stacked bars per bucket, one layer per (label, colour, counts); False if empty."""
+    buckets = sorted({b for _, _, counts in series for b in counts})
+    bottom = [0] * len(buckets)
+    for label, colour, counts in series:
+        heights = [counts[b] for b in buckets]
+        if any(heights):
+            ax.bar(
+                [b * bucket_s for b in buckets],
+                heights,
+                width=bucket_s,
+                bottom=bottom,
+                align="edge",
+                color=colour,
+                label=label,
+            )
+            bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
+    return bool(buckets)
+
+
+def _provider_charges(ax: Axes, section: Mapping[str, Any], origin: float, bucket_s: float) -> None:
+    series = []
+    for n, (name, p) in enumerate((section.get("per_provider") or {}).items()):
+        final = p.get("payments_final_here") or {}
+        for status in ("succeeded", "declined"):
+            times = [
+                t
+                for t in (_time(v) for v in (p.get("charge_times") or {}).get(status) or [])
+                if t is not None
+            ]
+            colour = CHARGE_COLOURS.get((min(n, 1), status), "#b0b0b0")
+            label = f"{name} {status} ({len(times)})"
+            if status == "succeeded":
+                label += f"; payments final here {dict(final)}"
+            series.append((label, colour, _bucketed(times, origin, bucket_s)))
+    if _stack(ax, series, bucket_s):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title="charges")
+    else:
+        ax.text(0.5, 0.5, "no charges", transform=ax.transAxes, ha="center")
+    faulted = {
+        name: p.get("faulted_calls", 0) for name, p in (section.get("per_provider") or {}).items()
+    }
+    ax.set_title(f"charges stored per provider, per {bucket_s:g} s (faulted calls: {faulted})")
+    ax.set_ylabel("charges")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _failovers(ax: Axes, section: Mapping[str, Any], origin: float, bucket_s: float) -> None:
+    failovers = section.get("failovers") or []
+    series = []
+    for cause, colour in CAUSE_COLOURS.items():
+        times = [
+            t
+            for f in failovers
+            if f.get("cause") == cause and (t := _time(f.get("at"))) is not None
+        ]
+        series.append((f"{cause} ({len(times)})", colour, _bucketed(times, origin, bucket_s)))
+    if _stack(ax, series, bucket_s):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="cause")
+    else:
+        ax.text(0.5, 0.5, "no failover", transform=ax.transAxes, ha="center")
+    share = section.get("failover_share") or {}
+    measured = share.get("share")
+    ax.set_title(
+        f"failovers per {bucket_s:g} s, by cause: {share.get('completed_at_secondary', 0)} of "
+        f"{share.get('eligible', 0)} payments the primary refused or declined retryable ended "
+        "at the secondary" + (f" ({measured:.1%})" if measured is not None else "")
+    )
+    ax.set_ylabel("failovers")
+    ax.grid(axis="y", alpha=0.3)
+
+
 def _outcomes(
     ax: Axes, history: Sequence[Mapping[str, Any]], origin: float, bucket_s: float
 ) -> None:
@@ -248,6 +342,7 @@ def draw(
     phase_end: float | None = None,
     breakers: Mapping[str, Any] | None = None,
     failover: Mapping[str, Any] | None = None,
+    providers: Mapping[str, Any] | None = None,
     title: str = "Chaos run",
 ) -> Path:
     """Draw the faults of `faults` (`FaultLog.as_dict()`), the breaker states of `breakers`
@@ -267,9 +362,17 @@ def draw(
     ]
     origin = phase_start if phase_start is not None else min(times, default=0.0)
     span_s = max([*times, origin + 1.0]) - origin
-    figure = Figure(figsize=(16, 12), layout="constrained")
+    figure = Figure(figsize=(16, 17 if providers else 12), layout="constrained")
     FigureCanvasAgg(figure)
-    top, middle, bottom = figure.subplots(3, 1, sharex=True, height_ratios=[1, 0.45, 1.3])
+    if providers:
+        axes = figure.subplots(5, 1, sharex=True, height_ratios=[1, 0.45, 0.8, 0.6, 1.3])
+        top, middle, charges, failed_over, bottom = axes
+        _provider_charges(charges, providers, origin, _bucket_s(span_s))
+        _failovers(failed_over, providers, origin, _bucket_s(span_s))
+    else:
+        top, middle, bottom = axes = figure.subplots(
+            3, 1, sharex=True, height_ratios=[1, 0.45, 1.3]
+        )
     _timeline(top, faults, origin, span_s)
     _breakers(middle, breakers, origin, span_s)
     _outcomes(bottom, history, origin, _bucket_s(span_s))
@@ -281,7 +384,7 @@ def draw(
     # `--failover`: from the primary's death to the standby's promotion, no primary at all.
     killed = _time((failover or {}).get("killed_at"))
     promoted = _time((failover or {}).get("promoted_at"))
-    for ax in (top, middle, bottom):
+    for ax in axes:
         if outage_start is not None and outage_end is not None:
             ax.axvspan(outage_start - origin, outage_end - origin, color=OUTAGE_SHADE, zorder=0)
         if killed is not None:
@@ -332,6 +435,7 @@ def title_of(report: Mapping[str, Any]) -> str:
         f"{config.get('duration_s', '?')} s of faults",
         f"{config.get('clients', '?')} client processes",
         f"seed {config.get('seed', '?')}",
+        *([f"{config['providers']} providers"] if (config.get("providers") or 1) > 1 else []),
         f"{report.get('requests', '?')} requests",
         f"{len(report.get('violations') or [])} violations",
         f"fault windows never hit: {len(report.get('gaps') or [])}",
@@ -363,6 +467,7 @@ def redraw(work_dir: Path) -> Path:
         phase_end=phase_end,
         breakers=report.get("breakers") or {},
         failover=report.get("failover") or {},
+        providers=report.get("providers") or {},
         title=title_of(report),
     )
 

@@ -8,6 +8,9 @@
 4. A final replay of every finished key, then the checks on history, database and ledger.
 5. The settlement pass: `payments settle` for every day the run made payments on, at T+0,
    and no reconciliation item left open (chaos/settlement.py).
+
+With two providers (`providers=2`, chaos/providers.py) the checks read both ledgers, and the
+failovers are measured from the audit trail.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import multiprocessing
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from psycopg.rows import dict_row
 
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from chaos import plots
+from chaos import providers as routed
 from chaos.breakers import BreakerSampler, logged_changes
 from chaos.checks import Snapshot, Violation, breaker_findings, check_all
 from chaos.clients import ClientSpec, client_main
@@ -76,6 +80,9 @@ class ChaosReport:
     settlement: dict[str, Any] = field(default_factory=dict)
     # `--failover`: when the primary died and the standby was promoted (wall clock).
     failover: dict[str, Any] = field(default_factory=dict)
+    # `--providers 2`: each provider's charges and faults, the failovers, their outcomes
+    # (chaos/providers.py); empty with one provider.
+    providers: dict[str, Any] = field(default_factory=dict)
     phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
     last_fault_end_s: float | None = None
     converge_s: float | None = None
@@ -111,6 +118,13 @@ class ChaosReport:
             f"  fault windows never hit: {self.gaps or 'none'}",
             *self._breaker_lines(),
             *self._failover_lines(),
+            *routed.summary_lines(self.providers, self._origin()),
+            *(
+                [f"  findings             {len(self.findings)}"]
+                + [f"    {finding[:300]}" for finding in self.findings[:10]]
+                if self.providers
+                else []
+            ),
             *summary_lines(self.settlement),
             f"  converged            {self.converged}, "
             + (
@@ -128,6 +142,12 @@ class ChaosReport:
         if self.harness_failures:
             lines.append(f"  HARNESS FAILED      {self.harness_failures}")
         return "\n".join(lines)
+
+    def _origin(self) -> float | None:
+        duration = self.config.get("duration_s")
+        if self.phase_end_at is None or duration is None:
+            return None
+        return self.phase_end_at - float(duration)
 
     def _failover_lines(self) -> list[str]:
         duration = self.config.get("duration_s")
@@ -228,9 +248,17 @@ def _recovery(database_url: str, tenant_id: uuid.UUID) -> dict[str, int]:
     return dict(zip(names, (int(v) for v in row), strict=True)) if row else {}
 
 
-def read_snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) -> Snapshot:
+def read_snapshot(
+    database_url: str,
+    tenant_id: uuid.UUID,
+    provider_url: str,
+    *,
+    providers: Mapping[str, str] | None = None,
+) -> Snapshot:
     """The tenant's operations and payments, and the provider's whole ledger, as the checks
-    read them (public: the checks' tests feed them real rows through it)."""
+    read them (public: the checks' tests feed them real rows through it). With several
+    `providers` (name -> URL, in route order), every one's ledger, each charge tagged with
+    its provider."""
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         operations = conn.execute(
             "SELECT id, idempotency_key, state, needs_attention, payment_id, response_status "
@@ -238,10 +266,21 @@ def read_snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) ->
             (tenant_id,),
         ).fetchall()
         payments = conn.execute(
-            "SELECT id, operation_id, provider_key, status, amount_minor, provider_charge_id "
-            "FROM payments WHERE tenant_id = %s",
+            "SELECT id, operation_id, provider_key, status, amount_minor, provider_charge_id, "
+            "route, attempt FROM payments WHERE tenant_id = %s",
             (tenant_id,),
         ).fetchall()
+    if providers is not None and len(providers) > 1:
+        return Snapshot(
+            operations=[dict(op) for op in operations],
+            payments=[dict(p) for p in payments],
+            ledger=[
+                charge
+                for name, url in providers.items()
+                for charge in routed.read_ledger(url, name)
+            ],
+            providers=tuple(providers),
+        )
     response = httpx.get(f"{provider_url}/charges", timeout=30)
     response.raise_for_status()
     return Snapshot(
@@ -252,7 +291,10 @@ def read_snapshot(database_url: str, tenant_id: uuid.UUID, provider_url: str) ->
 
 
 def _refund_snapshot(
-    database_url: str, tenant_id: uuid.UUID, provider_url: str, charges: list[dict[str, Any]]
+    database_url: str,
+    tenant_id: uuid.UUID,
+    providers: Mapping[str, str],
+    charges: list[dict[str, Any]],
 ) -> RefundSnapshot:
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         refunds = conn.execute(
@@ -270,14 +312,14 @@ def _refund_snapshot(
             "FROM payments WHERE tenant_id = %s",
             (tenant_id,),
         ).fetchall()
-    response = httpx.get(f"{provider_url}/refunds", timeout=30)
-    response.raise_for_status()
+    # Every provider's refunds: a refund goes to the provider holding its payment's charge.
+    made = [r for name, url in providers.items() for r in routed.read_refunds(url, name)]
     return RefundSnapshot(
         refunds=[dict(r) for r in refunds],
         operations=[dict(op) for op in operations],
         payments=[dict(p) for p in payments],
         charges=charges,
-        provider_refunds=list(response.json()["refunds"]),
+        provider_refunds=made,
     )
 
 
@@ -435,14 +477,38 @@ def run_chaos(
         history = list(_read_history(work_dir))
         _final_replays(cluster, api_key, history, work_dir / "history-final.jsonl")
         history = list(_read_history(work_dir))
-        snapshot = read_snapshot(database_url, tenant_id, cluster.provider_url)
+        snapshot = read_snapshot(
+            database_url, tenant_id, cluster.provider_url, providers=cluster.provider_urls
+        )
         violations = check_all(history, snapshot)
         refund_history = list(_read_history(work_dir, "refunds-*.jsonl"))
         refund_snapshot = _refund_snapshot(
-            database_url, tenant_id, cluster.provider_url, snapshot.ledger
+            database_url, tenant_id, cluster.provider_urls, snapshot.ledger
         )
         violations += check_refunds(refund_history, refund_snapshot)
+        share: routed.FailoverShare | None = None
+        if snapshot.routed:
+            failovers = routed.read_failovers(database_url, tenant_id)
+            share = routed.failover_share(
+                failovers,
+                snapshot.operations,
+                snapshot.payments,
+                snapshot.ledger,
+                snapshot.retry_elsewhere,
+            )
+            violations += routed.check_failover_share(share)
+            report.providers = routed.provider_report(
+                snapshot.providers,
+                snapshot.ledger,
+                refund_snapshot.provider_refunds,
+                snapshot.payments,
+                failovers,
+                schedule.log.mix,
+                share,
+            )
         _fill(report, history, snapshot, schedule.log, violations)
+        if share is not None and share.eligible == 0:
+            report.gaps.append("failover: the primary refused or declined no payment")
         report.refunds = {
             "requests": len(refund_history),
             "keys": len({r["key"] for r in refund_history}),
@@ -453,16 +519,24 @@ def run_chaos(
         wait_delivered(database_url, tenant_id, time.time() + config.converge_s)
         event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
         report.violations += event_violations
-        say("settling every day of the run")
-        report.settlement, settlement_violations = settlement_pass(
-            database_url, cluster.provider_url, tenant_id
-        )
+        settlement_violations: list[Violation] = []
+        if config.settle:
+            say("settling every day of the run")
+            report.settlement, settlement_violations = settlement_pass(
+                database_url,
+                cluster.provider_url,
+                tenant_id,
+                cluster.api_env.get("PAYMENTS_PROVIDERS"),
+            )
         report.violations += [str(v) for v in settlement_violations]
         report.recovery = _recovery(database_url, tenant_id)
         report.restarts = dict(cluster.restarts)
         sampler.stop()
         report.breakers = sampler.as_dict() | {"logged": logged_changes(cluster.log_dir)}
-        report.findings = breaker_findings(report.breakers["sampled"], report.faults["outage"])
+        report.findings = [
+            *breaker_findings(report.breakers["sampled"], report.faults["outage"]),
+            *report.findings,
+        ]
     finally:
         if sampler is not None:
             sampler.stop()

@@ -47,10 +47,16 @@ def creation_days(database_url: str, tenant_id: uuid.UUID) -> list[date]:
     return [row[0] for row in rows]
 
 
-def settle_day(database_url: str, provider_url: str, day: date) -> dict[str, Any]:
+def settle_day(
+    database_url: str, provider_url: str, day: date, providers: str | None = None
+) -> dict[str, Any]:
     """`payments settle --date day --json` as a process, on the run's database URL (all of
-    its hosts, after a failover) and provider; what it printed, its exit status and time."""
+    its hosts, after a failover) and providers (`providers`, the run's PAYMENTS_PROVIDERS,
+    when it has several: every provider's books are read); what it printed, its exit
+    status and time."""
     env = system_env(database_url, provider_url, **SETTLE_LAG_ENV)
+    if providers is not None:
+        env["PAYMENTS_PROVIDERS"] = providers
     started = time.monotonic()
     done = settle(env, day, check=False)
     run: dict[str, Any] = {
@@ -108,11 +114,11 @@ def open_by_kind(items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def settlement_pass(
-    database_url: str, provider_url: str, tenant_id: uuid.UUID
+    database_url: str, provider_url: str, tenant_id: uuid.UUID, providers: str | None = None
 ) -> tuple[dict[str, Any], list[Violation]]:
     """Settle every day of the run; the report's `settlement` entry and the violations."""
     days = creation_days(database_url, tenant_id)
-    runs = [settle_day(database_url, provider_url, day) for day in days]
+    runs = [settle_day(database_url, provider_url, day, providers) for day in days]
     items = open_items(database_url)
     entry = {
         "lag_days": LAG_DAYS,
