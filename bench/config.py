@@ -10,6 +10,7 @@ SCENARIO_GROUPS = (
     "baselines",
     "provider",
     "payments",
+    "providers",
     "replays",
     "hotkey",
     "duplicates",

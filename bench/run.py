@@ -15,6 +15,7 @@ from pathlib import Path
 from bench.config import SCENARIO_GROUPS, BenchConfig
 from bench.machine import describe_machine, load_average
 from bench.mixed import hot_key_replays, mixed_workload
+from bench.providers import two_providers
 from bench.report import Row, table, write_results
 from bench.scenarios import Bench, log
 from bench.system import RESULTS_DIR, bench_database
@@ -53,6 +54,8 @@ def run_bench(config: BenchConfig, work_dir: Path) -> tuple[list[Row], Path, Pat
                     total=config.serial_payments,
                     concurrency=1,
                 )
+            if "providers" in wanted:
+                two_providers(bench)
             if "replays" in wanted:
                 bench.replays()
             if "hotkey" in wanted:
