@@ -12,6 +12,8 @@ the records that hold it:
                                 payments.merchant_reference         ix_payments_merchant_reference
                                 payments.account_id, newest first   ix_payments_account_created
                                 payments.provider_key               uq_payments_provider_key
+    payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key
+                                whose attempt n it names
                                 refunds.provider_refund_id          ix_refunds_provider_refund_id
                                 refunds.provider_key                uq_refunds_provider_key
 
@@ -31,6 +33,7 @@ from app.clock import iso
 from app.db.database import Connection
 from app.events.views import parse_id as parse_event_id
 from app.events.views import public_id as event_public_id
+from app.provider.keys import split_attempt_key
 from app.webhooks.views import DELIVERY_PREFIX
 from app.webhooks.views import parse_id as parse_webhook_id
 
@@ -122,6 +125,12 @@ def search_sql(text: str, *, limit: int) -> tuple[str, dict[str, Any]]:
     if event_id is not None:
         params["event"] = event_id
         branches.append("(" + _EVENT.format(m="id", where="id = %(event)s") + ")")
+    attempt = split_attempt_key(text)
+    if attempt is not None:
+        # The key of a payment's later attempt (another provider's): its payment.
+        params["attempt_of"] = attempt[0]
+        where = "provider_key = %(attempt_of)s"
+        branches.append("(" + _PAYMENT.format(m="provider_key", where=where) + ")")
     delivery_id = parse_webhook_id(text, DELIVERY_PREFIX)
     if delivery_id is not None:
         params["delivery"] = delivery_id

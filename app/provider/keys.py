@@ -28,6 +28,21 @@ def attempt_key(provider_key: str, attempt: int) -> str:
     return provider_key if attempt == 0 else f"{provider_key}:{attempt}"
 
 
+def split_attempt_key(key: str) -> tuple[str, int] | None:
+    """`payment-<uuid>:<n>` (n >= 1, written without leading zeros) as the payment's stored
+    key and n; None for any other text (attempt 0's key is the stored key itself)."""
+    base, sep, suffix = key.rpartition(":")
+    if not sep or not (suffix.isascii() and suffix.isdigit()) or suffix != str(int(suffix)):
+        return None
+    if int(suffix) < 1 or not base.startswith("payment-"):
+        return None
+    try:
+        uuid.UUID(base.removeprefix("payment-"))
+    except ValueError:
+        return None
+    return base, int(suffix)
+
+
 def derive_refund_key(refund_id: uuid.UUID) -> str:
     """The provider idempotency key for a refund: `refund-<uuid>`, as for a payment."""
     return f"refund-{refund_id}"

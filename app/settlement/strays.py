@@ -17,6 +17,7 @@ record a provider holds under another key of ours (`parse_key`: a payment's atte
 
 from __future__ import annotations
 
+from app.provider.keys import split_attempt_key
 from app.settlement.books import TheirRecord
 from app.settlement.matching import (
     SETTLED_STATES,
@@ -36,17 +37,9 @@ def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | N
     (`app/provider/keys.py: attempt_key`); a refund has its key alone."""
     if is_our_key(record_type, provider_key):
         return provider_key, 0
-    base, sep, suffix = provider_key.rpartition(":")
-    if (
-        record_type is not RecordType.CHARGE
-        or not sep
-        or not (suffix.isascii() and suffix.isdigit())
-        or suffix != str(int(suffix))
-        or int(suffix) < 1
-        or not is_our_key(record_type, base)
-    ):
+    if record_type is not RecordType.CHARGE:
         return None
-    return base, int(suffix)
+    return split_attempt_key(provider_key)
 
 
 def _where(record_type: RecordType, ours: OurRecord) -> str:

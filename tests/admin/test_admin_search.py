@@ -90,3 +90,23 @@ def test_the_admin_api_finds_a_customers_two_charges_by_its_order(
     assert refused.status_code == 422
     with httpx.Client(base_url=str(admin_client.base_url)) as anonymous:
         assert anonymous.get("/admin/search", params={"q": order}).status_code == 401
+
+
+def test_a_later_attempts_key_finds_its_payment(
+    client: httpx.Client, admin_client: httpx.Client, db: psycopg.Connection[DictRow]
+) -> None:
+    created = post_payment(client, payment_body(), key=new_key()).json()
+    stored = db.execute(
+        "SELECT provider_key FROM payments WHERE id = %s", (created["payment_id"],)
+    ).fetchone()
+    assert stored is not None
+    # The key another provider would hold after a failover (docs/architecture.md).
+    found = admin_client.get("/admin/search", params={"q": f"{stored['provider_key']}:1"})
+    assert [(h["kind"], h["matched"], h["id"]) for h in found.json()["data"]] == [
+        ("payment", "provider_key", created["payment_id"])
+    ]
+    for not_a_key in (":1", f"{stored['provider_key']}:0", f"{stored['provider_key']}:01"):
+        assert admin_client.get("/admin/search", params={"q": not_a_key}).json() == {"data": []}
+    plan = _plan(db, f"{stored['provider_key']}:2")
+    assert "uq_payments_provider_key" in plan
+    assert "Seq Scan" not in plan, plan

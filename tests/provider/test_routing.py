@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from app.provider.keys import attempt_key, derive_provider_key, split_attempt_key
 from app.provider.registry import DEFAULT_NAME
 from app.provider.routing import DEFAULT_RETRY_ELSEWHERE, RoutingSpec, RoutingTable
 from app.settings import Settings, SettingsError
@@ -160,3 +161,14 @@ def test_provider_settings_that_cannot_be_right_stop_the_process(
     set_only(monkeypatch, **variables)
     with pytest.raises(SettingsError, match=message):
         Settings.from_env()
+
+
+def test_a_later_attempts_key_names_its_payment_and_attempt() -> None:
+    payment = uuid.uuid4()
+    stored = derive_provider_key(payment)
+    assert attempt_key(stored, 0) == stored
+    assert attempt_key(stored, 2) == f"{stored}:2"
+    assert split_attempt_key(f"{stored}:2") == (stored, 2)
+    for other in (stored, f"{stored}:0", f"{stored}:02", f"{stored}:x", "payment-x:1",
+                  f"refund-{payment}:1", f"{stored}:1:1"):  # fmt: skip
+        assert split_attempt_key(other) is None, other
