@@ -41,6 +41,7 @@ from app.payments.views import payment_json
 from app.provider.client import ChargeRequest
 from app.provider.registry import Providers
 from app.provider.routing import RoutingTable
+from app.tracing.spans import annotate
 
 logger = logging.getLogger("payments.charging")
 
@@ -75,6 +76,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
         return await payments.get_for_operations(conn, operation_ids)
 
     async def _request(self, subject: PaymentRow) -> ChargeAt:
+        annotate(provider=subject.provider, provider_attempt=subject.attempt)
         provider = self._providers[subject.provider]
         charge = await provider.create_charge(_charge_request(subject))
         return ChargeAt(charge, subject.attempt, subject.provider)

@@ -97,6 +97,8 @@ def test_a_lost_answer_is_one_trace_and_its_recovery_and_webhook_link_to_it(
 
     request = one(mine, service="payments-api", name="POST /payments", kind="server")
     assert request["attributes"]["payments.operation_id"] == operation_id
+    assert request["attributes"]["payments.provider"] == "primary"
+    assert request["attributes"]["payments.provider_attempt"] == 0
     trace = [s for s in spans if s["trace_id"] == request["trace_id"]]
     call = one(trace, service="payments-api", name="provider charge", kind="client")
     assert call["parent_id"] == request["span_id"]
