@@ -8,7 +8,10 @@ of operation. The steps that are the same for every kind live here, once:
    (`_request`); what the provider's answer or error means is decided here, once;
 3. record what came of it, fenced: a final outcome with its stored answer and the business
    object's write in one statement (`_record_final`), FAILED_RETRYABLE (`defer`) or
-   UNKNOWN_REQUIRES_RECOVERY on the recovery schedule (`record_unknown`).
+   UNKNOWN_REQUIRES_RECOVERY on the recovery schedule (`record_unknown`); or, for a kind
+   whose object has several attempts (a payment across providers), move it to its next
+   attempt when the answer proves this one charged nothing (`_failover`, `_fail_over`) and
+   call again.
 A write that finds a newer owner returns `FencedOut` and leaves the operation to it.
 """
 
