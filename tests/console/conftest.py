@@ -6,13 +6,13 @@ downloaded). Without them the browser tests are skipped, and pytest's summary (`
 so and why. Every page a test visits is saved as a PNG in the test's tmp dir and copied to
 `artifacts/console/` at the repository root, to look at after a run.
 
-The routed API is set up as `tests/failover/conftest.py`'s: the session's provider as
-`primary`, one of its own as `secondary`, every payment routed primary then secondary.
+The routed API is `tests/support/fixtures/providers.py`'s: the session's provider as
+`primary`, one of the module's own as `secondary`, every payment routed primary then
+secondary; `fail_over` makes a payment that went to the secondary.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -23,10 +23,7 @@ import httpx
 import pytest
 
 from tests.support.control.faults import FaultInjector
-from tests.support.control.processes import Process
-from tests.support.control.spawner import Spawner
 from tests.support.factories.payments import new_key, payment_body, post_payment
-from tests.support.factories.tenants import TenantHandle, api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "console"
@@ -99,30 +96,6 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         yield Browser(driver, tmp_path)
     finally:
         driver.quit()
-
-
-@pytest.fixture(scope="session")
-def routed_api(work_dir: Path, base_env: dict[str, str], provider: Process) -> Iterator[Process]:
-    """An API whose payments go to `primary` (the session's provider), then `secondary`."""
-    spawner = Spawner(log_dir=work_dir / "logs", base_env=base_env)
-    try:
-        secondary = spawner.provider(work_dir / "console-secondary.sqlite3")
-        assert provider.url is not None
-        assert secondary.url is not None
-        setting = [
-            {"name": "primary", "url": provider.url},
-            {"name": "secondary", "url": secondary.url},
-        ]
-        yield spawner.api(PAYMENTS_PROVIDERS=json.dumps(setting))
-    finally:
-        spawner.close()
-
-
-@pytest.fixture
-def routed(routed_api: Process, tenant: TenantHandle) -> Iterator[httpx.Client]:
-    """The test's tenant on the routed API."""
-    with api_client(routed_api, tenant) as http:
-        yield http
 
 
 def fail_over(routed: httpx.Client, faults: FaultInjector, fault: str) -> dict[str, Any]:

@@ -10,11 +10,9 @@ Each test moves the records it made onto a day of its own on every side (`own_da
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,10 +35,8 @@ from tests.support.control.settlement import (
     settle,
     summary,
 )
-from tests.support.control.spawner import Spawner
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.refunds import post_refund, refund_body
-from tests.support.factories.tenants import TenantHandle, api_client
 from tests.support.fixtures.repository import AsyncDb
 from tests.support.readers.operations import payment_for
 
@@ -48,55 +44,11 @@ Db = psycopg.Connection[DictRow]
 Row = dict[str, Any]
 
 
-@pytest.fixture(scope="module")
-def module_spawn(work_dir: Path, base_env: dict[str, str]) -> Iterator[Spawner]:
-    spawner = Spawner(log_dir=work_dir / "logs", base_env=base_env)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
-
-
-@pytest.fixture(scope="module")
-def secondary(module_spawn: Spawner, work_dir: Path, request: pytest.FixtureRequest) -> Process:
-    return module_spawn.provider(work_dir / f"secondary-{request.module.__name__}.sqlite3")
-
-
-@pytest.fixture(scope="module")
-def two_providers(provider: Process, secondary: Process) -> dict[str, str]:
-    """The settings of a process that knows both providers (the session's keeps its name,
-    `primary`, so every process of the suite agrees on what `primary` is)."""
-    assert provider.url is not None
-    assert secondary.url is not None
-    named = [{"name": "primary", "url": provider.url}, {"name": "secondary", "url": secondary.url}]
-    return {"PAYMENTS_PROVIDERS": json.dumps(named)}
-
-
-@pytest.fixture(scope="module")
-def routed_api(module_spawn: Spawner, two_providers: dict[str, str]) -> Process:
-    return module_spawn.api(**two_providers)
-
-
-@pytest.fixture
-def routed(routed_api: Process, tenant: TenantHandle) -> Iterator[httpx.Client]:
-    with api_client(routed_api, tenant) as http:
-        yield http
-
-
 @pytest.fixture
 def second_ledger(secondary: Process) -> Iterator[httpx.Client]:
     assert secondary.url is not None
     with httpx.Client(base_url=secondary.url, timeout=10) as http:
         yield http
-
-
-@pytest.fixture
-def second_faults(secondary: Process) -> Iterator[FaultInjector]:
-    assert secondary.url is not None
-    injector = FaultInjector(secondary.url)
-    injector.clear()
-    yield injector
-    injector.clear()
 
 
 def pay(routed: httpx.Client, db: Db, faults: FaultInjector | None = None, how: str = "") -> Row:
