@@ -69,6 +69,15 @@ def _charged_only_at_secondary(
     return payment
 
 
+def _recovered_by_a_worker(
+    spawn: Spawner, two_providers: dict[str, str], db: psycopg.Connection[DictRow], op: str
+) -> None:
+    """A worker routed to both providers takes the operation now and settles it."""
+    make_due(db, op)
+    spawn.worker(once=False, **two_providers, **FAST_WORKER)
+    wait_for_state(db, op, "COMPLETED", "FAILED")
+
+
 def test_a_refused_only_send_fails_over_to_the_secondary(
     routed: httpx.Client,
     faults: FaultInjector,
@@ -160,9 +169,7 @@ def test_a_lost_answer_never_fails_over_and_is_found_at_the_primary(
     first, second = _keys(payment)
     assert payment["attempt"] == 0
     assert second_faults.charges(idempotency_key=second) == []
-    make_due(db, operation_id)
-    spawn.worker(once=False, **two_providers, **FAST_WORKER)
-    wait_for_state(db, operation_id, "COMPLETED", "FAILED")
+    _recovered_by_a_worker(spawn, two_providers, db, operation_id)
     charged = faults.charges(idempotency_key=first)
     assert [c["status"] for c in charged] == ["succeeded"]
     assert [c for c in second_faults.charges() if str(c["idempotency_key"]).startswith(first)] == []
@@ -190,9 +197,7 @@ def test_a_timeout_never_fails_over_and_attempt_0_is_sent_again_at_the_primary(
 
     assert accepted.status_code == 202, accepted.text
     operation_id = accepted.json()["operation_id"]
-    make_due(db, operation_id)
-    spawn.worker(once=False, **two_providers, **FAST_WORKER)
-    wait_for_state(db, operation_id, "COMPLETED", "FAILED")
+    _recovered_by_a_worker(spawn, two_providers, db, operation_id)
     payment = payment_for(db, operation_id)
     first, second = _keys(payment)
     assert (payment["status"], payment["attempt"]) == ("SUCCEEDED", 0)
@@ -219,9 +224,7 @@ def test_a_lost_decline_retryable_elsewhere_is_failed_over_by_the_worker(
 
     assert accepted.status_code == 202, accepted.text
     operation_id = accepted.json()["operation_id"]
-    make_due(db, operation_id)
-    spawn.worker(once=False, **two_providers, **FAST_WORKER)
-    wait_for_state(db, operation_id, "COMPLETED", "FAILED")
+    _recovered_by_a_worker(spawn, two_providers, db, operation_id)
     _charged_only_at_secondary(db, operation_id, faults, second_faults)
     history = transitions(db, operation_id)
     failover = [t for t in history if t["trigger"] == "failover"]
