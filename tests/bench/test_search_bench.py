@@ -53,6 +53,6 @@ def test_every_kind_finds_what_the_seed_holds(fresh_url: str) -> None:
 
     seed_history(fresh_url, 300)
     others = asyncio.run(measure_reads(fresh_url, repeats=2))
-    assert len(others) == 12
+    assert len(others) == 13
     assert all(0 < median <= p99 <= most for _, median, p99, most in others)
     assert "| chart: backlog, day |" in reads_table(others)
