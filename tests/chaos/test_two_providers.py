@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from chaos.config import ChaosConfig
 from chaos.providers import MIN_COMPLETED_SHARE
 from chaos.run import run_chaos
 from tests.support.control.database import test_database as fresh_database
+
+# A chaos run of its own (about 40 s on two cores): `python3 tasks.py test-long`.
+pytestmark = pytest.mark.long
 
 
 def test_two_providers_fail_over_without_charging_twice(database_url: str, tmp_path: Path) -> None:

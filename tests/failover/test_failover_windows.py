@@ -31,6 +31,9 @@ from tests.support.readers.operations import (
 )
 
 SHORT_LEASE = {"PAYMENTS_LEASE_S": "3", "PAYMENTS_PROVIDER_TIMEOUT_S": "1"}
+# An API held in the window, its lease run out, a worker: about 20 s each on two cores,
+# `python3 tasks.py test-long`.
+pytestmark = pytest.mark.long
 
 
 @pytest.mark.parametrize("stop", ["kill", "pause"])

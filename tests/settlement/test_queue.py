@@ -32,6 +32,7 @@ from tests.support.factories.reconciliation import (
     empty_queue,
     item_row,
     make_item,
+    settled_queue,
 )
 from tests.support.fixtures.repository import AsyncDb
 
@@ -80,6 +81,9 @@ def test_lists_filter_and_page_oldest_first(db: Db, async_db: AsyncDb) -> None:
 
 
 def test_the_open_queue_walks_its_partial_index_in_page_order(db: Db) -> None:
+    # As deployed: a few open items among many closed ones. Open items other tests left (a
+    # queue where most items are open) make the time index with a filter as cheap here.
+    settled_queue(db)
     for flt in (ItemFilter(kind=ItemKind.AMOUNT_MISMATCH, after=uuid.uuid4()), ItemFilter()):
         sql, params = list_sql(flt, limit=50)
         with db.transaction():
