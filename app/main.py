@@ -109,7 +109,7 @@ def create_app(settings: Settings) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
         # FastAPI's own spans would see the routed requests only, not the fast routes: the
-        # ASGI middleware around both listeners traces them all alike (docs/tracing.md).
+        # server spans around both listeners trace them all alike (docs/tracing.md).
         telemetry={"tracing": False},
     )
     app.state.metrics = metrics

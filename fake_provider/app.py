@@ -33,8 +33,8 @@ def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int =
         finally:
             app.state.ledger.close()
 
-    # Traced (when on) by the ASGI middleware around the fast paths too, not by FastAPI's own
-    # spans, which would see the routed requests only.
+    # Traced (when on) by the server spans around the fast paths too (app/tracing/server.py),
+    # not by FastAPI's own spans, which would see the routed requests only.
     app = FastAPI(title="Fake payment provider", lifespan=lifespan, telemetry={"tracing": False})
     # Fault rules are process memory on purpose: a restarted provider starts healthy.
     app.state.faults = FaultBook()

@@ -39,6 +39,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from psycopg import AsyncConnection, OperationalError
 from psycopg.errors import Diagnostic, ReadOnlySqlTransaction
@@ -47,6 +48,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db.pooler import refuse_unsafe_pooler
 from app.settings import Settings
+from app.tracing.state import statements as traced_statements
+from app.tracing.statements import TracedCursor
 
 Connection = AsyncConnection[TupleRow]
 
@@ -211,7 +214,7 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
     """
     if settings.database_url is None:
         raise ValueError("DATABASE_URL is not set")
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "autocommit": True,
         # None: never prepare (PAYMENTS_DB_PREPARE=false, for a transaction pooler).
         "prepare_threshold": 0 if settings.db_prepare else None,
@@ -219,6 +222,9 @@ async def open_database(settings: Settings, *, application_name: str) -> AsyncIt
         "application_name": application_name,
         **connection_limits(settings),
     }
+    if traced_statements():
+        # Each statement a span under whatever sent it (app/tracing/statements.py).
+        kwargs["cursor_factory"] = TracedCursor
     if settings.db_prepare:
         await refuse_unsafe_pooler(conninfo(settings.database_url), **kwargs)
     pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(

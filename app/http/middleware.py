@@ -13,8 +13,6 @@ from app.errors import PROBLEM_JSON, internal_error_body
 from app.http.request_id import HEADER, request_id
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
-from app.tracing.spans import name_request
-from app.tracing.state import STATE
 
 logger = logging.getLogger("payments.http")
 
@@ -66,9 +64,6 @@ class ObserveRequests:
                 status = message["status"]
                 response_started = True
                 MutableHeaders(scope=message)[HEADER] = rid
-                if STATE.enabled:
-                    # Now, while the server span is open (it ends with the response's body).
-                    name_request(scope["method"], self.route or _route_template(scope))
             await send(message)
 
         try:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from app.provider.errors import ProviderError
-from app.tracing.spans import SpanKind, failed, span, traceparent
+from app.tracing.spans import SpanKind, child_span, failed, traceparent_of
 
 _T = TypeVar("_T")
 
@@ -26,15 +26,22 @@ async def traced_call(
         "payments.provider_key": provider_key,
         "url.path": path,
     }
-    with span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes) as current:
-        try:
-            result = await send(traceparent())
-        except ProviderError as exc:
-            if current is not None:
-                current.set_attribute("payments.provider_outcome", exc.outcome)
-            failed(current, exc.outcome)
-            raise
-        if current is not None:
-            outcome = "not_found" if result is None else getattr(result, "status", "succeeded")
-            current.set_attribute("payments.provider_outcome", str(outcome))
+    current = child_span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes)
+    if current is None:
+        return await send(None)
+    try:
+        result = await send(traceparent_of(current))
+    except ProviderError as exc:
+        current.set_attribute("payments.provider_outcome", exc.outcome)
+        failed(current, exc.outcome)
+        raise
+    except BaseException as exc:
+        current.record_exception(exc)
+        failed(current, type(exc).__name__)
+        raise
+    else:
+        outcome = "not_found" if result is None else getattr(result, "status", "succeeded")
+        current.set_attribute("payments.provider_outcome", str(outcome))
         return result
+    finally:
+        current.end()

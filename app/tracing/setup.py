@@ -7,29 +7,25 @@
     PAYMENTS_TRACE_FILE                     spans also as JSON lines to this file
                                             (`exporter.py`; `payments dev --tracing`)
     OTEL_PYTHON_DISABLED_INSTRUMENTATIONS   psycopg, httpx (comma-separated): not instrumented
-                                            (a statement's span costs as much as the request's)
+                                            (psycopg: no span per statement)
     OTEL_TRACES_SAMPLER(_ARG), OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*,
     OTEL_EXPORTER_OTLP_*                    read by the SDK itself
 
 Tracing is on when it is not disabled and somewhere to send spans is configured: an exporter
 other than `none`, an OTLP endpoint, or a trace file. With nothing configured it stays off:
 a process with nowhere to send its spans would pay for them for nothing. When off, nothing
-is installed: no tracer provider, no instrumentation, no middleware; the hand-made spans of
-`spans.py` read one flag and return.
+is installed: no tracer provider, no instrumentation, no middleware (`server.py`), no traced
+cursor (`statements.py`); the hand-made spans of `spans.py` read one flag and return.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from opentelemetry.context import Context
 from opentelemetry.sdk.trace.export import SpanExporter
-from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-from opentelemetry.trace import Link, SpanKind, TraceState, get_current_span
-from opentelemetry.util.types import Attributes
 
 from app.tracing.state import STATE
 
@@ -39,8 +35,6 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 TRACE_FILE_VARIABLE = "PAYMENTS_TRACE_FILE"
 DISABLED_VARIABLE = "OTEL_SDK_DISABLED"
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-# Requests that would only fill traces: probes and scrapes.
-_UNTRACED_PATHS = ("/healthz$", "/readyz$", "/metrics$")
 _HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HTTP"})
 
 logger = logging.getLogger("payments.tracing")
@@ -63,37 +57,6 @@ def wanted(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in _ENDPOINTS)
 
 
-class NoBareStatements(Sampler):
-    """The configured sampler, except that a database statement outside any span is not
-    traced: the worker's polls (what is due, every fraction of a second) would otherwise be
-    a trace each, burying the payments' traces."""
-
-    def __init__(self, inner: Sampler):
-        self._inner = inner
-
-    def should_sample(
-        self,
-        parent_context: Context | None,
-        trace_id: int,
-        name: str,
-        kind: SpanKind | None = None,
-        attributes: Attributes = None,
-        links: Sequence[Link] | None = None,
-        trace_state: TraceState | None = None,
-    ) -> SamplingResult:
-        parent = get_current_span(parent_context).get_span_context()
-        if not parent.is_valid and kind is SpanKind.CLIENT and name not in _HTTP_METHODS:
-            # A client span outside any span and not httpx's: a statement (psycopg's spans
-            # are named by the statement's first word; their attributes come later).
-            return SamplingResult(Decision.DROP)
-        return self._inner.should_sample(
-            parent_context, trace_id, name, kind, attributes, links, trace_state
-        )
-
-    def get_description(self) -> str:
-        return f"NoBareStatements{{{self._inner.get_description()}}}"
-
-
 def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bool:
     """Install the SDK, its exporters and the instrumentation if `environ` (the process's
     environment by default) turns tracing on; whether it is on. Once per process."""
@@ -108,8 +71,7 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    provider.sampler = NoBareStatements(provider.sampler)  # OTEL_TRACES_SAMPLER's, wrapped
+    provider = TracerProvider(resource=Resource.create(attributes))  # OTEL_TRACES_SAMPLER's
     for exporter in _exporters(environ):
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
@@ -142,31 +104,22 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
 
 
 def _instrument(environ: Mapping[str, str]) -> None:
-    """httpx (the webhook sender, the settlement books) and psycopg (every statement), unless
-    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names them."""
+    """httpx (the webhook sender, the settlement books) and the statements (the pool's
+    cursors, `statements.py`), unless OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names them."""
     raw = environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
     disabled = {name.strip().lower() for name in raw.split(",")}
     if "httpx" not in disabled:
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
         HTTPXClientInstrumentor().instrument()
-    if "psycopg" not in disabled:
-        from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
-
-        PsycopgInstrumentor().instrument(enable_commenter=False, skip_dep_check=True)
+    STATE.statements = "psycopg" not in disabled
 
 
 def traced_asgi(app: ASGIApp) -> ASGIApp:
-    """`app` under the ASGI middleware's server spans (the W3C context of each request
-    continued); `app` itself when tracing is off."""
+    """`app` under a server span per request (`server.ServerSpans`, the W3C context of each
+    request continued); `app` itself when tracing is off."""
     if not STATE.enabled:
         return app
-    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-    from opentelemetry.util.http import ExcludeList
+    from app.tracing.server import ServerSpans
 
-    traced = OpenTelemetryMiddleware(
-        app,
-        excluded_urls=ExcludeList(list(_UNTRACED_PATHS)),
-        exclude_spans=["receive", "send"],
-    )
-    return cast(ASGIApp, traced)
+    return ServerSpans(app)

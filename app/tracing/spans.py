@@ -1,7 +1,8 @@
 """The spans and trace context the payment path makes by hand, each a no-op when off.
 
-A payment is one trace: the API's request span (the ASGI middleware's), the provider call
-under it (`provider_span`, its `traceparent` sent on the wire), the provider's own spans.
+A payment is one trace: the API's request span (`server.py`), the provider call under it
+(`child_span`, its `traceparent` sent on the wire), the statements (`statements.py`), the
+provider's own spans.
 The W3C trace context of the request is stored on the operation row at the claim
 (`traceparent()`); whoever later acts on the operation in another process (the worker's
 reconcile, a webhook delivery) starts a trace of its own linked to it (`links_to`).
@@ -38,6 +39,23 @@ def traceparent() -> str | None:
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get("traceparent")
+
+
+def traceparent_of(current: Span) -> str:
+    """`current`'s own W3C `traceparent` (a span need not be current to be a call's parent)."""
+    context = current.get_span_context()
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
+def child_span(
+    name: str, *, kind: SpanKind, attributes: Mapping[str, Any] | None = None
+) -> Span | None:
+    """A span under the current one, started but not made current (None when off): for a
+    call that makes no spans of its own, where making it current would cost as much again.
+    The caller ends it."""
+    if not STATE.enabled:
+        return None
+    return _TRACER.start_span(name, kind=kind, attributes=attributes)
 
 
 def links_to(stored: str | None) -> Sequence[Link]:
@@ -77,41 +95,37 @@ def span(
 
 
 def annotate(**attributes: Any) -> None:
-    """Set `payments.<name>` attributes on the current span (nothing when off)."""
+    """Set `payments.<name>` attributes on the current span (nothing when off, or when the
+    span is not recorded: a trace not sampled)."""
     if not STATE.enabled:
         return
     current = trace.get_current_span()
-    for name, value in attributes.items():
-        if value is not None:
-            current.set_attribute(f"payments.{name}", value)
+    if current.is_recording():
+        current.set_attributes(
+            {f"payments.{name}": value for name, value in attributes.items() if value is not None}
+        )
 
 
 def event(name: str, **attributes: Any) -> None:
-    """An event on the current span, with `attributes` (nothing when off)."""
+    """An event on the current span, with `attributes` (nothing when off or not recorded)."""
     if not STATE.enabled:
         return
-    trace.get_current_span().add_event(name, {k: v for k, v in attributes.items() if v is not None})
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.add_event(name, {k: v for k, v in attributes.items() if v is not None})
 
 
 def transition(from_state: str, to_state: str, trigger: str, *, fence: int) -> None:
     """An operation's change of state, on the current span: the last one as the attribute
-    `payments.transition`, each as an event (nothing when off)."""
+    `payments.transition`, each as an event (nothing when off or not recorded)."""
     if not STATE.enabled:
         return
     current = trace.get_current_span()
+    if not current.is_recording():
+        return
     edge = f"{from_state}->{to_state}"
-    current.set_attribute("payments.transition", edge)
-    current.set_attribute("payments.fence", fence)
+    current.set_attributes({"payments.transition": edge, "payments.fence": fence})
     current.add_event("payments.transition", {"edge": edge, "trigger": trigger, "fence": fence})
-
-
-def name_request(method: str, route: str) -> None:
-    """Name the current server span by the route's template (known once it was served)."""
-    if not STATE.enabled:
-        return
-    current = trace.get_current_span()
-    current.update_name(f"{method} {route}")
-    current.set_attribute("http.route", route)
 
 
 def failed(current: Span | None, description: str) -> None:

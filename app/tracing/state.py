@@ -8,10 +8,12 @@ from __future__ import annotations
 
 
 class _State:
-    __slots__ = ("enabled",)
+    __slots__ = ("enabled", "statements")
 
     def __init__(self) -> None:
         self.enabled = False
+        # Each SQL statement a span (unless OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=psycopg).
+        self.statements = False
 
 
 STATE = _State()
@@ -20,3 +22,8 @@ STATE = _State()
 def enabled() -> bool:
     """Whether this process traces (set once, at start)."""
     return STATE.enabled
+
+
+def statements() -> bool:
+    """Whether this process traces each SQL statement (set once, at start)."""
+    return STATE.enabled and STATE.statements

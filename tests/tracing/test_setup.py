@@ -12,8 +12,8 @@ from opentelemetry import trace
 
 from app.devserver import tracing_env
 from app.tracing import spans
-from app.tracing.setup import configure, wanted
-from app.tracing.state import STATE
+from app.tracing.setup import configure, traced_asgi, wanted
+from app.tracing.state import STATE, statements
 from app.tracing.view import operation_traces
 
 
@@ -35,6 +35,10 @@ def test_what_turns_tracing_on(environ: dict[str, str], on: bool) -> None:
     assert wanted(environ) is on
 
 
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("never served")
+
+
 def test_disabled_installs_nothing(tmp_path: Path) -> None:
     environ = {"OTEL_SDK_DISABLED": "true", "PAYMENTS_TRACE_FILE": str(tmp_path / "t.jsonl")}
     connect = psycopg.AsyncConnection.connect
@@ -49,6 +53,9 @@ def test_disabled_installs_nothing(tmp_path: Path) -> None:
     assert httpx.AsyncClient.send is send
     assert not hasattr(psycopg.AsyncConnection.connect, "__wrapped__")
     assert not hasattr(httpx.AsyncClient.send, "__wrapped__")
+    # No server-span middleware, no traced cursor for the pool's connections.
+    assert traced_asgi(app) is app
+    assert statements() is False
     # The hand-made spans do nothing.
     assert spans.traceparent() is None
     assert spans.ids() is None
