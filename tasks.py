@@ -159,7 +159,13 @@ def lock(args: list[str]) -> int:
 
 
 def run(args: list[str]) -> int:
-    return subprocess.run(args, cwd=ROOT).returncode
+    """`args` in the project's root. The project's modules are compiled once and kept
+    (`__pycache__`, which git ignores) even where the environment sets
+    PYTHONDONTWRITEBYTECODE: the suite starts a few hundred API, worker and provider
+    processes, and each would otherwise compile the project's modules again (about 75 ms of
+    CPU per start)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run(args, cwd=ROOT, env=env).returncode
 
 
 def parallel(args: list[str]) -> list[str]:

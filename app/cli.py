@@ -10,11 +10,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from app.settings import Settings, SettingsError
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 def _settings() -> Settings:
+    from app.settings import Settings, SettingsError
+
     try:
         return Settings.from_env()
     except SettingsError as exc:
@@ -66,11 +70,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def _cmd_tenant_create(args: argparse.Namespace) -> int:
     from app.tenants.admin import create_tenant_cli
 
-    settings = _settings()
-    if settings.database_url is None:
-        print("payments: DATABASE_URL is not set", file=sys.stderr)
-        return 2
-    api_key = create_tenant_cli(settings, args.name)
+    api_key = create_tenant_cli(_database_settings(), args.name)
     # Only the key goes to stdout, so scripts can capture it; it is shown this once.
     print(api_key)
     return 0

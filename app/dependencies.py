@@ -40,7 +40,6 @@ class Services:
     db: Database
     payments: PaymentService
     refunds: RefundService
-    schema_head: str | None
     metrics: Metrics
     api_keys: ApiKeyCache
     operators: OperatorDesk

@@ -117,7 +117,7 @@ def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise SystemExit(f"payments dev: {url} did not answer within {timeout}s")
 
 
@@ -197,11 +197,13 @@ def run_dev(
         secondary_ledger = {
             "PAYMENTS_FAKE_PROVIDER_DB": str(settings.data_dir / "fake_provider_secondary.sqlite3")
         }
-        for port, own in ((provider_port, {}), (secondary_port, secondary_ledger)):
-            provider = subprocess.Popen(
-                [*cli, "fake-provider", "--port", str(port)], env={**env, **own}
+        ports = (provider_port, secondary_port)
+        for port, own in zip(ports, ({}, secondary_ledger), strict=True):
+            children.append(
+                subprocess.Popen([*cli, "fake-provider", "--port", str(port)], env={**env, **own})
             )
-            children.append(provider)
+        # Both start at once (neither needs the other); then each is waited for.
+        for port, provider in zip(ports, children, strict=True):
             _wait_ready(f"http://127.0.0.1:{port}/healthz", provider)
         api = subprocess.Popen([*cli, "serve", "--port", str(api_port)], env=env)
         children.append(api)

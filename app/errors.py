@@ -20,15 +20,20 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
-from fastapi import FastAPI, Request, Response
-from fastapi.exceptions import RequestValidationError
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from app.observability.logging import current_request_id
+
+if TYPE_CHECKING:
+    # FastAPI itself only where an app is built (`install_error_handlers`): a process that
+    # serves no HTTP, as the worker, raises and classifies these errors without importing it.
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("payments.errors")
@@ -207,6 +212,7 @@ def problem_response(exc: Exception) -> Response:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Render every error the app can raise as problem+json."""
+    from fastapi.exceptions import RequestValidationError
 
     async def on_problem(request: Request, exc: Exception) -> Response:
         return problem_response(exc)

@@ -21,7 +21,6 @@ from app.composition import runtime
 from app.console import router as console_router
 from app.console.forms import cap_console_forms
 from app.console.pages import STATIC_DIR
-from app.db.migrate import head_revision
 from app.dependencies import Services
 from app.errors import PROBLEMS, install_error_handlers, problem_response
 from app.events import router as events_router
@@ -86,7 +85,6 @@ def create_app(settings: Settings) -> FastAPI:
                     key_ttl_s=settings.key_ttl_s,
                     metrics=metrics,
                 ),
-                schema_head=head_revision(),
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db),
                 operators=OperatorDesk(

@@ -70,8 +70,8 @@ PACKAGES = {_package(name) for name in MODULES} - {"app"}
 def _package_graph() -> dict[str, dict[str, list[str]]]:
     """For each package, the packages it imports, each with the imports that make the edge.
 
-    Every import counts, at any depth of the file; none is left out (there is no import
-    under `if TYPE_CHECKING:` in `app/` or `worker/`, and one would count as well).
+    Every import counts, at any depth of the file; none is left out (an import under
+    `if TYPE_CHECKING:` counts as well).
     """
     graph: dict[str, dict[str, list[str]]] = {package: {} for package in PACKAGES}
     for name, path in MODULES.items():
