@@ -81,6 +81,19 @@ def test_migrate_tenant_create_and_serve_through_a_multi_host_url(
         api.stop()
 
 
+def _other_ports(provider_port: int) -> list[str]:
+    """Every port dev opens but the API's, each free: its defaults (the operators' 8001, the
+    secondary provider's next to the primary's) may be taken by a test running beside."""
+    return [
+        "--provider-port",
+        str(provider_port),
+        "--secondary-port",
+        str(free_port()),
+        "--admin-port",
+        str(free_port()),
+    ]
+
+
 def test_dev_runs_on_a_multi_host_url(database_url: str, work_dir: Path, tmp_path: Path) -> None:
     api_port, provider_port = free_port(), free_port()
     env = {
@@ -90,7 +103,7 @@ def test_dev_runs_on_a_multi_host_url(database_url: str, work_dir: Path, tmp_pat
     }
     dev = start_process(
         "dev-multi-host",
-        [*PAYMENTS, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
+        [*PAYMENTS, "dev", "--port", str(api_port), *_other_ports(provider_port)],
         env=env,
         log_dir=work_dir / "logs",
     )
@@ -133,7 +146,7 @@ def test_dev_stopped_during_its_start_stops_everything_and_exits_zero(
     }
     dev = start_process(
         "dev-stopped-early",
-        [*PAYMENTS, "dev", "--port", str(api_port), "--provider-port", str(provider_port)],
+        [*PAYMENTS, "dev", "--port", str(api_port), *_other_ports(provider_port)],
         env=env,
         log_dir=work_dir / "logs",
     )
