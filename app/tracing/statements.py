@@ -85,8 +85,13 @@ class TracedCursor(AsyncCursor[TupleRow]):
             text = query
         else:  # a composed statement (psycopg.sql): its text with this connection's quoting
             text = query.as_string(self.connection)
-        name, attributes = _described(text)
-        return self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        return statement_span(self.tracer, text)
+
+
+def statement_span(tracer: trace.Tracer, text: str) -> trace.Span:
+    """The started span of the statement `text`, under the current span."""
+    name, attributes = _described(text)
+    return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
 
 
 def _failed(span: trace.Span, exc: BaseException) -> None:
