@@ -22,12 +22,13 @@ from tests.support.control.system import start_api, start_fake_provider, system_
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 # The fixtures that start dedicated processes (`spawn`), drive the repository directly
-# (`async_db`), act as an operator (`admin_client`) and route to two providers (`routed`),
-# for every folder of the suite
+# (`async_db`), walk the migrations (`scratch_database`), act as an operator
+# (`admin_client`) and route to two providers (`routed`), for every folder of the suite
 # (tests/support/fixtures/).
 pytest_plugins = [
     "tests.support.fixtures.processes",
     "tests.support.fixtures.repository",
+    "tests.support.fixtures.migrations",
     "tests.support.fixtures.operators",
     "tests.support.fixtures.providers",
 ]

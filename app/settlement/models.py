@@ -1,7 +1,8 @@
 """The settlement tables: what the provider settled, the differences found, the days run.
 
-- `settlement_lines`: one row per charge or refund the provider's settlement report listed,
-  with its fee, net amount and payout (the fees and net amounts of each payment).
+- `settlement_lines`: one row per charge or refund a provider's settlement report listed,
+  by provider and the provider's id of it, with its fee, net amount and payout (the fees and
+  net amounts of each payment).
 - `reconciliation_items`: one row per difference between our record and the provider's,
   unique by (record type, provider, provider key, kind), so running a day again finds the
   same row instead of adding one. Its changes are audited in `reconciliation_item_changes`.
@@ -85,7 +86,9 @@ class SettlementLine(Base):
         Index("ix_settlement_lines_payment_id", "payment_id"),
     )
 
-    # The provider's id of the charge or refund (`ch_...`, `re_...`).
+    # The provider whose report listed it (a name of PAYMENTS_PROVIDERS), and its id of the
+    # charge or refund (`ch_...`, `re_...`): unique per provider only.
+    provider: Mapped[str] = mapped_column(Text, primary_key=True)
     provider_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     record_type: Mapped[str] = mapped_column(String(16))
     provider_key: Mapped[str] = mapped_column(String(128))

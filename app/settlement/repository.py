@@ -223,19 +223,22 @@ def _change(
 
 
 _RECORD_LINES = """
-    INSERT INTO settlement_lines (provider_id, record_type, provider_key, payment_id, refund_id,
-        gross_minor, fee_minor, net_minor, currency, payout_id, settled_on)
-    SELECT * FROM unnest(%(provider_id)s::text[], %(record_type)s::text[],
+    INSERT INTO settlement_lines (provider, provider_id, record_type, provider_key, payment_id,
+        refund_id, gross_minor, fee_minor, net_minor, currency, payout_id, settled_on)
+    SELECT %(provider)s, * FROM unnest(%(provider_id)s::text[], %(record_type)s::text[],
         %(provider_key)s::text[], %(payment_id)s::uuid[], %(refund_id)s::uuid[],
         %(gross)s::bigint[], %(fee)s::bigint[], %(net)s::bigint[], %(currency)s::text[],
         %(payout_id)s::text[], %(settled_on)s::date[])
-    ON CONFLICT (provider_id) DO NOTHING
+    ON CONFLICT (provider, provider_id) DO NOTHING
 """
 
 
-async def record_lines(conn: Connection, lines: Sequence[tuple[Settled, OurRecord | None]]) -> int:
-    """Store each settled line with our payment (and refund) it belongs to; a line already
-    stored is left alone (a report's lines do not change). The lines newly stored."""
+async def record_lines(
+    conn: Connection, provider: str, lines: Sequence[tuple[Settled, OurRecord | None]]
+) -> int:
+    """Store each line of `provider`'s report with our payment (and refund) it belongs to; a
+    line already stored is left alone (a report's lines do not change). The lines newly
+    stored."""
     if not lines:
         return 0
     columns: dict[str, list[Any]] = {
@@ -266,7 +269,7 @@ async def record_lines(conn: Connection, lines: Sequence[tuple[Settled, OurRecor
         columns["currency"].append(line.currency)
         columns["payout_id"].append(line.payout_id)
         columns["settled_on"].append(line.settled_on)
-    cursor = await conn.execute(_RECORD_LINES, columns)
+    cursor = await conn.execute(_RECORD_LINES, {"provider": provider, **columns})
     return cursor.rowcount
 
 

@@ -145,7 +145,7 @@ async def _settle_side(
         written = await repository.write_items(
             conn, side.record_type, side.provider, compared, findings, actor=actor
         )
-        summary.lines_recorded += await repository.record_lines(conn, lines)
+        summary.lines_recorded += await repository.record_lines(conn, side.provider, lines)
         await repository.recover_now(conn, recover)
     summary.compared += len(compared)
     summary.recovering += len(recover)

@@ -41,7 +41,7 @@ REFERENCE_TABLES: dict[str, str] = {
 # the operators' queue only. On Citus they stay local tables on the coordinator.
 PROVIDER_BOOKS_TABLES: dict[str, str] = {
     "settlement_days": "the days run, one row each",
-    "settlement_lines": "the provider's settled lines, by its record id",
+    "settlement_lines": "the providers' settled lines, by provider and record id",
     "reconciliation_items": "differences between our books and the provider's, by its key",
     "reconciliation_item_changes": "the items' audit trail, reached by item id",
 }

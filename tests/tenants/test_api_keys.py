@@ -6,17 +6,14 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import psycopg
-import pytest
 from alembic import command
 from psycopg.rows import DictRow, dict_row
 
 from app.db.migrate import alembic_config
 from app.tenants.keys import generate_api_key, hash_api_key
-from tests.support.control.database import as_url
 from tests.support.control.processes import REPO_ROOT, Process
 from tests.support.control.waiting import wait_until
 
@@ -112,21 +109,6 @@ def test_a_name_held_by_two_tenants_asks_for_an_id(database_url: str) -> None:
 
     assert result.returncode == 1
     assert "use an id" in result.stderr
-
-
-@pytest.fixture
-def scratch_database(database_url: str) -> Iterator[str]:
-    """An empty database on the test server, for walking the migrations."""
-    name = f"payments_migrate_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    params = psycopg.conninfo.conninfo_to_dict(database_url)
-    params["dbname"] = name
-    try:
-        yield as_url(psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items()}))
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_the_migration_keeps_every_existing_key(scratch_database: str) -> None:
