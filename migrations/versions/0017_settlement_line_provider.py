@@ -52,7 +52,6 @@ def downgrade() -> None:
     # keep is an operator's call.
     op.execute("ALTER TABLE settlement_lines DROP CONSTRAINT pk_settlement_lines")
     op.execute(
-        "ALTER TABLE settlement_lines ADD CONSTRAINT pk_settlement_lines"
-        " PRIMARY KEY (provider_id)"
+        "ALTER TABLE settlement_lines ADD CONSTRAINT pk_settlement_lines PRIMARY KEY (provider_id)"
     )
     op.execute("ALTER TABLE settlement_lines DROP COLUMN provider")
