@@ -12,7 +12,8 @@ first round warms both up and is not counted; the table gives every round, and t
 
 `--trace-after` runs the second revision's API traced, every request sampled
 (`OTEL_TRACES_SAMPLER=always_on`), its spans serialized as JSON lines to /dev/null (`TRACED`;
-docs/tracing.md); the fake provider is not traced.
+docs/tracing.md); the fake provider is not traced. `--trace-ratio 0.05` samples a share of
+its payments instead, by trace id, as a deployment would.
 
 A revision is anything `git worktree add` takes (a commit, a branch, a tag), checked out
 in a temporary worktree that is removed afterwards; `.` is the working tree as it is. Both
@@ -62,6 +63,21 @@ TRACED = {
     "PAYMENTS_TRACE_FILE": "/dev/null",
 }
 MADE = 3000
+
+
+def traced_env(ratio: float = 1.0) -> dict[str, str]:
+    """The traced side's settings: every request sampled (`TRACED`), or `ratio` of them by
+    trace id (`parentbased_traceidratio`, as a deployment samples)."""
+    if not 0 < ratio <= 1:
+        raise ValueError(f"a sampling ratio is in (0, 1], not {ratio}")
+    if ratio == 1:
+        return dict(TRACED)
+    sampled = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio"}
+    return {**TRACED, **sampled, "OTEL_TRACES_SAMPLER_ARG": repr(ratio)}
+
+
+def traced_label(revision: str, ratio: float) -> str:
+    return f"{revision} traced" + ("" if ratio == 1 else f" {ratio:.0%}")
 
 
 @dataclass(frozen=True)
@@ -159,6 +175,7 @@ def compare(
     seconds: float,
     concurrency: int,
     trace_after: bool = False,
+    trace_ratio: float = 1.0,
 ) -> tuple[list[Round], dict[str, object]]:
     log_dir = Path(tempfile.mkdtemp(prefix="payments-compare-logs-"))
     results: list[Round] = []
@@ -172,7 +189,8 @@ def compare(
         _, api_key = create_tenant(env, "compare")
         apis = []
         for i, tree in enumerate(trees):
-            api = start_api(tree, {**env, **(TRACED if trace_after and i else {})}, log_dir)
+            traced = traced_env(trace_ratio) if trace_after and i else {}
+            api = start_api(tree, {**env, **traced}, log_dir)
             stack.callback(api.stop)
             apis.append(api)
         headers = {"authorization": f"Bearer {api_key}"}
@@ -200,7 +218,10 @@ def compare(
             postgres_version=str(version[0] if version else "?"),
             postgres_settings=str(durability[0] if durability else "?"),
         )
-        labels = (revisions[0], f"{revisions[1]} traced") if trace_after else revisions
+        if trace_after:
+            labels = (revisions[0], traced_label(revisions[1], trace_ratio))
+        else:
+            labels = revisions
         runs = list(zip(labels, apis, targets, strict=True))
         for round_ in range(rounds + 1):
             for revision, api, target in in_turn(runs, round_):
@@ -266,6 +287,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="load per revision per round")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--trace-after", action="store_true", help="trace AFTER, 100%% sampled")
+    parser.add_argument(
+        "--trace-ratio",
+        type=float,
+        default=1.0,
+        help="with --trace-after: sample this share of AFTER's payments (default 1: every one)",
+    )
     args = parser.parse_args()
     revisions = (args.before, args.after)
     started = time.time()
@@ -276,9 +303,10 @@ def main() -> None:
         seconds=args.seconds,
         concurrency=args.concurrency,
         trace_after=args.trace_after,
+        trace_ratio=args.trace_ratio,
     )
     if args.trace_after:
-        revisions = (args.before, f"{args.after} traced")
+        revisions = (args.before, traced_label(args.after, args.trace_ratio))
     table = report(results, revisions, args.scenario)
     print(table)
     stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -67,7 +67,9 @@ def measure(upto: str, requests: int) -> float:
             spans.annotate(provider="primary", provider_attempt=0)
         if "statements" in parts:
             for _ in range(2):
-                statement_span(TracedCursor.tracer, STATEMENT).end()
+                statement = statement_span(TracedCursor.tracer, STATEMENT)
+                if statement is not None:
+                    statement.end()
         if "provider" in parts:
             await traced_call("charge", "payment-0d4c9a57", "/charges", post)
         if "transition" in parts:

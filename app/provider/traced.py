@@ -12,7 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from app.provider.errors import ProviderError
-from app.tracing.spans import SpanKind, child_span, failed, traceparent_of
+from app.tracing.spans import (
+    SpanKind,
+    child_span,
+    current_traceparent,
+    failed,
+    traceparent_of,
+)
 
 _T = TypeVar("_T")
 
@@ -27,8 +33,8 @@ async def traced_call(
         "url.path": path,
     }
     current = child_span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes)
-    if current is None:
-        return await send(None)
+    if current is None:  # a trace not sampled: the provider is told so, and continues it
+        return await send(current_traceparent())
     try:
         result = await send(traceparent_of(current))
     except ProviderError as exc:

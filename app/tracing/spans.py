@@ -50,12 +50,25 @@ def traceparent_of(current: Span) -> str:
 def child_span(
     name: str, *, kind: SpanKind, attributes: Mapping[str, Any] | None = None
 ) -> Span | None:
-    """A span under the current one, started but not made current (None when off): for a
-    call that makes no spans of its own, where making it current would cost as much again.
-    The caller ends it."""
+    """A span under the current one, started but not made current: for a call that makes no
+    spans of its own, where making it current would cost as much again. The caller ends it.
+    None when off, and under a span not recorded: a trace not sampled, whose children every
+    standard sampler leaves out as well (they decide by the parent or by the trace's id)."""
     if not STATE.enabled:
         return None
+    current = trace.get_current_span()
+    if current.get_span_context().is_valid and not current.is_recording():
+        return None
     return _TRACER.start_span(name, kind=kind, attributes=attributes)
+
+
+def current_traceparent() -> str | None:
+    """The current span's `traceparent` (a trace not sampled too, flagged so), or None when
+    off or outside any span: what a call made without a span of its own passes on."""
+    if not STATE.enabled:
+        return None
+    current = trace.get_current_span()
+    return traceparent_of(current) if current.get_span_context().is_valid else None
 
 
 def links_to(stored: str | None) -> Sequence[Link]:

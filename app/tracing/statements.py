@@ -52,10 +52,10 @@ class TracedCursor(AsyncCursor[TupleRow]):
     tracer: trace.Tracer = trace.get_tracer("payments.db")
 
     async def execute(self, query: Any, params: Any = None, **options: Any) -> Self:
-        if not trace.get_current_span().is_recording():
+        span = self._start(query)
+        if span is None:
             await super().execute(query, params, **options)
             return self
-        span = self._start(query)
         try:
             await super().execute(query, params, **options)
         except BaseException as exc:
@@ -66,10 +66,10 @@ class TracedCursor(AsyncCursor[TupleRow]):
         return self
 
     async def executemany(self, query: Any, params_seq: Any, **options: Any) -> None:
-        if not trace.get_current_span().is_recording():
+        span = self._start(query)
+        if span is None:
             await super().executemany(query, params_seq, **options)
             return
-        span = self._start(query)
         try:
             await super().executemany(query, params_seq, **options)
         except BaseException as exc:
@@ -78,7 +78,9 @@ class TracedCursor(AsyncCursor[TupleRow]):
         finally:
             span.end()
 
-    def _start(self, query: Any) -> trace.Span:
+    def _start(self, query: Any) -> trace.Span | None:
+        if not trace.get_current_span().is_recording():
+            return None
         if isinstance(query, bytes):
             text = query.decode("utf-8", "replace")
         elif isinstance(query, str):
@@ -88,8 +90,10 @@ class TracedCursor(AsyncCursor[TupleRow]):
         return statement_span(self.tracer, text)
 
 
-def statement_span(tracer: trace.Tracer, text: str) -> trace.Span:
-    """The started span of the statement `text`, under the current span."""
+def statement_span(tracer: trace.Tracer, text: str) -> trace.Span | None:
+    """The started span of the statement `text` under the current span, if that records."""
+    if not trace.get_current_span().is_recording():
+        return None
     name, attributes = _described(text)
     return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
 

@@ -5,7 +5,18 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from bench.compare import Round, checkout, in_turn, known_settings, report
+import pytest
+
+from bench.compare import (
+    TRACED,
+    Round,
+    checkout,
+    in_turn,
+    known_settings,
+    report,
+    traced_env,
+    traced_label,
+)
 from bench.system import api_env
 from tests.support.control.processes import REPO_ROOT
 from tests.support.control.system import admin_env
@@ -79,3 +90,17 @@ def test_each_revision_is_measured_first_every_other_round() -> None:
     # Whichever side runs second in a round is measured slower; taking turns cancels it.
     orders = [in_turn(["before", "after"], round_) for round_ in range(1, 5)]
     assert orders == [["before", "after"], ["after", "before"]] * 2
+
+
+def test_the_traced_side_samples_every_payment_or_the_share_asked() -> None:
+    assert traced_env() == TRACED
+    assert TRACED["OTEL_TRACES_SAMPLER"] == "always_on"
+    five = traced_env(0.05)
+    assert five["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+    assert float(five["OTEL_TRACES_SAMPLER_ARG"]) == 0.05
+    assert five["PAYMENTS_TRACE_FILE"] == "/dev/null"
+    assert traced_label(".", 1.0) == ". traced"
+    assert traced_label(".", 0.05) == ". traced 5%"
+    for wrong in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="sampling ratio"):
+            traced_env(wrong)

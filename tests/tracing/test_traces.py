@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from psycopg.rows import DictRow
@@ -211,3 +212,36 @@ def test_each_statement_is_a_span_unless_its_instrumentation_is_disabled(
         assert statements == []
     else:
         assert statements, [(s["service"], s["name"], s["kind"]) for s in in_trace]
+
+
+def test_a_payment_not_sampled_leaves_no_span_anywhere(
+    spawn: Spawner, tmp_path: Path, tenant: TenantHandle
+) -> None:
+    # The API samples nothing; the provider, traced too, samples as its parent says (the
+    # SDK's default). Told nothing, it would start a trace of its own for the charge.
+    trace_file = tmp_path / "spans.jsonl"
+    port = free_port()
+    provider_url = f"http://127.0.0.1:{port}"
+    spawn.provider(
+        tmp_path / "ledger.db", port=port, env={**TRACED, "PAYMENTS_TRACE_FILE": str(trace_file)}
+    )
+    api = spawn.api(
+        PAYMENTS_PROVIDER_URL=provider_url,
+        PAYMENTS_TRACE_FILE=str(trace_file),
+        OTEL_TRACES_SAMPLER="always_off",
+        **TRACED,
+    )
+    with api_client(api, tenant) as client:
+        for _ in range(3):
+            paid = post_payment(client, payment_body(), key=new_key())
+            assert paid.status_code == 201, paid.text
+    # A control: a request to the provider with no trace context is a trace of the
+    # provider's own. Its span in the file means the charges' would be there too (a process
+    # exports its spans in the order they end).
+    control = httpx.get(f"{provider_url}/charges", params={"idempotency_key": "control"})
+    assert control.status_code == 404, control.text
+    wait_until(lambda: bool(read_spans(trace_file)), timeout=10, message="the control's span")
+
+    spans = read_spans(trace_file)
+    assert [(s["service"], s["name"]) for s in spans] == [("fake-provider", "GET /charges")]
+    assert "tracing on" in api.log()
