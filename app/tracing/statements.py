@@ -16,6 +16,8 @@ wrapping, where a statement needs a name, three attributes and its error, if any
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 from opentelemetry import trace
@@ -52,28 +54,26 @@ class TracedCursor(AsyncCursor[TupleRow]):
     tracer: trace.Tracer = trace.get_tracer("payments.db")
 
     async def execute(self, query: Any, params: Any = None, **options: Any) -> Self:
-        span = self._start(query)
-        if span is None:
+        with self._spanned(query):
             await super().execute(query, params, **options)
-            return self
-        try:
-            await super().execute(query, params, **options)
-        except BaseException as exc:
-            _failed(span, exc)
-            raise
-        finally:
-            span.end()
         return self
 
     async def executemany(self, query: Any, params_seq: Any, **options: Any) -> None:
+        with self._spanned(query):
+            await super().executemany(query, params_seq, **options)
+
+    @contextmanager
+    def _spanned(self, query: Any) -> Iterator[None]:
+        """The block under the statement's span, if one is made; an exception marks it."""
         span = self._start(query)
         if span is None:
-            await super().executemany(query, params_seq, **options)
+            yield
             return
         try:
-            await super().executemany(query, params_seq, **options)
+            yield
         except BaseException as exc:
-            _failed(span, exc)
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
         finally:
             span.end()
@@ -96,8 +96,3 @@ def statement_span(tracer: trace.Tracer, text: str) -> trace.Span | None:
         return None
     name, attributes = _described(text)
     return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
-
-
-def _failed(span: trace.Span, exc: BaseException) -> None:
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))

@@ -4,8 +4,6 @@ it prints is the time of a search that found its record (and `miss` of one that 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -13,24 +11,13 @@ import pytest
 from app.db.migrate import upgrade_head
 from bench.console_reads import measure_reads, reads_table, seed_history
 from bench.search import measure, seed, table
-from tests.support.control.database import as_url
 
 
 @pytest.fixture
-def fresh_url(database_url: str) -> Iterator[str]:
+def fresh_url(scratch_database: str) -> str:
     """A migrated database of its own on the test server: the seed adds tenants."""
-    name = f"bench_search_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    params = psycopg.conninfo.conninfo_to_dict(database_url)
-    params["dbname"] = name
-    url = as_url(psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items()}))
-    try:
-        upgrade_head(url)
-        yield url
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    upgrade_head(scratch_database)
+    return scratch_database
 
 
 def test_every_kind_finds_what_the_seed_holds(fresh_url: str) -> None:
