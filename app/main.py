@@ -30,7 +30,7 @@ from app.http.middleware import ObserveRequests
 from app.http.openapi import install_openapi_documents
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
-from app.operations.models import OperationName
+from app.operations.values import OperationName
 from app.payments import router as payments_router
 from app.payments.service import PaymentService
 from app.refunds import router as refunds_router

@@ -65,7 +65,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from app.settlement.models import ItemKind, RecordType
+from app.settlement.rows import ItemKind, RecordType
 from bench.loadgen import Request, Response, Target
 from bench.machine import describe_machine, machine_busy_s, tree_cpu_s
 from bench.scenarios import payment_amount, payment_body, post_payment

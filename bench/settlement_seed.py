@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 
 from app.idempotency.fingerprint import fingerprint
-from app.operations.models import OperationName
+from app.operations.values import OperationName
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key, derive_refund_key
 from app.provider.registry import DEFAULT_NAME

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app.settlement.models import ItemKind
+from app.settlement.rows import ItemKind
 from chaos.checks import Violation
 from tests.support.control.settlement import settle
 from tests.support.control.system import system_env

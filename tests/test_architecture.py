@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -336,3 +338,18 @@ def test_webhooks_know_events_but_no_business_object() -> None:
     )
     assert "app.events.outbox" in _imports(MODULES["app.payments.driver"])
     assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])
+
+
+def test_the_processes_load_neither_sqlalchemy_nor_alembic() -> None:
+    # The tables (each package's models.py) are the migrations' and the schema test's: the
+    # API, the worker and the fake provider read their rows as plain values (rows.py,
+    # operations/values.py), and importing SQLAlchemy and declaring the tables was about a
+    # third of each start. Alembic is read at the first /readyz only.
+    code = (
+        "import sys, app.cli, app.main, worker.main, fake_provider.server\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]", loaded.stdout

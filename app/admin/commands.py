@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from psycopg import AsyncConnection
 
 from app.admin import repository
-from app.admin.models import AdminTokenRow
+from app.admin.rows import AdminTokenRow
 from app.clock import utcnow
 from app.db.database import Connection, conninfo
 from app.settings import Settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from app.admin.models import Operator
+from app.admin.rows import Operator
 from app.db.database import Database
 from app.errors import NotFound
 from app.webhooks import deliveries, operator_reads

@@ -40,7 +40,7 @@ from app.admin.errors import (
     ProviderLookupFailed,
     SendTooRecent,
 )
-from app.admin.models import Operator
+from app.admin.rows import Operator
 from app.admin.targets import Subject
 from app.db.database import Database
 from app.errors import NotFound, ProblemError

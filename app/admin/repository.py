@@ -12,7 +12,7 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
-from app.admin.models import AdminTokenRow, ConsoleLogin, Operator
+from app.admin.rows import AdminTokenRow, ConsoleLogin, Operator
 from app.db.database import Connection
 from app.tenants.keys import hash_api_key
 

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from app.admin import repository as admin_tokens
 from app.admin import search
 from app.admin.delivery_views import failed_json
-from app.admin.models import Operator
 from app.admin.operators import OperatorDesk, Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
+from app.admin.rows import Operator
 from app.admin.schemas import ResolveIn
 from app.admin.views import admin_operation_json, detail_json, overview_json
 from app.db.database import Database

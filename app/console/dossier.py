@@ -23,10 +23,10 @@ from app.db.database import Database
 from app.errors import NotFound
 from app.operations.values import Snapshot
 from app.payments import operator_reads as records
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from app.refunds import repository as refunds_repository
-from app.refunds.models import RefundRow
+from app.refunds.rows import RefundRow
 from app.webhooks.operator_reads import EventDeliveries
 
 MAX_REFUNDS = 100

@@ -21,7 +21,7 @@ from app.operations.states import State
 from app.payments.money import InvalidAmount, UnknownCurrency, normalize_currency, to_minor_units
 from app.payments.operator_reads import Cursor, RecordFilter
 from app.payments.status import PaymentStatus
-from app.refunds.models import RefundStatus
+from app.refunds.rows import RefundStatus
 
 # Which statuses each list offers.
 STATUSES: dict[str, tuple[str, ...]] = {

@@ -14,13 +14,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, Response
 
-from app.admin.models import ConsoleLogin
+from app.admin.rows import ConsoleLogin
 from app.console.pages import render
 from app.console.web import csrf_ok, current_login, page, redirect
 from app.dependencies import Services, ServicesDep
 from app.errors import NotFound, ProblemError
-from app.settlement.models import ItemKind, ItemState
 from app.settlement.queue import ItemFilter, ReconciliationQueue
+from app.settlement.rows import ItemKind, ItemState
 from app.settlement.views import detail_json, item_json, side_by_side, summary_json
 
 router = APIRouter(include_in_schema=False)

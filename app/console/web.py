@@ -11,7 +11,7 @@ from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.admin import repository as admin_auth
-from app.admin.models import ConsoleLogin
+from app.admin.rows import ConsoleLogin
 from app.admin.views import detail_json
 from app.console.pages import render
 from app.dependencies import Services

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -26,18 +25,6 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-
-
-class EventType(StrEnum):
-    """Every event type the service emits."""
-
-    PAYMENT_SUCCEEDED = "payment.succeeded"
-    PAYMENT_DECLINED = "payment.declined"
-    PAYMENT_FAILED = "payment.failed"
-    PAYMENT_NEEDS_ATTENTION = "payment.needs_attention"
-    REFUND_SUCCEEDED = "refund.succeeded"
-    REFUND_FAILED = "refund.failed"
-
 
 # The transaction id of the writer, as a bigint: `GET /events` orders by it (see reads.py).
 CURRENT_XID = "(pg_current_xact_id()::text::bigint)"

@@ -18,7 +18,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app.events.models import EventType
+from app.events.rows import EventType
 from app.operations.values import EventWrite
 
 _EVENT = """

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -31,14 +30,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
 from app.operations.states import State
-
-
-class OperationName(StrEnum):
-    """What an operation does; part of the scoped key (tenant, operation, key)."""
-
-    CREATE_PAYMENT = "create_payment"
-    CREATE_REFUND = "create_refund"
-
 
 _STATES = ", ".join(f"'{s.value}'" for s in State)
 

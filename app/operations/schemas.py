@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from app.operations.models import OperationName
+from app.operations.values import OperationName
 
 # What a client may send as a key in the lookup's query: the key as stored, unquoted.
 KEY_QUERY_PATTERN = r"^[\x21-\x7E]+$"

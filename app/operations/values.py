@@ -1,5 +1,6 @@
 """The operations record's plain values, passed between its verbs and every layer above.
 
+    OperationName                 what an operation does (`operations.operation_name`)
     OperationRow, TransitionRow   rows as read
     OwnedRef, DueRef, Claimed     an owner's reference (its fence), a worker's, a claim's
     Snapshot                      an operation as a read sees it (lease live, key expired)
@@ -15,9 +16,17 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from app.operations.states import State
+
+
+class OperationName(StrEnum):
+    """What an operation does; part of the scoped key (tenant, operation, key)."""
+
+    CREATE_PAYMENT = "create_payment"
+    CREATE_REFUND = "create_refund"
 
 
 @dataclass(frozen=True)

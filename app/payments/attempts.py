@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.provider.client import Charge
 from app.provider.registry import Providers
 

@@ -18,8 +18,8 @@ from dataclasses import replace
 
 from app.clock import utcnow
 from app.db.database import Connection, Database
-from app.events.models import EventType
 from app.events.outbox import outcome_event
+from app.events.rows import EventType
 from app.failpoints import Failpoints
 from app.operations import repository as operations
 from app.operations.driver import Failover, OperationDriver
@@ -35,7 +35,7 @@ from app.operations.values import EventWrite, OwnedRef, StoredResponse
 from app.payments import attempts, replies
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
 from app.provider.client import ChargeRequest

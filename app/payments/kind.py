@@ -12,13 +12,12 @@ from typing import Any
 
 from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
-from app.operations.models import OperationName
-from app.operations.values import OperationRow
+from app.operations.values import OperationName, OperationRow
 from app.payments import attempts
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
 from app.provider.registry import Providers

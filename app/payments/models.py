@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +23,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
 from app.payments.status import PaymentStatus
-from app.provider.keys import attempt_key
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
 
@@ -96,41 +94,3 @@ class Payment(Base):
     amount_refunded_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-
-
-@dataclass(frozen=True)
-class PaymentRow:
-    """One row of `payments`, as read."""
-
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    operation_id: uuid.UUID
-    provider_key: str
-    route: list[str]
-    attempt: int
-    status: str
-    amount_minor: int
-    currency: str
-    account_id: str
-    merchant_reference: str | None
-    description: str | None
-    metadata: dict[str, Any]
-    provider_charge_id: str | None
-    decline_code: str | None
-    created_at: datetime
-    updated_at: datetime
-    amount_refunded_minor: int = 0
-
-    @property
-    def provider(self) -> str:
-        """The provider of the current attempt (once final: the one holding the charge)."""
-        return self.route[self.attempt]
-
-    @property
-    def next_provider(self) -> str | None:
-        """The provider the payment fails over to from its current attempt, if any."""
-        return self.route[self.attempt + 1] if self.attempt + 1 < len(self.route) else None
-
-    def attempt_key(self, attempt: int | None = None) -> str:
-        """The provider key of an attempt (by default the current one)."""
-        return attempt_key(self.provider_key, self.attempt if attempt is None else attempt)

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 from psycopg.rows import class_row
 
 from app.db.database import Connection
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 
 MAX_PAGE = 500
 _PAYMENT_COLUMNS = ", ".join(f.name for f in fields(PaymentRow))

@@ -12,7 +12,7 @@ from datetime import datetime
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.idempotency.replies import JSON, stored_reply
 from app.operations.values import StoredResponse
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
 from app.provider.client import Charge

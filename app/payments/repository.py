@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
 from app.operations.values import SubjectWrite
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 

@@ -19,12 +19,11 @@ from app.idempotency.flow import KeyedFlow, Won
 from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import repository as operations
-from app.operations.models import OperationName
-from app.operations.values import Claimed, Snapshot
+from app.operations.values import Claimed, OperationName, Snapshot
 from app.payments import repository as payments
 from app.payments.driver import ChargeDriver
 from app.payments.kind import PAYMENT, links
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.keys import derive_provider_key
 from app.provider.routing import RoutingTable

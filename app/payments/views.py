@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from app.clock import iso
-from app.payments.models import PaymentRow
 from app.payments.money import format_minor_units
+from app.payments.rows import PaymentRow
 
 
 def payment_json(

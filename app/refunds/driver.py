@@ -11,8 +11,8 @@ import uuid
 
 from app.clock import utcnow
 from app.db.database import Connection, Database
-from app.events.models import EventType
 from app.events.outbox import outcome_event
+from app.events.rows import EventType
 from app.failpoints import Failpoints
 from app.operations.driver import OperationDriver
 from app.operations.outcomes import FencedOut, Rejected, Succeeded
@@ -22,7 +22,7 @@ from app.provider.client import ProviderRefund, RefundRequest
 from app.provider.registry import Providers
 from app.refunds import replies
 from app.refunds import repository as refunds
-from app.refunds.models import RefundRow, RefundStatus
+from app.refunds.rows import RefundRow, RefundStatus
 from app.refunds.views import refund_json
 
 

@@ -12,13 +12,12 @@ from typing import Any
 
 from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
-from app.operations.models import OperationName
-from app.operations.values import OperationRow
+from app.operations.values import OperationName, OperationRow
 from app.provider.client import ProviderRefund
 from app.provider.registry import Providers
 from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
-from app.refunds.models import RefundRow
+from app.refunds.rows import RefundRow
 from app.refunds.views import refund_json
 
 

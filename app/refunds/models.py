@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -23,23 +21,7 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-
-
-class RefundStatus(StrEnum):
-    """PENDING until the provider's answer is known; then SUCCEEDED or FAILED."""
-
-    PENDING = "PENDING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-
-
-class RefundReason(StrEnum):
-    """Why the merchant gives the money back."""
-
-    REQUESTED_BY_CUSTOMER = "requested_by_customer"
-    DUPLICATE = "duplicate"
-    FRAUDULENT = "fraudulent"
-
+from app.refunds.rows import RefundStatus
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in RefundStatus)
 
@@ -91,25 +73,3 @@ class Refund(Base):
     provider_refund_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-
-
-@dataclass(frozen=True)
-class RefundRow:
-    """One row of `refunds`, as read."""
-
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    payment_id: uuid.UUID
-    operation_id: uuid.UUID
-    provider_key: str
-    charge_id: str
-    # The provider holding the refunded charge, by name (`app/provider/registry.py`).
-    provider: str
-    status: str
-    amount_minor: int
-    currency: str
-    reason: str | None
-    metadata: dict[str, Any]
-    provider_refund_id: str | None
-    created_at: datetime
-    updated_at: datetime

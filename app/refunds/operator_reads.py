@@ -12,7 +12,7 @@ from psycopg.rows import class_row
 from app.db.database import Connection
 from app.payments.operator_reads import Cursor, RecordFilter, RecordPage
 from app.payments.operator_reads import list_sql as payments_list_sql
-from app.refunds.models import RefundRow
+from app.refunds.rows import RefundRow
 
 _COLUMNS = ", ".join(f.name for f in fields(RefundRow))
 

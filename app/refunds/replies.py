@@ -9,7 +9,7 @@ from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.idempotency.replies import JSON, stored_reply
 from app.operations.values import StoredResponse
 from app.provider.client import ProviderRefund
-from app.refunds.models import RefundRow, RefundStatus
+from app.refunds.rows import RefundRow, RefundStatus
 from app.refunds.views import refund_json
 
 

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 from app.db.database import Connection
 from app.operations.values import SubjectWrite
 from app.payments.status import PaymentStatus
-from app.refunds.models import RefundRow, RefundStatus
+from app.refunds.rows import RefundRow, RefundStatus
 from app.refunds.schemas import CreateRefundCommand
 
 _COLUMNS = ", ".join(f.name for f in fields(RefundRow))

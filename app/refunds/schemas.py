@@ -20,7 +20,7 @@ from app.payments.schemas import (
     MetadataValue,
     check_metadata,
 )
-from app.refunds.models import RefundReason
+from app.refunds.rows import RefundReason
 
 
 class CreateRefundRequest(BaseModel):

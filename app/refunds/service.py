@@ -22,8 +22,7 @@ from app.idempotency.replies import Answer
 from app.observability.metrics import Metrics
 from app.operations import reads
 from app.operations import repository as operations
-from app.operations.models import OperationName
-from app.operations.values import Claimed, Snapshot
+from app.operations.values import Claimed, OperationName, Snapshot
 from app.payments import repository as payments
 from app.payments.money import format_minor_units
 from app.payments.status import REFUNDABLE, PaymentStatus
@@ -34,8 +33,8 @@ from app.refunds import repository as refunds
 from app.refunds.driver import RefundDriver
 from app.refunds.errors import PaymentNotRefundable, RefundExceedsPayment
 from app.refunds.kind import REFUND, links
-from app.refunds.models import RefundRow
 from app.refunds.repository import LockedPayment
+from app.refunds.rows import RefundRow
 from app.refunds.schemas import CreateRefundCommand, CreateRefundRequest, to_command
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.clock import iso
 from app.payments.money import format_minor_units
-from app.refunds.models import RefundRow
+from app.refunds.rows import RefundRow
 
 
 def refund_json(

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from app.provider.registry import DEFAULT_NAME
-from app.settlement.models import RecordType
+from app.settlement.rows import RecordType
 
 PAGE_SIZE = 1000
 _PATHS = {RecordType.CHARGE: "/charges", RecordType.REFUND: "/refunds"}

@@ -20,7 +20,7 @@ from psycopg.rows import class_row
 from app.db.database import Connection
 from app.errors import NotFound, ValidationFailed
 from app.settlement.errors import ItemNotOpen
-from app.settlement.models import ItemRow, ItemState
+from app.settlement.rows import ItemRow, ItemState
 
 MAX_REASON = 1000
 

@@ -25,7 +25,7 @@ from app.db.database import open_database
 from app.provider.registry import ProviderSpec
 from app.settings import Settings
 from app.settlement.books import BooksUnavailable, ProviderBooks
-from app.settlement.models import ItemKind
+from app.settlement.rows import ItemKind
 from app.settlement.run import settle_day
 from app.settlement.summary import DayTaken, LagDiffers, Summary
 

@@ -42,7 +42,7 @@ from app.operations.states import State
 from app.provider.keys import attempt_key
 from app.provider.registry import DEFAULT_NAME
 from app.settlement.books import TheirRecord
-from app.settlement.models import ItemKind, RecordType
+from app.settlement.rows import ItemKind, RecordType
 
 # Our statuses that say the money moved, and those that say it did not.
 TOOK_EFFECT = frozenset({"SUCCEEDED", "PARTIALLY_REFUNDED", "REFUNDED"})

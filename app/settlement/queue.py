@@ -28,7 +28,7 @@ from app.db.database import Connection, Database
 from app.errors import NotFound
 from app.settlement.changes import ITEM_COLUMNS, check_reason, close
 from app.settlement.errors import ItemNotOpen
-from app.settlement.models import ChangeRow, ItemKind, ItemRow, ItemState, RecordType
+from app.settlement.rows import ChangeRow, ItemKind, ItemRow, ItemState, RecordType
 
 logger = logging.getLogger("payments.settlement")
 

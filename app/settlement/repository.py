@@ -19,7 +19,7 @@ from typing import Any
 from app.db.database import Connection
 from app.settlement.books import Settled, day_bounds
 from app.settlement.matching import OurRecord
-from app.settlement.models import ItemKind, ItemState, RecordType
+from app.settlement.rows import ItemKind, ItemState, RecordType
 
 # Our records with their operations' states and the provider holding each: a payment's
 # route at its attempt (1-based arrays), and its whole route only when it names several

@@ -42,8 +42,8 @@ from app.db.database import Database
 from app.settlement import days, repository
 from app.settlement.books import BooksUnavailable, ProviderBooks, Report, TheirRecord
 from app.settlement.matching import OurRecord, Verdict, judge
-from app.settlement.models import RecordType
 from app.settlement.repository import Finding
+from app.settlement.rows import RecordType
 from app.settlement.sides import Side, read_sides
 from app.settlement.strays import judge_stray
 from app.settlement.summary import DayTaken, LagDiffers, Summary

@@ -17,7 +17,7 @@ from app.db.database import Database
 from app.settlement import repository
 from app.settlement.books import BooksUnavailable, ProviderBooks, TheirRecord
 from app.settlement.matching import OurRecord
-from app.settlement.models import RecordType
+from app.settlement.rows import RecordType
 from app.settlement.strays import parse_key
 from app.settlement.summary import Summary
 

@@ -28,7 +28,7 @@ from app.settlement.matching import (
     Verdict,
     is_our_key,
 )
-from app.settlement.models import ItemKind, RecordType
+from app.settlement.rows import ItemKind, RecordType
 
 
 def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | None:

@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from app.clock import iso
-from app.settlement.models import ChangeRow, ItemRow
 from app.settlement.queue import ItemDetail, Summary
+from app.settlement.rows import ChangeRow, ItemRow
 
 
 @dataclass(frozen=True)

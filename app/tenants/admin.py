@@ -15,8 +15,8 @@ from app.db.database import Connection, Database, conninfo
 from app.settings import Settings
 from app.tenants import repository
 from app.tenants.cache import ApiKeyCache
-from app.tenants.models import ApiKeyRow, TenantRow
 from app.tenants.repository import KeyOwner
+from app.tenants.rows import ApiKeyRow, TenantRow
 
 T = TypeVar("T")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import DateTime, ForeignKey, String, func
@@ -40,24 +39,3 @@ class ApiKey(Base):
     # Recorded at most once a minute per key and process, never on every request.
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
-@dataclass(frozen=True)
-class TenantRow:
-    """One row of `tenants`, as read."""
-
-    id: uuid.UUID
-    name: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class ApiKeyRow:
-    """One row of `api_keys`, as read (the hash is never read back)."""
-
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    prefix: str
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None

@@ -10,7 +10,7 @@ from psycopg.rows import class_row
 
 from app.db.database import Connection
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
-from app.tenants.models import ApiKeyRow, TenantRow
+from app.tenants.rows import ApiKeyRow, TenantRow
 
 _KEY_COLUMNS = "id, tenant_id, prefix, created_at, last_used_at, revoked_at"
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from app.events.models import EventType
+from app.events.rows import EventType
 
 
 class CreateEndpointRequest(BaseModel):

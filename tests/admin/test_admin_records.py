@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.payments.models import PaymentRow
 from app.payments.operator_reads import Cursor, RecordFilter, RecordPage, list_payments, list_sql
+from app.payments.rows import PaymentRow
 from app.refunds.operator_reads import list_sql as refunds_list_sql
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settlement.models import ItemKind
+from app.settlement.rows import ItemKind
 from bench.settlement import Case, DemoConfig, DemoResult, judge, main, score
 
 SMALL = ["--payments", "300", "--refunds", "60", "--cases", "5", "--no-fsync"]

@@ -11,7 +11,7 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from app.settlement.models import ItemKind
+from app.settlement.rows import ItemKind
 from tests.observability.test_metrics_and_logs import _metric, _scrape
 from tests.support.control.spawner import Spawner
 from tests.support.factories.operators import AdminHandle

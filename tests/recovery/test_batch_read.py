@@ -14,7 +14,7 @@ import httpx
 import psycopg
 
 from app.payments import repository as payments
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from tests.support.factories.payments import new_key, payment_body, post_payment
 
 

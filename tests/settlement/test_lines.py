@@ -12,8 +12,8 @@ from psycopg.rows import DictRow, dict_row
 
 from app.db.migrate import alembic_config
 from app.settlement.books import Settled
-from app.settlement.models import RecordType
 from app.settlement.repository import record_lines
+from app.settlement.rows import RecordType
 from tests.support.fixtures.repository import AsyncDb
 
 

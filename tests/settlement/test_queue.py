@@ -15,7 +15,6 @@ from psycopg.rows import DictRow
 
 from app.errors import NotFound, ValidationFailed
 from app.settlement.errors import ItemNotOpen
-from app.settlement.models import ItemKind, RecordType
 from app.settlement.queue import (
     ItemFilter,
     ReconciliationQueue,
@@ -23,6 +22,7 @@ from app.settlement.queue import (
     list_sql,
     open_by_kind,
 )
+from app.settlement.rows import ItemKind, RecordType
 from app.settlement.views import differing_fields, side_by_side
 from tests.support.factories.reconciliation import (
     OURS,

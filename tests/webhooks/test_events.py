@@ -10,8 +10,8 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
-from app.events.models import EventType
 from app.events.outbox import outcome_event
+from app.events.rows import EventType
 from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import OwnedRef, Schedule

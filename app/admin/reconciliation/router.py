@@ -21,8 +21,8 @@ from app.http.body import read_json_object
 from app.http.problems import UNAUTHENTICATED, VALIDATION, problem
 from app.http.query import only_query
 from app.settlement.changes import MAX_REASON
-from app.settlement.models import ItemKind, ItemRow, RecordType
 from app.settlement.queue import MAX_PAGE, ItemFilter, ReconciliationQueue, StateFilter
+from app.settlement.rows import ItemKind, ItemRow, RecordType
 from app.settlement.views import detail_json, item_json, summary_json
 
 router = APIRouter(prefix="/admin/reconciliation", tags=["admin"])

@@ -28,7 +28,7 @@ from app.payments import replies
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 from app.provider.client import Charge, ChargeRequest, ProviderClient

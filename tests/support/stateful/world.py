@@ -22,7 +22,7 @@ from psycopg.rows import DictRow
 
 from app.operations.states import TERMINAL, TRANSITIONS, State, Trigger
 from app.operations.values import OwnedRef, Snapshot
-from app.payments.models import PaymentRow
+from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.client import Charge, ChargeRequest
 

@@ -1,0 +1,52 @@
+"""A payment as the runtime reads it (one row of `payments`).
+
+Plain values, without SQLAlchemy: the tables are declared in `models.py`, which only the
+migrations and the schema's tests load; the runtime reads its rows through these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.provider.keys import attempt_key
+
+
+@dataclass(frozen=True)
+class PaymentRow:
+    """One row of `payments`, as read."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    operation_id: uuid.UUID
+    provider_key: str
+    route: list[str]
+    attempt: int
+    status: str
+    amount_minor: int
+    currency: str
+    account_id: str
+    merchant_reference: str | None
+    description: str | None
+    metadata: dict[str, Any]
+    provider_charge_id: str | None
+    decline_code: str | None
+    created_at: datetime
+    updated_at: datetime
+    amount_refunded_minor: int = 0
+
+    @property
+    def provider(self) -> str:
+        """The provider of the current attempt (once final: the one holding the charge)."""
+        return self.route[self.attempt]
+
+    @property
+    def next_provider(self) -> str | None:
+        """The provider the payment fails over to from its current attempt, if any."""
+        return self.route[self.attempt + 1] if self.attempt + 1 < len(self.route) else None
+
+    def attempt_key(self, attempt: int | None = None) -> str:
+        """The provider key of an attempt (by default the current one)."""
+        return attempt_key(self.provider_key, self.attempt if attempt is None else attempt)
