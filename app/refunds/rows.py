@@ -1,7 +1,6 @@
 """A refund as the runtime reads it, and the values of its status and reason.
 
-Plain values, without SQLAlchemy: the tables are declared in `models.py`, which only the
-migrations and the schema's tests load; the runtime reads its rows through these.
+Plain values, no SQLAlchemy: the tables are `models.py`'s (docs/architecture.md).
 """
 
 from __future__ import annotations
