@@ -67,6 +67,20 @@ def test_scrapes_within_the_refresh_interval_reuse_one_reading() -> None:
     assert _reads(Metrics(backlog_refresh_s=0), 3) == 3
 
 
+# Partial indexes whose rows are all backlog (operations in flight, unknown or flagged;
+# deliveries pending; items open): reading one whole, filtered, costs what the backlog
+# holds, not what the table does.
+BACKLOG_ONLY_INDEXES = frozenset(
+    {
+        "ix_operations_in_flight_lease",
+        "ix_operations_recovery_due",
+        "ix_operations_needs_attention",
+        "ix_webhook_deliveries_due",
+        "ix_reconciliation_items_open",
+    }
+)
+
+
 def _plans(db: psycopg.Connection[DictRow], sql: str) -> Iterator[dict[str, Any]]:
     row = db.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
     assert row is not None
@@ -93,5 +107,9 @@ def test_the_backlog_is_read_from_indexes_not_by_scanning_tables(
         assert scans, sql
         for node in scans:
             assert node["Node Type"] != "Seq Scan", (sql, node)
-            # An index searched, or a partial one read whole: never filtered row by row.
-            assert "Filter" not in node, (sql, node)
+            # An index searched, or a partial one read whole: never the table's rows filtered
+            # one by one. A partial index of the backlog may be read whole and filtered (the
+            # in-flight operations' by state, say): the planner may take it over
+            # ix_operations_state_created when it holds few rows (seen once in a CI run).
+            if node.get("Index Name") not in BACKLOG_ONLY_INDEXES:
+                assert "Filter" not in node, (sql, node.get("Index Name"), node)
