@@ -15,8 +15,8 @@ from app.provider.errors import ProviderError
 from app.tracing.spans import (
     SpanKind,
     child_span,
-    current_traceparent,
     failed,
+    traceparent,
     traceparent_of,
 )
 
@@ -34,7 +34,7 @@ async def traced_call(
     }
     current = child_span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes)
     if current is None:  # a trace not sampled: the provider is told so, and continues it
-        return await send(current_traceparent())
+        return await send(traceparent())
     try:
         result = await send(traceparent_of(current))
     except ProviderError as exc:

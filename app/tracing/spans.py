@@ -33,12 +33,13 @@ _TRACER = trace.get_tracer("payments")
 
 
 def traceparent() -> str | None:
-    """The current span's W3C `traceparent`, or None when off or outside any span."""
+    """The current span's W3C `traceparent` (a trace not sampled too, flagged so), or None
+    when off or outside any span: what the claim stores, and what a call made without a
+    span of its own passes on."""
     if not STATE.enabled:
         return None
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier)
-    return carrier.get("traceparent")
+    current = trace.get_current_span()
+    return traceparent_of(current) if current.get_span_context().is_valid else None
 
 
 def traceparent_of(current: Span) -> str:
@@ -60,15 +61,6 @@ def child_span(
     if current.get_span_context().is_valid and not current.is_recording():
         return None
     return _TRACER.start_span(name, kind=kind, attributes=attributes)
-
-
-def current_traceparent() -> str | None:
-    """The current span's `traceparent` (a trace not sampled too, flagged so), or None when
-    off or outside any span: what a call made without a span of its own passes on."""
-    if not STATE.enabled:
-        return None
-    current = trace.get_current_span()
-    return traceparent_of(current) if current.get_span_context().is_valid else None
 
 
 def links_to(stored: str | None) -> Sequence[Link]:
