@@ -297,10 +297,10 @@ class Schedule:
                     opts = dict(options[fault])
                     most = int(opts.pop("times"))
                     times = self.rng.randint(1, most)
-                    record = self._arm(fault, times, opts, armed)
-                    if record is None:
+                    rule = self._arm(fault, times, opts, armed)
+                    if rule is None:
                         break
-                    records.append(record)
+                    records.append(rule[1])
                     shortfall -= times
                 self.stop.wait(MIX_TICK_S)
         finally:
@@ -319,8 +319,9 @@ class Schedule:
 
     def _arm(
         self, fault: str, times: int, options: dict[str, Any], armed: dict[str, ProviderFaultRecord]
-    ) -> ProviderFaultRecord | None:
-        """Arm one rule at the primary; None (noted) when it does not answer."""
+    ) -> tuple[str, ProviderFaultRecord] | None:
+        """Arm one rule at the primary: its id and record (also kept in `armed`); None
+        (noted) when it does not answer."""
         try:
             response = httpx.post(
                 f"{self.cluster.provider_url}/_faults",
@@ -332,10 +333,11 @@ class Schedule:
             self.log.errors.append(f"arming {fault}: {exc}")
             self._revive_provider(armed)
             return None
+        rule_id = response.json()["id"]
         record = ProviderFaultRecord(fault=fault, times=times, armed_at=time.time())
         self.log.provider.append(record)
-        armed[response.json()["id"]] = record
-        return record
+        armed[rule_id] = record
+        return rule_id, record
 
     def _update_consumed(self, armed: dict[str, ProviderFaultRecord]) -> None:
         rules = self._rules()
@@ -358,22 +360,10 @@ class Schedule:
         cluster = self.cluster
         provider = cluster.provider
         assert provider is not None
-        times = int(options.pop("times"))
-        try:
-            response = httpx.post(
-                f"{cluster.provider_url}/_faults",
-                json={"fault": fault, "times": times, **options},
-                timeout=2,
-            )
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            self.log.errors.append(f"arming {fault}: {exc}")
-            self._revive_provider(armed)
+        rule = self._arm(fault, int(options.pop("times")), options, armed)
+        if rule is None:
             return
-        rule_id = response.json()["id"]
-        record = ProviderFaultRecord(fault=fault, times=times, armed_at=time.time())
-        self.log.provider.append(record)
-        armed[rule_id] = record
+        rule_id = rule[0]
         deadline = time.monotonic() + self.config.window_wait_s
         while time.monotonic() < deadline and not self.stop.is_set():
             if not provider.alive():
