@@ -1,5 +1,5 @@
 """The provider's ledger: every charge and refund it made, in one SQLite file that outlives
-the process.
+the process (its schema and statements: `ledger_sql.py`; what it answers: `ledger_results.py`).
 
 A charge is committed before any answer leaves, so a crash of the process right after the commit
 loses nothing: in WAL mode a commit is written to the WAL file before the statement returns, and
@@ -15,11 +15,22 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
+from fake_provider.ledger_results import Recorded, RecordedRefund, UnknownRecord
+from fake_provider.ledger_sql import (
+    CHARGE_COLUMNS,
+    INSERT_CHARGE,
+    INSERT_REFUND,
+    LISTED_REFUND,
+    REFUND_COLUMNS,
+    REFUNDS_SCHEMA,
+    SCHEMA,
+    charge_from_row,
+    refund_from_row,
+)
 from fake_provider.schemas import (
     Charge,
     ChargeRequest,
@@ -32,88 +43,8 @@ from fake_provider.schemas import (
 )
 from fake_provider.timeline import Key, Timeline, utc_timestamp
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS charges (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    charge_id       TEXT NOT NULL UNIQUE,
-    idempotency_key TEXT NOT NULL UNIQUE,
-    amount_minor    INTEGER NOT NULL CHECK (amount_minor > 0),
-    currency        TEXT NOT NULL,
-    account_id      TEXT NOT NULL,
-    reference       TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('succeeded', 'declined')),
-    decline_code    TEXT,
-    created_at      TEXT NOT NULL
-)
-"""
-
-# A charge's refunds never add up to more than the charge: the insert below checks it in the
-# same statement, under the ledger's lock.
-_REFUNDS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS refunds (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    refund_id       TEXT NOT NULL UNIQUE,
-    charge_id       TEXT NOT NULL REFERENCES charges (charge_id),
-    idempotency_key TEXT NOT NULL UNIQUE,
-    amount_minor    INTEGER NOT NULL CHECK (amount_minor > 0),
-    status          TEXT NOT NULL CHECK (status = 'succeeded'),
-    created_at      TEXT NOT NULL
-)
-"""
-_REFUND_COLUMNS = "refund_id, charge_id, idempotency_key, amount_minor, status, created_at"
-_INSERT_REFUND = f"""
-INSERT INTO refunds ({_REFUND_COLUMNS})
-SELECT :refund_id, :charge_id, :idempotency_key, :amount_minor, 'succeeded', :created_at
-WHERE :amount_minor <= (
-    SELECT c.amount_minor - coalesce((SELECT sum(r.amount_minor) FROM refunds r
-                                      WHERE r.charge_id = c.charge_id), 0)
-    FROM charges c WHERE c.charge_id = :charge_id AND c.status = 'succeeded')
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING {_REFUND_COLUMNS}
-"""
-
-CHARGE_COLUMNS = (
-    "charge_id, status, decline_code, idempotency_key, amount_minor, currency, account_id,"
-    " reference, created_at"
-)
-_INSERT_CHARGE = (
-    f"INSERT INTO charges ({CHARGE_COLUMNS}) VALUES (:charge_id, :status, :decline_code,"
-    " :idempotency_key, :amount_minor, :currency, :account_id, :reference, :created_at)"
-    f" ON CONFLICT (idempotency_key) DO NOTHING RETURNING {CHARGE_COLUMNS}"
-)
-# A refund with its charge's currency, as the listings show it.
-_LISTED_REFUND = (
-    "SELECT r.refund_id, r.charge_id, r.idempotency_key, r.amount_minor, c.currency, r.status,"
-    " r.created_at FROM refunds r JOIN charges c ON c.charge_id = r.charge_id"
-)
 # Ids fetched per statement: under SQLite's oldest limit on a statement's parameters (999).
 _CHUNK = 500
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """The charge stored under a key, and whether this call created it."""
-
-    charge: Charge
-    created: bool
-
-
-class LedgerEditError(ValueError):
-    """An edit of the ledger (`/_ledger`) that cannot be made; nothing changed."""
-
-
-class UnknownRecord(LedgerEditError):
-    """No charge or refund has this id."""
-
-
-@dataclass(frozen=True)
-class RecordedRefund:
-    """The refund stored under a key and whether this call created it; or, with `refund`
-    None, why nothing was stored (the charge is unknown or has not that much left)."""
-
-    refund: Refund | None
-    created: bool
-    refused: str | None = None
 
 
 class Ledger:
@@ -160,8 +91,8 @@ class Ledger:
         # rest of a charge.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute(_SCHEMA)
-        conn.execute(_REFUNDS_SCHEMA)
+        conn.execute(SCHEMA)
+        conn.execute(REFUNDS_SCHEMA)
         return cls(conn)
 
     def close(self) -> None:
@@ -227,9 +158,9 @@ class Ledger:
             "created_at": now_timestamp(),
         }
         with self._lock:
-            inserted = self._conn.execute(_INSERT_REFUND, params).fetchall()
+            inserted = self._conn.execute(INSERT_REFUND, params).fetchall()
             if inserted:
-                refund = _refund(inserted[0])
+                refund = refund_from_row(inserted[0])
                 self._refund_times.add(refund.created_at, refund.refund_id)
                 self._refunded[refund.charge_id] = (
                     self._refunded.get(refund.charge_id, 0) + refund.amount_minor
@@ -257,9 +188,9 @@ class Ledger:
         """Every refund, oldest first."""
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_REFUND_COLUMNS} FROM refunds ORDER BY seq"
+                f"SELECT {REFUND_COLUMNS} FROM refunds ORDER BY seq"
             ).fetchall()
-        return [_refund(row) for row in rows]
+        return [refund_from_row(row) for row in rows]
 
     # The listings and the settlement reports: records by creation time, in (created_at, id)
     # order, found through the timelines and read by id.
@@ -283,7 +214,7 @@ class Ledger:
         with self._lock:
             cursor = None if after is None else self._refund_key(after)
             found = self._refund_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
-            rows = self._rows_by_id(_LISTED_REFUND, "r.refund_id", found.ids)
+            rows = self._rows_by_id(LISTED_REFUND, "r.refund_id", found.ids)
             return [ListedRefund.model_validate(dict(rows[i])) for i in found.ids], found.has_more
 
     def _charge_key(self, charge_id: str) -> Key:
@@ -323,7 +254,7 @@ class Ledger:
     def _insert_charge(self, params: Mapping[str, object]) -> Charge | None:
         """Insert the charge `params` describe unless one has its key (None then); under the
         lock."""
-        inserted = self._conn.execute(_INSERT_CHARGE, params).fetchall()
+        inserted = self._conn.execute(INSERT_CHARGE, params).fetchall()
         if not inserted:
             return None
         charge = charge_from_row(inserted[0])
@@ -339,15 +270,15 @@ class Ledger:
 
     def _refund_by_id(self, refund_id: str) -> Refund | None:
         row = self._conn.execute(
-            f"SELECT {_REFUND_COLUMNS} FROM refunds WHERE refund_id = ?", (refund_id,)
+            f"SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = ?", (refund_id,)
         ).fetchone()
-        return None if row is None else _refund(row)
+        return None if row is None else refund_from_row(row)
 
     def _find_refund(self, key: str) -> Refund | None:
         row = self._conn.execute(
-            f"SELECT {_REFUND_COLUMNS} FROM refunds WHERE idempotency_key = ?", (key,)
+            f"SELECT {REFUND_COLUMNS} FROM refunds WHERE idempotency_key = ?", (key,)
         ).fetchone()
-        return None if row is None else _refund(row)
+        return None if row is None else refund_from_row(row)
 
     def _charge_by_id(self, charge_id: str) -> Charge | None:
         row = self._conn.execute(
@@ -364,11 +295,3 @@ class Ledger:
 
 def now_timestamp() -> str:
     return utc_timestamp(datetime.now(UTC))
-
-
-def _refund(row: sqlite3.Row) -> Refund:
-    return Refund.model_validate(dict(row))
-
-
-def charge_from_row(row: sqlite3.Row) -> Charge:
-    return Charge.model_validate(dict(row))

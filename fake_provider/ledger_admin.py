@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, Response
 
 from fake_provider.dependencies import EditableLedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.ledger import LedgerEditError, UnknownRecord
 from fake_provider.ledger_edits import Edit
+from fake_provider.ledger_results import LedgerEditError, UnknownRecord
 from fake_provider.schemas import (
     Charge,
     LedgerChargeChange,

@@ -14,12 +14,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from fake_provider.ledger import (
-    Ledger,
-    LedgerEditError,
-    UnknownRecord,
-    now_timestamp,
-)
+from fake_provider.ledger import Ledger, now_timestamp
+from fake_provider.ledger_results import LedgerEditError, UnknownRecord
 from fake_provider.schemas import (
     Charge,
     LedgerChargeChange,

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from fake_provider.errors import invalid_request
-from fake_provider.ledger import UnknownRecord
+from fake_provider.ledger_results import UnknownRecord
 from fake_provider.timeline import parse_timestamp
 
 DEFAULT_LIMIT = 100
