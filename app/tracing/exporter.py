@@ -18,6 +18,12 @@ from typing import Any
 import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, StatusCode
+
+from app.tracing.lean import LeanSpan
+
+_KINDS = {kind: kind.name.lower() for kind in SpanKind}
+_STATUSES = {code: code.name.lower() for code in StatusCode}
 
 
 def span_record(span: ReadableSpan) -> dict[str, Any]:
@@ -27,17 +33,19 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
     parent = span.parent
     events = span.events
     links = span.links
+    # A lean span's own dict, unchanged once ended; another span's, copied.
+    attributes = span.own_attributes if type(span) is LeanSpan else dict(span.attributes or {})
     return {
         "name": span.name,
         "service": span.resource.attributes.get("service.name"),
         "trace_id": f"{context.trace_id:032x}",
         "span_id": f"{context.span_id:016x}",
         "parent_id": f"{parent.span_id:016x}" if parent is not None else None,
-        "kind": span.kind.name.lower(),
+        "kind": _KINDS[span.kind],
         "start": (span.start_time or 0) / 1e9,
         "end": (span.end_time or 0) / 1e9,
-        "status": span.status.status_code.name.lower(),
-        "attributes": dict(span.attributes or {}),
+        "status": _STATUSES[span.status.status_code],
+        "attributes": attributes,
         "events": [
             {"name": event.name, "attributes": dict(event.attributes or {})} for event in events
         ]

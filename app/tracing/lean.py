@@ -22,20 +22,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from time import time_ns
 from types import MappingProxyType
 from typing import Any, cast
 
 from opentelemetry import context as context_api
 from opentelemetry import trace as trace_api
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Tracer, TracerProvider
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
     Decision,
     ParentBased,
-    Sampler,
 )
+from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
 
@@ -47,7 +49,16 @@ _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 
 
 class LeanSpan(trace_api.Span, ReadableSpan):
-    """A recording span: the API's `Span` while open, the SDK's `ReadableSpan` once ended."""
+    """A recording span: the API's `Span` while open, the SDK's `ReadableSpan` once ended.
+
+    It keeps as little of its own as it can (what its tracer knows is read from the tracer;
+    no list is made for events or links until one is added): a payment makes four, and every
+    object made is one more for the garbage collector to walk while the batch waits.
+    """
+
+    # Set on a span only when its maker asks otherwise.
+    _record_exception = True
+    _set_status_on_exception = True
 
     def __init__(
         self,
@@ -65,22 +76,23 @@ class LeanSpan(trace_api.Span, ReadableSpan):
         self._context = context
         self._parent = parent
         self._kind = kind
-        self._resource = tracer.resource
-        self._instrumentation_info = tracer.instrumentation_info
-        self._instrumentation_scope = tracer.scope
-        self._processor = tracer.span_processor
+        self._tracer = tracer
         self._attributes: dict[str, Any] = (
             {k: v for k, v in attributes.items() if v is not None} if attributes else {}
         )
-        self._events: list[Event] = []
-        self._links: list[Link] = [
-            Link(link.context, link.attributes or {}) for link in links if _is_valid(link)
-        ]
+        self._events: list[Event] | tuple[()] = ()
+        self._links: list[Link] | tuple[()] = (
+            [Link(link.context, link.attributes or {}) for link in links if _is_valid(link)]
+            if links
+            else ()
+        )
         self._status = _UNSET
         self._start_time: int | None = None
         self._end_time: int | None = None
-        self._record_exception = record_exception
-        self._set_status_on_exception = set_status_on_exception
+        if not record_exception:
+            self._record_exception = False
+        if not set_status_on_exception:
+            self._set_status_on_exception = False
 
     def __repr__(self) -> str:
         return f'LeanSpan(name="{self._name}", context={self._context})'
@@ -90,6 +102,23 @@ class LeanSpan(trace_api.Span, ReadableSpan):
     @property
     def attributes(self) -> types.Attributes:
         return MappingProxyType(self._attributes)
+
+    @property
+    def resource(self) -> Resource:
+        return self._tracer.resource
+
+    @property
+    def instrumentation_scope(self) -> InstrumentationScope | None:
+        return self._tracer.scope
+
+    @property
+    def instrumentation_info(self) -> InstrumentationInfo | None:
+        return self._tracer.instrumentation_info
+
+    @property
+    def own_attributes(self) -> dict[str, Any]:
+        """The span's attributes themselves, not a view: for an exporter, once it ended."""
+        return self._attributes
 
     @property
     def dropped_attributes(self) -> int:
@@ -125,11 +154,15 @@ class LeanSpan(trace_api.Span, ReadableSpan):
         self, name: str, attributes: types.Attributes = None, timestamp: int | None = None
     ) -> None:
         if self._end_time is None:
+            if not self._events:
+                self._events = []
             self._events.append(Event(name, attributes, timestamp))
 
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
         link = Link(context, attributes or {})
         if self._end_time is None and _is_valid(link):
+            if not self._links:
+                self._links = []
             self._links.append(link)
 
     def update_name(self, name: str) -> None:
@@ -174,7 +207,7 @@ class LeanSpan(trace_api.Span, ReadableSpan):
 
     def start(self, start_time: int | None, parent_context: context_api.Context | None) -> None:
         self._start_time = time_ns() if start_time is None else start_time
-        self._processor.on_start(self, parent_context=parent_context)  # type: ignore[arg-type]
+        self._tracer.span_processor.on_start(self, parent_context=parent_context)  # type: ignore[arg-type]
 
     def end(self, end_time: int | None = None) -> None:
         if self._end_time is not None:
@@ -182,7 +215,7 @@ class LeanSpan(trace_api.Span, ReadableSpan):
             return
         self._end_time = time_ns() if end_time is None else end_time
         # Ended, the span no longer changes: the processors get the span itself, not a copy.
-        self._processor.on_end(self)
+        self._tracer.span_processor.on_end(self)
 
 
 def _is_valid(link: Link) -> bool:
@@ -194,8 +227,36 @@ class LeanTracer(Tracer):
     """The SDK's tracer, making `LeanSpan`s."""
 
     @property
-    def scope(self) -> Any:
+    def scope(self) -> InstrumentationScope:
         return self._instrumentation_scope
+
+    @cached_property
+    def _sampler_rule(self) -> str:
+        """What decides a span without asking the sampler: "always" (`always_on`),
+        "local parent" (a local parent's own flag, under `ParentBased` with the delegates
+        `OTEL_TRACES_SAMPLER=parentbased_*` always gives it for local parents: sampled ->
+        always on, not sampled -> always off), or "ask". Read once: a tracer's sampler is
+        its provider's, set when that was made."""
+        sampler = self.sampler
+        if sampler is ALWAYS_ON:
+            return "always"
+        if (
+            isinstance(sampler, ParentBased)
+            and getattr(sampler, "_local_parent_sampled", None) is ALWAYS_ON
+            and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
+        ):
+            return "local parent"
+        return "ask"
+
+    def _known_decision(self, parent: SpanContext | None) -> bool | None:
+        """Whether the sampler samples a span under `parent`, where that is known without
+        asking it; None: it must be asked."""
+        rule = self._sampler_rule
+        if rule == "always":
+            return True
+        if rule == "local parent" and parent is not None and not parent.is_remote:
+            return bool(parent.trace_flags.sampled)
+        return None
 
     def start_span(
         self,
@@ -219,7 +280,7 @@ class LeanTracer(Tracer):
             parent = None
             trace_id = self.id_generator.generate_trace_id()
             random_trace_id = self.id_generator.is_trace_id_random()
-        known = _known_decision(self.sampler, parent)
+        known = self._known_decision(parent)
         if known is not None:
             # What the sampler would answer (attributes and trace state too), without asking.
             sample = record = known
@@ -254,24 +315,6 @@ class LeanTracer(Tracer):
         )
         span.start(start_time, context)
         return span
-
-
-def _known_decision(sampler: Sampler, parent: SpanContext | None) -> bool | None:
-    """Whether `sampler` samples a span under `parent`, where that is known without asking
-    it: `always_on`; and a local parent's own flag under `ParentBased` with the delegates
-    `OTEL_TRACES_SAMPLER=parentbased_*` always gives it for local parents (sampled: always
-    on, not sampled: always off). None: the sampler must be asked."""
-    if sampler is ALWAYS_ON:
-        return True
-    if (
-        parent is not None
-        and not parent.is_remote
-        and isinstance(sampler, ParentBased)
-        and getattr(sampler, "_local_parent_sampled", None) is ALWAYS_ON
-        and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
-    ):
-        return bool(parent.trace_flags.sampled)
-    return None
 
 
 class LeanTracerProvider(TracerProvider):

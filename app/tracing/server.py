@@ -52,19 +52,20 @@ class ServerSpans:
             return
         carrier = _incoming_context(scope["headers"])
         method = scope["method"]
-        server = scope.get("server") or ("", None)
         attributes = {
             "http.request.method": method,
             "url.scheme": scope.get("scheme", "http"),
             "url.path": scope["path"],
-            "server.port": server[1],
             "network.protocol.version": scope.get("http_version", "1.1"),
         }
+        server = scope.get("server")
+        if server and server[1] is not None:
+            attributes["server.port"] = server[1]
         span = self._tracer.start_span(
             method,
             context=extract(carrier) if carrier else None,
             kind=SpanKind.SERVER,
-            attributes={k: v for k, v in attributes.items() if v is not None},
+            attributes=attributes,
         )
 
         async def send_answered(message: Any) -> None:
