@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
-from app.tracing.lean import LeanSpan
+from app.tracing.lean_span import LeanSpan
 
 _KINDS = {kind: kind.name.lower() for kind in SpanKind}
 _STATUSES = {code: code.name.lower() for code in StatusCode}
