@@ -6,7 +6,8 @@ a payment. The tracers of this provider make `LeanSpan`s (`lean_span.py`), the s
 without those, and take the sampler's answer without asking it where that answer is known.
 Everything else is the SDK's: the sampler (`OTEL_TRACES_SAMPLER`), the ids, the resource, the
 processors and the exporters; `tests/tracing/test_lean.py` holds that a lean span reads,
-exports and is sampled exactly as the SDK's.
+exports and is sampled exactly as the SDK's. Not kept: the SDK's metrics of its own spans
+(`OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED`, off by default).
 """
 
 from __future__ import annotations
