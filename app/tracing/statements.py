@@ -51,35 +51,29 @@ class TracedCursor(AsyncCursor[TupleRow]):
     # The installed provider's, through the API's proxy (a subclass may bring its own).
     tracer: trace.Tracer = trace.get_tracer("payments.db")
 
-    # Each call inline, without a context manager: a generator-based one costs as much again
-    # as the rest of an untraced statement's Python here.
+    # Each call spanned inline, without a context manager: a generator-based one costs as
+    # much again as the rest of an untraced statement's Python here.
 
     async def execute(self, query: Any, params: Any = None, **options: Any) -> Self:
         span = self._start(query)
-        if span is None:
-            await super().execute(query, params, **options)
-            return self
         try:
             await super().execute(query, params, **options)
         except BaseException as exc:
             _failed(span, exc)
             raise
         finally:
-            span.end()
+            _end(span)
         return self
 
     async def executemany(self, query: Any, params_seq: Any, **options: Any) -> None:
         span = self._start(query)
-        if span is None:
-            await super().executemany(query, params_seq, **options)
-            return
         try:
             await super().executemany(query, params_seq, **options)
         except BaseException as exc:
             _failed(span, exc)
             raise
         finally:
-            span.end()
+            _end(span)
 
     def _start(self, query: Any) -> trace.Span | None:
         if not trace.get_current_span().is_recording():
@@ -93,9 +87,15 @@ class TracedCursor(AsyncCursor[TupleRow]):
         return _started(self.tracer, text)
 
 
-def _failed(span: trace.Span, exc: BaseException) -> None:
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+def _failed(span: trace.Span | None, exc: BaseException) -> None:
+    if span is not None:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+
+
+def _end(span: trace.Span | None) -> None:
+    if span is not None:
+        span.end()
 
 
 def statement_span(tracer: trace.Tracer, text: str) -> trace.Span | None:
