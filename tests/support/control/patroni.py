@@ -25,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +34,8 @@ from typing import Any
 import httpx
 import psycopg
 
-from app.db.embedded import (
-    POSTGRES_BIN_PATH,
-    _ensure_service_user,
-    _free_port,
-    _open_path_for,
-    _run_as,
-)
+from app.db.embedded import POSTGRES_BIN_PATH, _ensure_service_user, _open_path_for, _run_as
+from tests.support.control.ports import free_ports
 from tests.support.control.replication import _alive, _children
 from tests.support.control.waiting import wait_until
 
@@ -155,10 +150,10 @@ class PatroniCluster:
     def __init__(self, root: Path, *, database: str = "payments_ha", size: int = 3):
         self.root = root
         self.database = database
-        self.etcd_port, self.etcd_peer_port = _free_port(), _free_port()
+        self.etcd_port, self.etcd_peer_port, *ports = free_ports(2 + 2 * size)
         self.etcd: subprocess.Popen[bytes] | None = None
         self.members = [
-            Member(f"pg{i}", root / f"pg{i}", _free_port(), _free_port()) for i in range(size)
+            Member(f"pg{i}", root / f"pg{i}", ports[2 * i], ports[2 * i + 1]) for i in range(size)
         ]
 
     @property
@@ -181,10 +176,10 @@ class PatroniCluster:
             _open_path_for(self.root, user)
         # The first member bootstraps the cluster; the others clone it once it leads.
         self._start_member(self.members[0])
-        wait_until(self.members[0].is_leader, timeout=120, message="the first member to lead")
+        self.wait(self.members[0].is_leader, timeout=120, message="the first member to lead")
         for member in self.members[1:]:
             self._start_member(member)
-        wait_until(self.healthy, timeout=180, message="three members, one synchronous standby")
+        self.wait(self.healthy, timeout=180, message="three members, one synchronous standby")
         with psycopg.connect(self.leader().url("postgres"), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
 
@@ -250,6 +245,24 @@ class PatroniCluster:
         wanted = len(self.members) if size is None else size
         return len(running) == wanted and "leader" in roles and "sync_standby" in roles
 
+    def wait(self, predicate: Callable[[], bool], **how: Any) -> None:
+        """`wait_until`, and on a timeout the cluster's own account of itself (`describe`)."""
+        try:
+            wait_until(predicate, **how)
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{self.describe()}") from None
+
+    def describe(self, lines: int = 25) -> str:
+        """What a failed wait should show: `/cluster`, and each member's process and log tail."""
+        parts = [f"/cluster: {json.dumps(self.cluster())}"]
+        for member in self.members:
+            code = None if member.process is None else member.process.poll()
+            log = member.root / "patroni.log"
+            tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+            parts.append(f"--- {member.name} (exit code {code}), last lines of patroni.log:")
+            parts.extend(tail)
+        return "\n".join(parts)
+
     def leader(self) -> Member:
         for member in self.members:
             if member.is_leader():
@@ -289,7 +302,7 @@ class PatroniCluster:
         def promoted() -> bool:
             return any(m.is_leader() for m in others)
 
-        wait_until(promoted, timeout=timeout, interval=0.1, message="Patroni to promote")
+        self.wait(promoted, timeout=timeout, interval=0.1, message="Patroni to promote")
         return next(m for m in others if m.is_leader())
 
     def stop(self) -> None:
