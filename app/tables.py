@@ -11,7 +11,7 @@ from app.admin.models import AdminToken, ConsoleSession
 from app.db.base import Base
 from app.events.models import Event
 from app.operations.models import Operation, OperationTransition
-from app.payments.models import Payment
+from app.payments.models import Payment, PaymentFailover
 from app.refunds.models import Refund
 from app.settlement.models import (
     ReconciliationItem,
@@ -31,6 +31,7 @@ __all__ = [
     "Operation",
     "OperationTransition",
     "Payment",
+    "PaymentFailover",
     "ReconciliationItem",
     "ReconciliationItemChange",
     "Refund",

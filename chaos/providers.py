@@ -7,7 +7,7 @@ the secondary answers every call. The payment checks (`chaos/checks.py`) read bo
 and follow each payment's attempts; this module adds:
 
 failover_completed        of the payments whose first attempt the primary refused or declined
-                          retryable elsewhere (a `failover` transition in the audit trail, or
+                          retryable elsewhere (a failover recorded in `payment_failovers`, or
                           a retryable decline under attempt 0's key in the primary's ledger),
                           at least `MIN_COMPLETED_SHARE` ended final at the secondary (its
                           outcome under attempt 1's key: charged, declined or rejected there)
@@ -49,26 +49,15 @@ def read_refunds(provider_url: str, provider: str) -> list[dict[str, Any]]:
     return [{**made, "provider": provider} for made in response.json()["refunds"]]
 
 
-def cause_of(reason: str | None) -> str:
-    """The failover's cause from the reason the driver wrote in the audit trail."""
-    text = reason or ""
-    if "retryable elsewhere" in text:
-        return "declined"
-    if "circuit breaker" in text:
-        return "circuit_open"
-    if "did not process" in text:
-        return "not_processed"
-    return "other"
-
-
 def read_failovers(database_url: str, tenant_id: Any) -> list[dict[str, Any]]:
-    """Every `failover` transition of the tenant's operations, oldest first: operation,
-    time (wall clock), actor, cause."""
+    """Every failover of the tenant's payments, oldest first: operation, time (wall clock),
+    actor, cause (its record, `payment_failovers`, and the transition it records)."""
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         rows = conn.execute(
-            "SELECT t.operation_id, t.created_at, t.actor, t.reason "
-            "FROM operation_transitions t JOIN operations o ON o.id = t.operation_id "
-            "WHERE o.tenant_id = %s AND t.trigger = 'failover' ORDER BY t.created_at",
+            "SELECT t.operation_id, t.created_at, t.actor, f.cause "
+            "FROM payment_failovers f JOIN operation_transitions t ON t.id = f.transition_id "
+            "JOIN payments p ON p.id = f.payment_id "
+            "WHERE p.tenant_id = %s ORDER BY t.created_at",
             (tenant_id,),
         ).fetchall()
     return [
@@ -76,7 +65,7 @@ def read_failovers(database_url: str, tenant_id: Any) -> list[dict[str, Any]]:
             "operation_id": str(row["operation_id"]),
             "at": row["created_at"].timestamp(),
             "actor": str(row["actor"]).split(":", 1)[0],
-            "cause": cause_of(row["reason"]),
+            "cause": str(row["cause"]),
         }
         for row in rows
     ]
@@ -87,7 +76,7 @@ class FailoverShare:
     """The payments whose first attempt the primary refused or declined retryable, and how
     many of them ended final at the secondary."""
 
-    failed_over: int  # with a failover transition in the audit trail
+    failed_over: int  # with a failover recorded (payment_failovers)
     declined_not_moved: int  # a retryable decline at attempt 0, but no failover recorded
     completed: int
     outcomes: dict[str, int]
@@ -270,7 +259,7 @@ def summary_lines(section: Mapping[str, Any], origin: float | None) -> list[str]
     measured = share["share"]
     lines.append(
         f"  failed over          {share['eligible']} payments refused or declined retryable "
-        f"by the primary ({share['failed_over']} in the audit trail, "
+        f"by the primary ({share['failed_over']} recorded failovers, "
         f"{share['declined_not_moved']} retryable declines not moved): "
         f"{share['completed_at_secondary']} ended at the secondary"
         + (f" ({measured:.1%})" if measured is not None else "")

@@ -10,7 +10,7 @@
    and no reconciliation item left open (chaos/settlement.py).
 
 With two providers (`providers=2`, chaos/providers.py) the checks read both ledgers, and the
-failovers are measured from the audit trail.
+failovers are measured from their records (`payment_failovers`).
 """
 
 from __future__ import annotations

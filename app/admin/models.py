@@ -9,12 +9,11 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, Index, String, func, text
+from sqlalchemy import DateTime, ForeignKey, Index, String, func
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-from app.operations.models import OperationTransition
 
 
 class AdminToken(Base):
@@ -49,13 +48,3 @@ class ConsoleSession(Base):
     csrf_token: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-# The dashboard's failovers (`app/admin/failovers.py`, migration 0016): only the failover
-# transitions, by time. Only the operators' dashboard reads it, so it is declared with the
-# operators' tables; it attaches to the audit trail's table all the same.
-FAILOVER_INDEX = Index(
-    "ix_operation_transitions_failover",
-    OperationTransition.__table__.c.created_at,
-    postgresql_where=text("trigger = 'failover'"),
-)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from app.admin import activity, failovers
+from app.admin import activity
 from app.console.pages import duration
 from app.dependencies import Services
 from app.observability.metrics import Metrics
+from app.payments import causes, failovers
 
 WIDTH, HEIGHT, PAD = 600, 140, 24
 COLOURS = {
@@ -120,12 +121,11 @@ def _ms(seconds: float) -> str:
 
 
 BREAKER_STATES = {0: "closed", 1: "half-open", 2: "open"}
-# A failover's cause (`app/admin/failovers.py`), for a person.
+# A failover's cause (`app/payments/causes.py`), for a person.
 CAUSE_NAMES = {
-    failovers.DECLINED: "declined, retryable elsewhere",
-    failovers.NOT_PROCESSED: "send not processed",
-    failovers.CIRCUIT_OPEN: "held back by its circuit breaker",
-    failovers.UNRECOGNISED: "reason not recognised",
+    causes.DECLINED: "declined, retryable elsewhere",
+    causes.NOT_PROCESSED: "send not processed",
+    causes.CIRCUIT_OPEN: "held back by its circuit breaker",
 }
 
 
@@ -173,7 +173,7 @@ async def dashboard_charts(services: Services, window_name: str) -> dict[str, An
         made_by = await activity.payment_activity(conn, window)
         attempts = await activity.webhook_attempts(conn, window)
         backlog = await activity.recovery_backlog(conn, window)
-        moved = await failovers.failovers(conn, window.span_s)
+        moved = await failovers.counts(conn, window.span_s)
     payments = made_by.series
     outcomes = ["succeeded", "declined", "failed", "pending"]
     made = sum(sum(b.values()) for b in payments)

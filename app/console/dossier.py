@@ -7,24 +7,25 @@ happened to this payment". Read with the desk's own reads (no provider lookup: t
 each operation's page, one click away).
 
 The payment's attempts come from its row (`route`, `attempt`): each with its provider and
-key, and where it stands; an attempt left by a failover carries why, as the failover
-transition's reason says it (`app/admin/failovers.py`).
+key, and where it stands; an attempt left by a failover carries its failover's record
+(`app/payments/failovers.py`), as does the timeline's failover transition.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.admin.failovers import FailoverReason, parse_reason
 from app.admin.operators import OperatorDesk
 from app.db.database import Database
 from app.errors import NotFound
 from app.operations.values import Snapshot
+from app.payments import failovers
 from app.payments import operator_reads as records
+from app.payments.failovers import FailoverRecord
 from app.payments.rows import PaymentRow
-from app.payments.status import PaymentStatus
 from app.refunds import repository as refunds_repository
 from app.refunds.rows import RefundRow
 from app.webhooks.operator_reads import EventDeliveries
@@ -49,6 +50,7 @@ class Moment:
     trigger: str  # the transition's trigger, or "event"
     actor: str
     reason: str | None
+    failover: FailoverRecord | None = None  # the record of a failover transition
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Attempt:
     key: str  # the provider idempotency key it is sent under
     # As the admin API says it: failed_over, holds_outcome, current (pending), not_tried.
     standing: str
-    left_because: FailoverReason | None  # why the payment moved on from it, if it did
+    left_because: FailoverRecord | None  # why the payment moved on from it, if it did
 
     @property
     def label(self) -> str:
@@ -78,28 +80,23 @@ class Dossier:
     attempts: list[Attempt]
 
 
-def attempts(payment: PaymentRow, snapshot: Snapshot) -> list[Attempt]:
+def attempts(payment: PaymentRow, moved: list[FailoverRecord]) -> list[Attempt]:
     """Every attempt on the payment's route, with why each one left behind was left."""
-    left: dict[int, FailoverReason] = {}
-    for transition in snapshot.history:
-        parsed = parse_reason(transition.reason) if transition.trigger == "failover" else None
-        if parsed is not None:
-            left[parsed.from_attempt] = parsed
-    final = payment.status != PaymentStatus.PENDING
-    found = []
-    for n, provider in enumerate(payment.route):
-        if n < payment.attempt:
-            standing = "failed_over"
-        elif n > payment.attempt:
-            standing = "not_tried"
-        else:
-            standing = "holds_outcome" if final else "current"
-        found.append(Attempt(n, provider, payment.attempt_key(n), standing, left.get(n)))
-    return found
+    left = {failover.from_attempt: failover for failover in moved}
+    return [
+        Attempt(n, provider, payment.attempt_key(n), payment.standing(n), left.get(n))
+        for n, provider in enumerate(payment.route)
+    ]
 
 
-def _moments(subject: str, snapshot: Snapshot, events: list[EventDeliveries]) -> list[Moment]:
+def _moments(
+    subject: str,
+    snapshot: Snapshot,
+    events: list[EventDeliveries],
+    moved: Sequence[FailoverRecord] = (),
+) -> list[Moment]:
     operation_id = snapshot.operation.id
+    by_transition = {failover.transition_id: failover for failover in moved}
     found = [
         Moment(
             t.created_at,
@@ -109,6 +106,7 @@ def _moments(subject: str, snapshot: Snapshot, events: list[EventDeliveries]) ->
             t.trigger,
             t.actor,
             t.reason,
+            by_transition.get(t.id),
         )
         for t in snapshot.history
     ]
@@ -128,10 +126,11 @@ async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUI
         refunds = await refunds_repository.list_for_payment(
             conn, tenant_id=payment.tenant_id, payment_id=payment.id, limit=MAX_REFUNDS
         )
+        moved = await failovers.of_payment(conn, payment.tenant_id, payment.id)
     operation = await desk.read(payment.operation_id)
     tenant = payment.tenant_id
     own = await desk.deliveries.for_operation(tenant_id=tenant, operation_id=operation.operation.id)
-    timeline = _moments("payment", operation, own)
+    timeline = _moments("payment", operation, own, moved)
     events = [("payment", event) for event in own]
     with_snapshots: list[tuple[RefundRow, Snapshot]] = []
     for refund in refunds:
@@ -144,5 +143,5 @@ async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUI
         events += [(subject, event) for event in theirs]
         with_snapshots.append((refund, snapshot))
     timeline.sort(key=lambda moment: moment.at)
-    shown = attempts(payment, operation)
+    shown = attempts(payment, moved)
     return Dossier(payment, operation, with_snapshots, events, timeline, shown)

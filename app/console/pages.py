@@ -10,8 +10,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from app.admin.failovers import parse_reason
 from app.clock import utcnow
+from app.payments.failovers import summary
 from app.payments.money import format_minor_units
 
 HERE = Path(__file__).resolve().parent
@@ -63,8 +63,8 @@ def environment() -> Environment:
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty
     env.filters["money"] = money
-    # A failover transition's reason, read back: from, to, cause (None if not one).
-    env.filters["failover"] = parse_reason
+    # A failover's cause and detail, in a few words (`app/payments/failovers.py`).
+    env.filters["failover_summary"] = lambda shown: summary(shown["cause"], shown["detail"])
     return env
 
 

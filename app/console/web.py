@@ -70,5 +70,8 @@ async def detail_page(
         detail = detail_json(await services.operators.detail(parse_operation_id(operation_id)))
     except NotFound:
         return page(render("missing.html", login=login), 404)
-    html = render("operation.html", login=login, op=detail, notice=notice, error=error)
+    # A payment's attempts left behind, by the failover transition that left them.
+    attempts = (detail["payment"] or {}).get("attempts", [])
+    moved = {a["failover"]["transition_id"]: a for a in attempts if a.get("failover")}
+    html = render("operation.html", login=login, op=detail, moved=moved, notice=notice, error=error)
     return page(html, error.status if error is not None else 200)

@@ -42,10 +42,13 @@ logger = logging.getLogger("payments.driving")
 @dataclass(frozen=True)
 class Failover:
     """Why an operation moves to its next attempt: `cause` is a low-cardinality label
-    (`declined`, `not_processed`, `circuit_open`) for metrics, `reason` the audit's text."""
+    (`declined`, `not_processed`, `circuit_open`) for metrics and the failover's record,
+    `reason` the audit's text, `detail` what the cause's own words are (a decline code, an
+    error), if it has any."""
 
     cause: str
     reason: str
+    detail: str | None = None
 
 
 class OperationDriver(ABC, Generic[SubjectT]):

@@ -54,9 +54,11 @@ def tenant_history(transitions: Iterable[TransitionRow]) -> list[dict[str, Any]]
 
 
 def full_history(transitions: Iterable[TransitionRow]) -> list[dict[str, Any]]:
-    """The trail for operators: each actor by name, and the recorded reason."""
+    """The trail for operators: each actor by name, the recorded reason, and each entry's
+    id (what a payment's failover record names: `app/payments/failovers.py`)."""
     return [
         {
+            "id": t.id,
             "from_state": t.from_state,
             "to_state": t.to_state,
             "trigger": t.trigger,

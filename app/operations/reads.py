@@ -31,8 +31,8 @@ SNAPSHOT_COLUMNS = f"""
 # The history rides along as one JSON array, so a read with its history is one round trip.
 _HISTORY_COLUMN = """,
     (SELECT coalesce(json_agg(json_build_object(
-                'from_state', t.from_state, 'to_state', t.to_state, 'trigger', t.trigger,
-                'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
+                'id', t.id, 'from_state', t.from_state, 'to_state', t.to_state,
+                'trigger', t.trigger, 'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
                 'created_at', t.created_at) ORDER BY t.id), '[]'::json)
      FROM operation_transitions t WHERE t.operation_id = operations.id)
 """
@@ -118,6 +118,7 @@ async def _snapshot(
 
 def _transition(item: dict[str, Any]) -> TransitionRow:
     return TransitionRow(
+        id=int(item["id"]),
         from_state=item["from_state"],
         to_state=item["to_state"],
         trigger=item["trigger"],

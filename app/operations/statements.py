@@ -18,6 +18,7 @@ _AUDIT = """
         (operation_id, from_state, to_state, trigger, actor, reason, fence)
     SELECT id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s, %(fence)s
     FROM changed
+    RETURNING id, created_at
 """
 
 # The claim commits RECEIVED and PROVIDER_REQUEST_SENT at once, each audited: the request

@@ -66,6 +66,7 @@ OPERATION_COLUMNS = ", ".join(f.name for f in fields(OperationRow))
 class TransitionRow:
     """One audited state change, as read."""
 
+    id: int
     from_state: str | None
     to_state: str
     trigger: str
@@ -135,7 +136,8 @@ class SubjectWrite:
 
     `sql` is one data-modifying statement that runs only when the operation's own write
     lands: it reads the CTE `changed` (the operation's `id`, empty when fenced out), as in
-    `INSERT ... SELECT ... FROM changed` or `UPDATE ... WHERE EXISTS (SELECT FROM changed)`.
+    `INSERT ... SELECT ... FROM changed` or `UPDATE ... WHERE EXISTS (SELECT FROM changed)`;
+    a transition's statement also has `audit`, its audit row's `id` and `created_at`.
     Its parameters are prefixed `s_` so they never meet the verb's own. `also` holds more
     such statements when the object spans tables (a refund and its payment), all written in
     the same statement, under the same condition.

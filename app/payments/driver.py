@@ -35,6 +35,7 @@ from app.operations.values import EventWrite, OwnedRef, StoredResponse
 from app.payments import attempts, replies
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
+from app.payments.causes import CIRCUIT_OPEN, DECLINED, NOT_PROCESSED
 from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
@@ -112,13 +113,13 @@ class ChargeDriver(OperationDriver[PaymentRow]):
             if answer.succeeded or not self._routing.retries_elsewhere(code):
                 return None
             reason = f"failover: {here} declined {code}, retryable elsewhere; {there}"
-            return Failover("declined", reason)
+            return Failover(DECLINED, reason, code)
         if isinstance(answer, Indefinite) and answer.not_sent:
             if answer.circuit_open:
                 reason = f"failover: {here} held back by its circuit breaker; {there}"
-                return Failover("circuit_open", reason)
+                return Failover(CIRCUIT_OPEN, reason)
             reason = f"failover: {here} did not process the only send ({answer.reason}); {there}"
-            return Failover("not_processed", reason)
+            return Failover(NOT_PROCESSED, reason, answer.reason)
         return None
 
     async def _fail_over(
@@ -131,7 +132,7 @@ class ChargeDriver(OperationDriver[PaymentRow]):
                 actor=actor,
                 reason=failover.reason,
                 lease_s=self._lease_s,
-                subject=payments.next_attempt(subject),
+                subject=payments.next_attempt(subject, failover.cause, failover.detail),
             )
         if moved is None:
             return None

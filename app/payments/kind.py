@@ -13,12 +13,11 @@ from typing import Any
 from app.db.database import Connection
 from app.operations.kinds import Described, DriverParts, OperationKind
 from app.operations.values import OperationName, OperationRow
-from app.payments import attempts
+from app.payments import attempts, failovers
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
 from app.payments.driver import ChargeDriver
 from app.payments.rows import PaymentRow
-from app.payments.status import PaymentStatus
 from app.payments.views import payment_json
 from app.provider.registry import Providers
 
@@ -63,21 +62,18 @@ async def _describe(conn: Connection, operation_id: uuid.UUID) -> Described | No
     except LookupError:
         return None
 
-    # Operators see the route too: each attempt's provider and key, and where it stands
-    # (never in payment_json: tenants' answers are stored and replayed byte for byte).
-    def standing(n: int) -> str:
-        if n < payment.attempt:
-            return "failed_over"
-        if n > payment.attempt:
-            return "not_tried"
-        return "current" if payment.status == PaymentStatus.PENDING else "holds_outcome"
-
+    # Operators see the route too: each attempt's provider and key, where it stands, and
+    # for one left behind, its failover (never in payment_json: tenants' answers are stored
+    # and replayed byte for byte).
+    moved = await failovers.of_payment(conn, payment.tenant_id, payment.id)
+    left = {failover.from_attempt: failover.json() for failover in moved}
     attempts_shown = [
         {
             "attempt": n,
             "provider": name,
             "provider_key": payment.attempt_key(n),
-            "state": standing(n),
+            "state": payment.standing(n),
+            "failover": left.get(n),
         }
         for n, name in enumerate(payment.route)
     ]

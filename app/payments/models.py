@@ -1,4 +1,4 @@
-"""The payments table: the business object an operation creates."""
+"""The payments table (the business object an operation creates) and its failovers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    UniqueConstraint,
     func,
     text,
 )
@@ -22,9 +23,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
+from app.payments.causes import CAUSES
 from app.payments.status import PaymentStatus
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
+_CAUSES = ", ".join(f"'{cause}'" for cause in CAUSES)
 
 
 class Payment(Base):
@@ -94,3 +97,43 @@ class Payment(Base):
     amount_refunded_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PaymentFailover(Base):
+    """A payment's move to the next provider on its route, as facts: the audited failover
+    transition it belongs to says it in words (`reason`), this row in columns.
+
+    Written by the failover's own fenced statement (`app/payments/failovers.py`), so it
+    exists exactly when the transition does. The dashboard counts a window's by provider and
+    cause; a payment's page and the admin API say why each attempt was left behind.
+    """
+
+    __tablename__ = "payment_failovers"
+    __table_args__ = (
+        CheckConstraint(f"cause IN ({_CAUSES})", name="cause_known"),
+        CheckConstraint("from_attempt >= 0", name="from_attempt_on_route"),
+        # A payment leaves each attempt at most once: its attempt only ever moves forward.
+        UniqueConstraint("tenant_id", "payment_id", "from_attempt"),
+        # The dashboard counts a window's failovers across tenants.
+        Index("ix_payment_failovers_created_at", "created_at"),
+    )
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id"), primary_key=True
+    )
+    # The audited failover transition this row records (an identity the service mints).
+    transition_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("operation_transitions.id", ondelete="CASCADE"), primary_key=True
+    )
+    payment_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("payments.id", ondelete="CASCADE")
+    )
+    from_attempt: Mapped[int] = mapped_column(SmallInteger)
+    from_provider: Mapped[str] = mapped_column(Text)
+    to_provider: Mapped[str] = mapped_column(Text)
+    cause: Mapped[str] = mapped_column(Text)
+    # The decline code (declined), or why the only send was not processed (not_processed).
+    detail: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.clock_timestamp()
+    )

@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
 from app.operations.values import SubjectWrite
+from app.payments import failovers
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
@@ -158,6 +159,16 @@ def result_with_outcome(
     )
 
 
-def next_attempt(payment: PaymentRow) -> SubjectWrite:
-    """The payment at its next attempt, written by the failover's fenced statement."""
-    return SubjectWrite(_NEXT_ATTEMPT, {"s_id": payment.id, "s_attempt": payment.attempt + 1})
+def next_attempt(payment: PaymentRow, cause: str, detail: str | None) -> SubjectWrite:
+    """The payment at its next attempt, and the failover's record (`failovers.py`), both
+    written by the failover's fenced statement."""
+    params = {
+        "s_id": payment.id,
+        "s_tenant_id": payment.tenant_id,
+        "s_attempt": payment.attempt + 1,
+        "s_from_provider": payment.provider,
+        "s_to_provider": payment.route[payment.attempt + 1],
+        "s_cause": cause,
+        "s_detail": detail,
+    }
+    return SubjectWrite(_NEXT_ATTEMPT, params, also=(failovers.RECORD_SQL,))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.payments.status import PaymentStatus
 from app.provider.keys import attempt_key
 
 
@@ -49,3 +50,13 @@ class PaymentRow:
     def attempt_key(self, attempt: int | None = None) -> str:
         """The provider key of an attempt (by default the current one)."""
         return attempt_key(self.provider_key, self.attempt if attempt is None else attempt)
+
+    def standing(self, attempt: int) -> str:
+        """Where an attempt on the route stands: `failed_over` (left behind), `current`
+        (being tried), `holds_outcome` (the one a final payment's outcome came from) or
+        `not_tried`."""
+        if attempt < self.attempt:
+            return "failed_over"
+        if attempt > self.attempt:
+            return "not_tried"
+        return "current" if self.status == PaymentStatus.PENDING else "holds_outcome"

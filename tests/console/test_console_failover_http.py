@@ -1,5 +1,5 @@
 """Providers and failovers for operators, over plain HTTP: the dashboard's payments by
-provider and failovers by cause (read from the database), its provider panel per provider
+provider and failovers by cause (read from `payment_failovers`), its provider panel per provider
 (calls and breakers, from the process's metrics), a failed-over payment's page and its
 operation's, and the admin API's operation detail with the route and its attempts.
 
@@ -18,16 +18,10 @@ import pytest
 from psycopg.rows import DictRow
 
 from app.admin.activity import _PAYMENTS
-from app.admin.failovers import (
-    _FAILOVERS,
-    CIRCUIT_OPEN,
-    DECLINED,
-    NOT_PROCESSED,
-    FailoverReason,
-    parse_reason,
-)
 from app.console.charts import provider_health
 from app.observability.metrics import Metrics
+from app.payments.causes import DECLINED, NOT_PROCESSED
+from app.payments.failovers import _COUNTS
 from tests.console.conftest import fail_over
 from tests.console.test_console_http import _login
 from tests.support.control.faults import FaultInjector
@@ -39,38 +33,6 @@ DECLINE_REASON = (
     "failover: primary (attempt 0) declined processor_declined, retryable elsewhere;"
     " attempt 1 at secondary"
 )
-REFUSED_REASON = (
-    "failover: primary (attempt 0) did not process the only send (provider unavailable:"
-    " HTTP 503; nothing charged); attempt 1 at secondary"
-)
-HELD_BACK_REASON = "failover: backup-2 (attempt 1) held back by its circuit breaker; attempt 2 at c"
-
-
-def test_a_failover_reason_is_read_back_in_its_three_forms() -> None:
-    assert parse_reason(DECLINE_REASON) == FailoverReason(
-        "primary", 0, "secondary", 1, DECLINED, "processor_declined"
-    )
-    refused = parse_reason(REFUSED_REASON)
-    assert refused == FailoverReason(
-        "primary",
-        0,
-        "secondary",
-        1,
-        NOT_PROCESSED,
-        "provider unavailable: HTTP 503; nothing charged",
-    )
-    assert refused.summary == "not processed (provider unavailable: HTTP 503; nothing charged)"
-    held = parse_reason(HELD_BACK_REASON)
-    assert held == FailoverReason("backup-2", 1, "c", 2, CIRCUIT_OPEN, None)
-    assert held.summary == "held back by its circuit breaker"
-    for other in (
-        None,
-        "",
-        "calling the provider: primary (attempt 0)",
-        "failover: primary (attempt 0) felt like it; attempt 1 at secondary",
-        DECLINE_REASON + " and more",
-    ):
-        assert parse_reason(other) is None, other
 
 
 def test_the_provider_panel_keeps_each_providers_calls_and_breaker_apart() -> None:
@@ -190,14 +152,29 @@ def test_a_failed_over_payment_shows_its_route_attempts_and_why(
     shown = detail["payment"]
     assert shown["route"] == ["primary", "secondary"]
     assert shown["attempt"] == 1
+    failovers = [t for t in detail["history"] if t["trigger"] == "failover"]
+    assert [t["reason"] for t in failovers] == [DECLINE_REASON]
+    left = shown["attempts"][0].pop("failover")
+    assert left == {
+        "to_provider": "secondary",
+        "to_attempt": 1,
+        "cause": "declined",
+        "detail": "processor_declined",
+        "transition_id": failovers[0]["id"],
+        "at": failovers[0]["at"],
+    }
     assert shown["attempts"] == [
         {"attempt": 0, "provider": "primary", "provider_key": first, "state": "failed_over"},
-        {"attempt": 1, "provider": "secondary", "provider_key": second, "state": "holds_outcome"},
+        {
+            "attempt": 1,
+            "provider": "secondary",
+            "provider_key": second,
+            "state": "holds_outcome",
+            "failover": None,
+        },
     ]
     assert detail["subject"]["route"] == ["primary", "secondary"]
     assert detail["provider"]["charge"]["provider"] == "secondary"
-    failovers = [t for t in detail["history"] if t["trigger"] == "failover"]
-    assert [t["reason"] for t in failovers] == [DECLINE_REASON]
     # Tenants' answers are unchanged: no route, no attempt.
     tenant_view = routed.get(f"/payments/{payment_id}").json()
     assert "route" not in tenant_view
@@ -261,8 +238,8 @@ def test_a_payment_with_one_provider_shows_one_attempt(
 @pytest.mark.parametrize(
     ("query", "index"),
     [
-        # Failovers only, by time (migration 0016).
-        (_FAILOVERS, "ix_operation_transitions_failover"),
+        # The window's failovers, by time (migration 0018).
+        (_COUNTS, "ix_payment_failovers_created_at"),
         # Payments by outcome and provider: the window's payments, as before providers.
         (_PAYMENTS, "ix_payments_created"),
     ],

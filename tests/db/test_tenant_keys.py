@@ -82,7 +82,7 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # The dashboard's charts read a window across tenants (app/admin/activity.py).
     "ix_operation_transitions_recovery": "dashboard: entries into recovery (partial)",
     "ix_webhook_attempts_attempted_brin": "dashboard: a window's delivery attempts (BRIN)",
-    "ix_operation_transitions_failover": "dashboard: a window's failovers (partial)",
+    "ix_payment_failovers_created_at": "dashboard: a window's failovers",
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").

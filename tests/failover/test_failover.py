@@ -33,6 +33,7 @@ from tests.support.control.system import FAST_WORKER
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client
 from tests.support.readers.operations import (
+    failover_records,
     make_due,
     operation,
     payment_for,
@@ -103,6 +104,16 @@ def test_a_refused_only_send_fails_over_to_the_secondary(
     assert "primary (attempt 0) did not process the only send" in str(history[2]["reason"])
     assert "attempt 1 at secondary" in str(history[2]["reason"])
     assert history[3]["reason"] == "provider answered: succeeded at secondary (attempt 1)"
+    assert failover_records(db, operation_id) == [
+        {
+            "transition_id": history[2]["id"],
+            "from_attempt": 0,
+            "from_provider": "primary",
+            "to_provider": "secondary",
+            "cause": "not_processed",
+            "detail": "the provider answered 503 (not processed)",
+        }
+    ]
     replay = post_payment(routed, body, key=key)
     assert replay.status_code == 201
     assert replay.content == created.content
@@ -127,6 +138,9 @@ def test_a_decline_retryable_elsewhere_fails_over_and_stays_a_decline_at_the_pri
     assert [(c["status"], c["decline_code"]) for c in held] == [("declined", "processor_declined")]
     failover = [t for t in transitions(db, operation_id) if t["trigger"] == "failover"]
     assert "declined processor_declined, retryable elsewhere" in str(failover[0]["reason"])
+    (record,) = failover_records(db, operation_id)
+    assert record["transition_id"] == failover[0]["id"]
+    assert (record["cause"], record["detail"]) == ("declined", "processor_declined")
 
 
 def test_a_card_decline_is_final_and_never_tried_elsewhere(
@@ -147,6 +161,7 @@ def test_a_card_decline_is_final_and_never_tried_elsewhere(
     assert [c["status"] for c in faults.charges(idempotency_key=first)] == ["declined"]
     assert second_faults.charges(idempotency_key=second) == []
     assert "failover" not in {t["trigger"] for t in transitions(db, payment["operation_id"])}
+    assert failover_records(db, payment["operation_id"]) == []
 
 
 def test_a_lost_answer_never_fails_over_and_is_found_at_the_primary(
@@ -231,6 +246,8 @@ def test_a_lost_decline_retryable_elsewhere_is_failed_over_by_the_worker(
     assert len(failover) == 1
     assert failover[0]["from_state"] == "UNKNOWN_REQUIRES_RECOVERY"
     assert str(failover[0]["actor"]).startswith("worker:")
+    (record,) = failover_records(db, operation_id)
+    assert (record["transition_id"], record["detail"]) == (failover[0]["id"], "issuer_unavailable")
     replay = post_payment(routed, body, key=key)
     assert replay.status_code == 201
     assert replay.json()["status"] == "SUCCEEDED"
@@ -362,7 +379,7 @@ def test_a_provider_that_cannot_be_reached_fails_over_and_then_its_breaker_does(
         {"name": "secondary", "url": secondary.url},
     ]
     api = spawn.api(PAYMENTS_PROVIDERS=json.dumps(providers))
-    causes = []
+    causes, recorded = [], []
     with api_client(api, tenant) as client:
         for _ in range(2):
             created = post_payment(client, payment_body(), key=new_key())
@@ -372,10 +389,16 @@ def test_a_provider_that_cannot_be_reached_fails_over_and_then_its_breaker_does(
             assert second_faults.charges(idempotency_key=f"{payment['provider_key']}:1") != []
             (failover,) = [t for t in transitions(db, operation_id) if t["trigger"] == "failover"]
             causes.append(str(failover["reason"]))
+            (record,) = failover_records(db, operation_id)
+            assert record["transition_id"] == failover["id"]
+            recorded.append((record["cause"], record["detail"]))
     # Connection refused on the first: not processed. The breaker opened on it, so the second
     # was never sent to the primary at all.
     assert "did not process the only send (could not reach the provider" in causes[0]
     assert "held back by its circuit breaker" in causes[1]
+    assert recorded[0][0] == "not_processed"
+    assert str(recorded[0][1]).startswith("could not reach the provider")
+    assert recorded[1] == ("circuit_open", None)
     assert api.admin_url is not None
     page = httpx.get(f"{api.admin_url}/metrics", timeout=10).text
     assert _sample(page, "payments_provider_breaker_state", provider="primary") == 2

@@ -24,6 +24,7 @@ OPERATOR_NOTE = "ticket 4711 from alice@10.1.2.3:8443, call back on +1 555 0100"
 
 def _row(trigger: str, actor: str) -> TransitionRow:
     return TransitionRow(
+        id=1,
         from_state=None,
         to_state="COMPLETED",
         trigger=trigger,

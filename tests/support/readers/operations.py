@@ -55,6 +55,18 @@ def transitions(db: Db, operation_id: uuid.UUID | str) -> list[Row]:
     return [dict(r) for r in rows]
 
 
+def failover_records(db: Db, operation_id: uuid.UUID | str) -> list[Row]:
+    """The failover records (`payment_failovers`) of one operation's payment, in order,
+    each with the id of the transition it records."""
+    rows = db.execute(
+        "SELECT f.transition_id, f.from_attempt, f.from_provider, f.to_provider, f.cause,"
+        " f.detail FROM payment_failovers f JOIN payments p ON p.id = f.payment_id"
+        " WHERE p.operation_id = %s ORDER BY f.from_attempt",
+        (operation_id,),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
 def wait_for_key_state(
     db: Db, tenant: TenantHandle, key: str, state: str, *, timeout: float = 30.0
 ) -> Row:
