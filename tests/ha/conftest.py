@@ -7,7 +7,12 @@ so the default suite lists them as skipped unless the run selects the `ha` marke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from app.db.migrate import upgrade_head
+from tests.support.control.patroni import PatroniCluster, patroni_cluster
 
 REASON = "a high-availability test: run with `python3 tasks.py test-ha` (pytest -m ha)"
 
@@ -18,3 +23,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("ha") is not None:
             item.add_marker(pytest.mark.skip(reason=REASON))
+
+
+@pytest.fixture
+def cluster(capsys: pytest.CaptureFixture[str]) -> Iterator[PatroniCluster]:
+    """A Patroni cluster (`tests/support/control/patroni.py`) with the schema migrated. A
+    start that did not form is told on the terminal, captured or not, so a run that needed a
+    second start says so."""
+
+    def report(account: str) -> None:
+        with capsys.disabled():
+            print(f"\n{account}")
+
+    with patroni_cluster(report=report) as servers:
+        upgrade_head(servers.url)
+        yield servers

@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,9 +29,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app.db.migrate import upgrade_head
 from tests.support.control.faults import FaultInjector
-from tests.support.control.patroni import PatroniCluster, missing, patroni_cluster
+from tests.support.control.patroni import PatroniCluster, missing
 from tests.support.control.system import start_api, start_worker
 from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body
@@ -133,13 +131,6 @@ class Load:
             else:
                 raise AssertionError(f"answered {response.status_code}: {response.text}")
         raise AssertionError(f"not acknowledged within {KEY_DEADLINE_S} s: {payment.answers}")
-
-
-@pytest.fixture
-def cluster() -> Iterator[PatroniCluster]:
-    with patroni_cluster() as servers:
-        upgrade_head(servers.url)
-        yield servers
 
 
 def test_the_leader_dies_under_load_and_no_acknowledged_payment_is_lost(

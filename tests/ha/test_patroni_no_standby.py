@@ -11,7 +11,6 @@ charged once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,9 +18,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app.db.migrate import upgrade_head
 from tests.support.control.faults import FaultInjector
-from tests.support.control.patroni import PatroniCluster, missing, patroni_cluster
+from tests.support.control.patroni import PatroniCluster, missing
 from tests.support.control.system import start_api
 from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body
@@ -34,13 +32,6 @@ pytestmark = [
 ]
 # Starting a process takes long on a loaded machine (two cores, other work running).
 START_S = 120
-
-
-@pytest.fixture
-def cluster() -> Iterator[PatroniCluster]:
-    with patroni_cluster() as servers:
-        upgrade_head(servers.url)
-        yield servers
 
 
 def test_a_commit_no_standby_confirmed_is_never_acknowledged(

@@ -327,16 +327,42 @@ class PatroniCluster:
                 self.etcd.kill()
 
 
+def _remove(cluster: PatroniCluster) -> None:
+    cluster.stop()
+    if os.environ.get("KEEP_HA_CLUSTER") is None:
+        shutil.rmtree(cluster.root, ignore_errors=True)
+
+
 @contextmanager
-def patroni_cluster(database: str = "payments_ha") -> Iterator[PatroniCluster]:
-    """A started cluster in a throwaway folder, stopped and removed after."""
-    # Not under pytest's temp folder (0700 to root): the members run as their own user.
-    root = Path(tempfile.mkdtemp(prefix="payments-patroni-"))
-    cluster = PatroniCluster(root, database=database)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        if os.environ.get("KEEP_HA_CLUSTER") is None:
-            shutil.rmtree(root, ignore_errors=True)
+def patroni_cluster(
+    database: str = "payments_ha", *, tries: int = 2, report: Callable[[str], None] = print
+) -> Iterator[PatroniCluster]:
+    """A started cluster in a throwaway folder, stopped and removed after.
+
+    A cluster that does not form (a wait of `start()` times out: Patroni's business, before
+    any of ours runs) is removed and a new one started, up to `tries` in all; each failed
+    start's account (`describe`) goes to `report`, and when every try failed the error
+    holds them all. Anything else that goes wrong is raised at once.
+    """
+    accounts: list[str] = []
+    for attempt in range(1, tries + 1):
+        # Not under pytest's temp folder (0700 to root): the members run as their own user.
+        cluster = PatroniCluster(
+            Path(tempfile.mkdtemp(prefix="payments-patroni-")), database=database
+        )
+        try:
+            cluster.start()
+        except AssertionError as did_not_form:
+            _remove(cluster)
+            accounts.append(f"start {attempt} of {tries}: {did_not_form}")
+            report(f"the Patroni cluster did not form, {accounts[-1]}")
+            continue
+        except BaseException:
+            _remove(cluster)
+            raise
+        try:
+            yield cluster
+        finally:
+            _remove(cluster)
+        return
+    raise AssertionError("\n\n".join(accounts))
