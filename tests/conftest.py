@@ -23,14 +23,15 @@ from tests.support.factories.tenants import TenantHandle, api_client, make_tenan
 
 # The fixtures that start dedicated processes (`spawn`), drive the repository directly
 # (`async_db`), walk the migrations (`scratch_database`), act as an operator
-# (`admin_client`) and route to two providers (`routed`), for every folder of the suite
-# (tests/support/fixtures/).
+# (`admin_client`), route to two providers (`routed`) and read query plans on a seeded
+# database (`plan_db`), for every folder of the suite (tests/support/fixtures/).
 pytest_plugins = [
     "tests.support.fixtures.processes",
     "tests.support.fixtures.repository",
     "tests.support.fixtures.migrations",
     "tests.support.fixtures.operators",
     "tests.support.fixtures.providers",
+    "tests.support.fixtures.plans",
 ]
 
 # Short provider timeout and lease keep crash and timeout tests quick; the lease still

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,7 +15,7 @@ from app import backlog as backlog_module
 from app.backlog import read_backlog
 from app.observability.metrics import Backlog, Metrics
 from app.settlement import queue
-from tests.support.factories.reconciliation import settled_queue
+from tests.support.fixtures.plans import plan_nodes
 
 
 class _Rows:
@@ -81,29 +81,20 @@ BACKLOG_ONLY_INDEXES = frozenset(
 )
 
 
-def _plans(db: psycopg.Connection[DictRow], sql: str) -> Iterator[dict[str, Any]]:
-    row = db.execute(f"EXPLAIN (FORMAT JSON) {sql}").fetchone()
-    assert row is not None
-    todo = [row["QUERY PLAN"][0]["Plan"]]
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(node.get("Plans", []))
-
-
 def test_the_backlog_is_read_from_indexes_not_by_scanning_tables(
-    db: psycopg.Connection[DictRow],
+    plan_db: psycopg.Connection[DictRow],
 ) -> None:
-    # The planner would scan a small table anyway; forbidden, it shows what it must do. The
-    # queue as deployed: mostly closed items (other tests leave open ones behind).
-    settled_queue(db)
-    db.execute("SET enable_seqscan = off")
+    # On the seeded database (tests/support/fixtures/plans.py): a backlog as deployed, a few
+    # operations in flight or unknown and a queue of mostly closed items (other tests leave
+    # open ones behind in the test database). The planner would scan a small table anyway;
+    # forbidden, it shows what it must do.
     for sql in (
         backlog_module._BACKLOG_SQL,
         backlog_module._WEBHOOK_BACKLOG_SQL,
         queue.OPEN_BY_KIND_SQL,
     ):
-        scans = [n for n in _plans(db, sql) if "Relation Name" in n]
+        nodes = plan_nodes(plan_db, sql, off=("enable_seqscan",))
+        scans = [n for n in nodes if "Relation Name" in n]
         assert scans, sql
         for node in scans:
             assert node["Node Type"] != "Seq Scan", (sql, node)

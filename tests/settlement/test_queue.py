@@ -1,7 +1,7 @@
 """The reconciliation queue's statements (`app/settlement/queue.py`, `changes.py`) on the
 test database: lists filtered and paged oldest first, the open queue read through its
-partial index, counts, an item with its history, closing guarded and audited in one
-statement; and both records field by field (`views.py`).
+partial index (on the plan tests' seeded database), counts, an item with its history,
+closing guarded and audited in one statement; and both records field by field (`views.py`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from tests.support.factories.reconciliation import (
     empty_queue,
     item_row,
     make_item,
-    settled_queue,
 )
+from tests.support.fixtures.plans import plan
 from tests.support.fixtures.repository import AsyncDb
 
 Db = psycopg.Connection[DictRow]
@@ -80,21 +80,16 @@ def test_lists_filter_and_page_oldest_first(db: Db, async_db: AsyncDb) -> None:
     assert ([i.id for i in third.items], third.has_more) == ([auto], False)
 
 
-def test_the_open_queue_walks_its_partial_index_in_page_order(db: Db) -> None:
-    # As deployed: a few open items among many closed ones. Open items other tests left (a
-    # queue where most items are open) make the time index with a filter as cheap here.
-    settled_queue(db)
+def test_the_open_queue_walks_its_partial_index_in_page_order(plan_db: Db) -> None:
+    # On the seeded database (tests/support/fixtures/plans.py), a queue as deployed: a few
+    # open items among many closed ones. Open items other tests leave in the test database
+    # (a queue where most items are open) would make the time index with a filter as cheap.
     for flt in (ItemFilter(kind=ItemKind.AMOUNT_MISMATCH, after=uuid.uuid4()), ItemFilter()):
-        sql, params = list_sql(flt, limit=50)
-        with db.transaction():
-            db.execute("SET LOCAL enable_seqscan = off")
-            db.execute("SET LOCAL enable_bitmapscan = off")
-            rows = db.execute(f"EXPLAIN {sql}", params).fetchall()
-        plan = "\n".join(str(row["QUERY PLAN"]) for row in rows)
-        assert "ix_reconciliation_items_open" in plan, plan
+        explained = plan(plan_db, *list_sql(flt, limit=50))
+        assert "ix_reconciliation_items_open" in explained, explained
         if flt.kind is not None:
             # By kind, the index is already in (first_seen_at, id) order: nothing sorted.
-            assert "Sort" not in plan.split("ix_reconciliation_items_open")[0], plan
+            assert "Sort" not in explained.split("ix_reconciliation_items_open")[0], explained
 
 
 def test_counts_by_kind_and_state_and_the_oldest_open(db: Db, async_db: AsyncDb) -> None:

@@ -40,6 +40,20 @@ def as_url(conninfo: str) -> str:
 
 
 @contextmanager
+def throwaway_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on the server at `server_url` (named `prefix` and a random
+    suffix), its URL; dropped afterwards, whoever is still connected."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield as_url(_with_database(server_url, name))
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
 def test_database(server_url: str | None, work_dir: Path) -> Iterator[str]:
     """A migrated, empty database for one test session; gone afterwards."""
     if server_url is None:
@@ -55,13 +69,6 @@ def test_database(server_url: str | None, work_dir: Path) -> Iterator[str]:
             server.stop(mode="immediate")
             shutil.rmtree(data_dir, ignore_errors=True)
         return
-    name = f"payments_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = as_url(_with_database(server_url, name))
-    try:
+    with throwaway_database(server_url, "payments_test") as url:
         upgrade_head(url)
         yield url
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -123,12 +123,3 @@ def changes(db: Db, item_id: uuid.UUID | str) -> list[dict[str, Any]]:
 def empty_queue(db: Db) -> None:
     """Every reconciliation item gone (their changes go with them)."""
     db.execute("DELETE FROM reconciliation_items")
-
-
-def settled_queue(db: Db, *, closed: int = 200) -> None:
-    """A queue shaped as it is deployed: `closed` resolved items and no open one, analysed,
-    so that a plan test sees the planner's choice for a mostly closed queue."""
-    empty_queue(db)
-    for _ in range(closed):
-        make_item(db, state="resolved", seen_ago_s=7200)
-    db.execute("ANALYZE reconciliation_items")
