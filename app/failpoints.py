@@ -17,6 +17,7 @@ otherwise a few microseconds wide:
     webhook_endpoint_insert
                     creating a webhook endpoint: the tenant's count checked (under its
                     lock), the endpoint not inserted yet
+    settle_claimed  a settlement run holds its day's lease, nothing read or compared yet
 
 Instead of waiting, a point can raise:
 

@@ -13,7 +13,8 @@ once, and exits.
 A fourth tick, `settle` (`app/settlement/job.py`, every PAYMENTS_SETTLE_INTERVAL_S, hourly;
 0 turns it off), runs the settlement reconciliation of whole days that are due: yesterday
 once, and days still expecting settlement lines, against every configured provider's books.
-It is not part of `--once`.
+It is not part of `--once`. At the stop a settlement run under way is cancelled, and gives
+its day back, rather than holding it until its lease runs out.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import ProviderBooks
 from app.settlement.command import open_books
-from app.settlement.job import settle_due_days
+from app.settlement.job import SettleJob
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
@@ -120,11 +121,12 @@ async def _serve(
             stopping=stopping,
             after_pass=functools.partial(refresh_backlog, parts.db, metrics),
         )
+        failpoints = Failpoints.parse(settings.failpoints)
         sender = WebhookSender(
             webhook_http,
             timeout_s=settings.webhook_timeout_s,
             allow_local=settings.webhooks_allow_local,
-            failpoints=Failpoints.parse(settings.failpoints),
+            failpoints=failpoints,
         )
         webhooks = WorkLoop(
             DeliveryJob(
@@ -145,10 +147,13 @@ async def _serve(
                 stopping=stopping,
             )
 
-        async def settle() -> None:
-            await settle_due_days(
-                parts.db, books, lag_days=settings.settlement_lag_days, actor=name
-            )
+        settle = SettleJob(
+            parts.db,
+            books,
+            lag_days=settings.settlement_lag_days,
+            actor=name,
+            failpoints=failpoints,
+        )
 
         gc_tuning.settle()
         loop = asyncio.get_running_loop()
@@ -170,7 +175,7 @@ async def _serve(
             (expire, settings.expire_interval_s, "expire"),
         )
         if settings.settle_interval_s > 0:
-            jobs += ((settle, settings.settle_interval_s, "settle"),)
+            jobs += ((settle.run, settings.settle_interval_s, "settle"),)
         for job, interval, job_name in jobs:
             scheduler.add_job(
                 _through_outages(job, job_name),
@@ -185,9 +190,11 @@ async def _serve(
         logger.info("worker started", extra={"fields": {"worker": name}})
         await stopping.wait()
         # Order matters: shutting the scheduler down cancels running jobs, so first stop new
-        # ticks, then let the passes under way finish their items (they claim nothing new
-        # once `stopping` is set), and only then shut down.
+        # ticks, then end the settlement run under way (it gives its day back while the
+        # database is open) and let the passes under way finish their items (they claim
+        # nothing new once `stopping` is set), and only then shut down.
         scheduler.pause()
+        await settle.interrupt()
         await reconcile.wait_idle()
         await webhooks.wait_idle()
         scheduler.shutdown(wait=False)

@@ -39,6 +39,7 @@ from typing import Any
 
 from app.clock import utcnow
 from app.db.database import Database
+from app.failpoints import Failpoints
 from app.settlement import days, repository
 from app.settlement.books import BooksUnavailable, ProviderBooks, Report, TheirRecord
 from app.settlement.matching import OurRecord, Verdict, judge
@@ -171,6 +172,7 @@ async def settle_day(
     lag_days: int,
     actor: str,
     today: date | None = None,
+    failpoints: Failpoints | None = None,
 ) -> Summary:
     """Reconcile the records made on `day` (UTC) against every provider's `books` (one per
     configured provider, each named); raises `DayTaken` when another run holds it,
@@ -185,6 +187,8 @@ async def settle_day(
         raise DayTaken(f"a run of {day} is under way ({holder})")
     finished = False
     try:
+        if failpoints is not None:
+            await failpoints.reach("settle_claimed")
         on = today or utcnow().date()
         named = len(books) > 1
         reports = {one.name: _Reports(one, lag_days, on, named=named) for one in books}

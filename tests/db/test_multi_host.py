@@ -100,6 +100,9 @@ def test_dev_runs_on_a_multi_host_url(database_url: str, work_dir: Path, tmp_pat
         "DATABASE_URL": _multi_host(database_url),
         "PAYMENTS_DATA_DIR": str(tmp_path),
         "PAYMENTS_FAKE_PROVIDER_DB": str(tmp_path / "ledger.sqlite3"),
+        # The session's database: dev's worker must not settle its days against dev's
+        # own ledger (tests/settlement settles them, as every process the suite starts).
+        "PAYMENTS_SETTLE_INTERVAL_S": "0",
     }
     dev = start_process(
         "dev-multi-host",
@@ -143,6 +146,9 @@ def test_dev_stopped_during_its_start_stops_everything_and_exits_zero(
         "DATABASE_URL": database_url,
         "PAYMENTS_DATA_DIR": str(tmp_path),
         "PAYMENTS_FAKE_PROVIDER_DB": str(tmp_path / "ledger.sqlite3"),
+        # The session's database: dev's worker must not settle its days against dev's
+        # own ledger (tests/settlement settles them, as every process the suite starts).
+        "PAYMENTS_SETTLE_INTERVAL_S": "0",
     }
     dev = start_process(
         "dev-stopped-early",

@@ -22,6 +22,9 @@ def test_dev_fails_a_refused_payment_over_to_its_second_provider(
         "DATABASE_URL": database_url,
         "PAYMENTS_DATA_DIR": str(tmp_path),
         "PAYMENTS_FAKE_PROVIDER_DB": str(tmp_path / "ledger.sqlite3"),
+        # The session's database: dev's worker must not settle its days against dev's
+        # own ledger (tests/settlement settles them, as every process the suite starts).
+        "PAYMENTS_SETTLE_INTERVAL_S": "0",
     }
     ports = ["--port", str(api_port), "--admin-port", str(admin_port)]
     ports += ["--provider-port", str(primary_port), "--secondary-port", str(secondary_port)]

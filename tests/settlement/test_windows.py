@@ -5,7 +5,7 @@ unknown operation the provider has a charge for, and the worker's daily run.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import httpx
 import psycopg
@@ -28,6 +28,7 @@ from tests.support.control.spawner import Spawner
 from tests.support.control.waiting import wait_until
 from tests.support.factories.operators import flag
 from tests.support.factories.payments import new_key, payment_body, post_payment
+from tests.support.factories.reconciliation import make_item
 from tests.support.readers.operations import operation, payment_for, wait_past_last_send
 
 Db = psycopg.Connection[DictRow]
@@ -113,6 +114,9 @@ def test_the_worker_settles_yesterday_on_its_own(
     client: httpx.Client, db: Db, ledger: httpx.Client, spawn: Spawner
 ) -> None:
     yesterday = utcnow().date() - timedelta(days=1)
+    # Yesterday is the whole session's: a run of it by an earlier test's worker would leave
+    # this one's payment unsettled (a finished day is not due again).
+    db.execute("DELETE FROM settlement_days WHERE day = %s", (yesterday,))
     created = post_payment(client, payment_body(), key=new_key())
     assert created.status_code == 201, created.text
     payment = payment_for(db, created.json()["operation_id"])
@@ -136,3 +140,39 @@ def test_the_worker_settles_yesterday_on_its_own(
     ).fetchall()
     assert history[0]["actor"].startswith("worker:")
     assert worker.alive()
+
+
+def test_a_worker_stopped_during_a_run_gives_its_day_back_and_starts_no_other(
+    db: Db, spawn: Spawner
+) -> None:
+    # Two days due (an expected line still open on each), before any other test's (own_day
+    # starts in 1990), so the worker takes the first; its run is held right after taking the
+    # lease (the failpoint), and the worker is told to stop.
+    first, second = date(1989, 6, 1), date(1989, 6, 2)
+    db.execute("DELETE FROM settlement_days WHERE day IN (%s, %s)", (first, second))
+    for day in (first, second):
+        make_item(db, kind="expected", day=day)
+    worker = spawn.worker(
+        once=False, PAYMENTS_SETTLE_INTERVAL_S="1", PAYMENTS_FAILPOINTS="settle_claimed=120"
+    )
+    owner = f"worker:%:{worker.pid}"
+
+    def held() -> list[date]:
+        rows = db.execute(
+            "SELECT day FROM settlement_days WHERE owner LIKE %s", (owner,)
+        ).fetchall()
+        return [row["day"] for row in rows]
+
+    wait_until(lambda: held() == [first], timeout=60, message="the worker to take its day")
+    assert worker.stop(timeout=30) == 0, worker.log()
+
+    # Given back at once, not held until its lease (15 minutes) runs out; nothing concluded;
+    # the other day never started.
+    rows = db.execute(
+        "SELECT day, owner, last_finished_at FROM settlement_days WHERE day IN (%s, %s)",
+        (first, second),
+    ).fetchall()
+    assert rows == [{"day": first, "owner": None, "last_finished_at": None}]
+    log = worker.log()
+    assert "settlement run interrupted by the stop" in log
+    assert "Traceback" not in log
