@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,26 @@ def test_the_table_gives_every_round_and_each_revisions_medians() -> None:
     assert table[-1] == "| median | **800.0** | **1.300** | **1,100.0** | **1.000** |"
 
 
+def test_the_working_tree_is_copied_as_it_is_without_caches_and_removed_after() -> None:
+    # `.` runs from a fresh copy, as a revision runs from a fresh worktree: from the checkout
+    # itself the same code measured slower (bench/compare.py's `checkout`).
+    new = REPO_ROOT / "bench" / "results" / f"probe-{uuid.uuid4().hex}.txt"
+    new.write_text("not committed yet")
+    try:
+        with checkout(".") as here:
+            assert here != REPO_ROOT
+            assert (here / "app" / "main.py").read_bytes() == (
+                REPO_ROOT / "app" / "main.py"
+            ).read_bytes()
+            assert (here / new.relative_to(REPO_ROOT)).read_text() == "not committed yet"
+            assert not (here / ".venv").exists()
+            assert not (here / "app" / "__pycache__").exists()
+    finally:
+        new.unlink()
+    assert not here.parent.exists()
+
+
 def test_a_revision_is_checked_out_beside_the_repository_and_removed_after() -> None:
-    with checkout(".") as here:
-        assert here == REPO_ROOT
     with checkout("HEAD") as tree:
         assert (tree / "app" / "main.py").is_file()
         assert tree != REPO_ROOT
