@@ -24,6 +24,7 @@ from app.observability.metrics import Metrics
 from app.operations import leases, reads
 from app.operations.outcomes import Outcome, reconciled_as
 from app.operations.values import DueRef, OwnedRef
+from app.provider.registry import UnknownProvider
 from app.recovery.reconcile import Reconciler
 from app.settings import Settings
 from app.tracing.spans import links_to, span
@@ -127,7 +128,13 @@ class RecoveryJob:
                 # the operation next reconciles it. Not a failed check: no attempt counted.
                 logger.warning("database unavailable while reconciling operation %s", ref.id)
                 return
-            logger.exception("reconciling operation %s failed", ref.id)
+            if isinstance(exc, UnknownProvider):
+                # A configuration matter (a provider its route names is not configured
+                # here), not a fault in the code: one line naming it, not a traceback on
+                # every check (docs/architecture.md, several providers).
+                logger.error("cannot reconcile operation %s: %s", ref.id, exc)
+            else:
+                logger.exception("reconciling operation %s failed", ref.id)
             # Counted as a check that settled nothing, on the backoff schedule: neither
             # re-claimed at once in a loop nor forever without reaching needs_attention.
             outcome = await self._record_failure(reconciler, ref, exc)
