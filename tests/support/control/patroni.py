@@ -35,7 +35,7 @@ import httpx
 import psycopg
 
 from app.db.embedded import POSTGRES_BIN_PATH, _ensure_service_user, _open_path_for, _run_as
-from tests.support.control.ports import free_ports
+from tests.support.control.processes import free_ports
 from tests.support.control.replication import _alive, _children
 from tests.support.control.waiting import wait_until
 
