@@ -2,8 +2,9 @@
 
 Faults that act before processing (`unavailable`, `latency`, `timeout_before_commit`) run
 before `process`; faults that act after the commit (`timeout_after_commit`,
-`drop_after_commit`, `error_after_commit`, `crash_after_commit`) run after it, so the ledger
-holds the result while the caller sees none. A replay goes through the same steps, so a fault
+`drop_after_commit`, `error_after_commit`, `crash_after_commit`, `unavailable_after_commit`)
+run after it, so the ledger holds the result while the caller sees none, or, for the last, a
+"not processed" answer that is wrong. A replay goes through the same steps, so a fault
 hides a replayed answer just as it hides a first one.
 """
 
@@ -85,4 +86,8 @@ async def serve_with_faults(
         return _discarded()
     if fault == "error_after_commit":
         return error_response(500, "internal_error")
+    if fault == "unavailable_after_commit":
+        # The documented "not processed" answer, false: what a proxy in front of a provider
+        # sends when it gives up on a request the provider went on to commit.
+        return unavailable()
     return response

@@ -30,6 +30,7 @@ CHARGE_FAULTS: frozenset[FaultName] = frozenset(
         "error_after_commit",
         "drop_after_commit",
         "crash_after_commit",
+        "unavailable_after_commit",
     }
 )
 # The faults that decide a new charge's outcome rather than how the call is carried.

@@ -16,6 +16,7 @@ FaultName = Literal[
     "error_after_commit",
     "drop_after_commit",
     "crash_after_commit",
+    "unavailable_after_commit",
     "lookup_unavailable",
     "lookup_latency",
     "decline",
