@@ -12,6 +12,7 @@ import httpx
 import psycopg
 from psycopg.rows import DictRow
 
+from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from tests.support.control.spawner import Spawner
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
@@ -57,6 +58,33 @@ def test_a_tenant_over_its_rate_is_refused_and_others_are_not(
         assert unknown.status_code == 401
         # Health and metrics are not tenant routes.
         assert busy.get("/healthz").status_code == 200
+
+
+def _second_key(db: psycopg.Connection[DictRow], tenant: TenantHandle) -> TenantHandle:
+    """Another API key of `tenant`, written as `payments tenant key create` writes it."""
+    api_key = generate_api_key()
+    db.execute(
+        "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)",
+        (uuid.uuid4(), tenant.id, hash_api_key(api_key), display_prefix(api_key)),
+    )
+    return TenantHandle(id=tenant.id, api_key=api_key)
+
+
+def test_a_tenants_keys_all_draw_on_the_tenants_one_bucket(
+    spawn: Spawner, tenant: TenantHandle, db: psycopg.Connection[DictRow]
+) -> None:
+    # Limited by key, each key would have a burst of its own and the second key's two
+    # requests below would both pass.
+    api = spawn.api(PAYMENTS_TENANT_RATE_LIMIT_PER_S="0.1", PAYMENTS_TENANT_RATE_LIMIT_BURST="3")
+    other_key = _second_key(db, tenant)
+    with api_client(api, tenant) as first, api_client(api, other_key) as second:
+        assert first.get("/events").status_code == 200
+        assert first.get("/events").status_code == 200
+        assert second.get("/events").status_code == 200
+        # The tenant's burst of 3 is spent, by both keys together.
+        _assert_limited(second.get("/events"))
+        _assert_limited(first.get("/events"))
+        _assert_limited(post_payment(second, payment_body(), key=new_key()))
 
 
 def test_every_tenant_route_documents_the_429() -> None:
