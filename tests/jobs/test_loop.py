@@ -11,6 +11,7 @@ owner paused past its lease is fenced out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterator
@@ -20,10 +21,15 @@ import pytest
 
 from app.jobs.leases import new_owner
 from app.jobs.loop import Pace, WorkLoop
+from tests.support.control.waiting import wait_until
+
+HOLD_S = 5.0
 
 
 class Memory:
-    """Items 0..due-1 are due; each takes `seconds[item]` (0 by default)."""
+    """Items 0..due-1 are due; each takes `seconds[item]` (0 by default), and an item in
+    `holds` runs until its event is set (or HOLD_S has passed: a test that fails shows it in
+    what ran when, never hangs)."""
 
     name = "memory"
 
@@ -37,6 +43,7 @@ class Memory:
         self.raises: set[int] = set()
         self.started = asyncio.Event()
         self.finished: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
+        self.holds: dict[int, asyncio.Event] = {}
 
     def add(self, *items: int) -> None:
         self.queue.extend(items)
@@ -52,6 +59,9 @@ class Memory:
         self.started.set()
         try:
             await asyncio.sleep(self.seconds.get(item, 0))
+            if item in self.holds:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.holds[item].wait(), HOLD_S)
             if item in self.raises:
                 raise RuntimeError(f"item {item}")
             self.done.append(item)
@@ -74,13 +84,15 @@ def test_a_pass_drains_what_is_due_within_its_window() -> None:
 
 
 def test_a_short_claim_waits_for_what_runs_then_looks_once_more() -> None:
-    job = Memory(3, seconds={0: 0.05})
+    job = Memory(3)
 
     async def scenario() -> int:
+        job.holds[0] = release = asyncio.Event()
         loop = WorkLoop(job, Pace.windowed(8, 4), stopping=asyncio.Event())
         run = asyncio.create_task(loop.run())
         await job.started.wait()
-        job.add(10, 11)  # due while the pass runs: the last look finds them
+        job.add(10, 11)  # due while item 0 runs: the last look finds them
+        release.set()
         return await run
 
     assert asyncio.run(scenario()) == 5
@@ -91,34 +103,37 @@ def test_a_short_claim_waits_for_what_runs_then_looks_once_more() -> None:
 
 
 def test_with_patience_newly_due_items_do_not_wait_for_a_slow_one() -> None:
-    job = Memory(1, seconds={0: 1.0})
+    job = Memory(1)
 
-    async def scenario() -> float:
+    async def scenario() -> None:
+        # Item 0 runs until item 1 has finished: without patience item 1 is claimed only
+        # once item 0 gives up waiting (HOLD_S), and finishes after it.
+        job.holds[0] = job.finished[1]
         loop = WorkLoop(
             job, Pace(window=4, batch=4, refill_at=1, patience_s=0.05), stopping=asyncio.Event()
         )
         run = asyncio.create_task(loop.run())
         await job.started.wait()
         job.add(1)
-        started = asyncio.get_running_loop().time()
-        await job.finished[1].wait()
-        waited = asyncio.get_running_loop().time() - started
         await run
-        return waited
 
-    assert asyncio.run(scenario()) < 0.5
-    assert sorted(job.done) == [0, 1]
+    asyncio.run(scenario())
+    assert job.done == [1, 0]
 
 
 def test_stopping_claims_nothing_new_and_lets_what_runs_finish() -> None:
-    job = Memory(20, seconds=dict.fromkeys(range(20), 0.05))
+    job = Memory(20)
     stopping = asyncio.Event()
 
     async def scenario() -> int:
+        # The first four run until stopping is set: no slot frees before it.
+        release = asyncio.Event()
+        job.holds = dict.fromkeys(range(4), release)
         loop = WorkLoop(job, Pace.windowed(4, 4), stopping=stopping)
         run = asyncio.create_task(loop.run())
         await job.started.wait()
         stopping.set()
+        release.set()
         total = await run
         await loop.wait_idle()
         return total
@@ -198,11 +213,22 @@ class Leased:
 
     name = "leased"
 
-    def __init__(self, url: str, owner: str, *, lease_s: float = 30, pause_s: float = 0.0):
+    def __init__(
+        self,
+        url: str,
+        owner: str,
+        *,
+        lease_s: float = 30,
+        pause_s: float = 0.0,
+        hold: asyncio.Event | None = None,
+    ):
         self.url = url
         self.owner = owner
         self.lease_s = lease_s
         self.pause_s = pause_s
+        # When given: each item is held (after its claim, before its finish) until it is set.
+        self.hold = hold
+        self.claimed = asyncio.Event()
         self.finished: list[int] = []
         self.fenced_out: list[int] = []
         self.overlaps: list[int] = []
@@ -210,13 +236,16 @@ class Leased:
     async def claim(self, limit: int) -> list[tuple[int, int]]:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             params = {"owner": self.owner, "lease_s": self.lease_s, "limit": limit}
-            return [
-                (row[0], row[1]) for row in await (await conn.execute(_CLAIM, params)).fetchall()
-            ]
+            rows = await (await conn.execute(_CLAIM, params)).fetchall()
+        if rows:
+            self.claimed.set()
+        return [(row[0], row[1]) for row in rows]
 
     async def handle(self, item: tuple[int, int]) -> None:
         item_id, fence = item
         await asyncio.sleep(self.pause_s)
+        if self.hold is not None:
+            await self.hold.wait()
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             holder = await (
                 await conn.execute("SELECT lease_owner FROM loop_items WHERE id = %s", (item_id,))
@@ -226,6 +255,19 @@ class Leased:
             params = {"owner": self.owner, "id": item_id, "fence": fence}
             row = await (await conn.execute(_FINISH, params)).fetchone()
         (self.finished if row is not None else self.fenced_out).append(item_id)
+
+
+async def _lease_run_out(url: str, item_id: int) -> None:
+    """Return once the item's lease has run out by the database's clock."""
+
+    def run_out() -> bool:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT lease_expires_at <= now() FROM loop_items WHERE id = %s", (item_id,)
+            ).fetchone()
+        return row is not None and bool(row[0])
+
+    await asyncio.to_thread(wait_until, run_out, timeout=10, message="the lease to run out")
 
 
 def _run(*loops: WorkLoop[tuple[int, int]]) -> list[int]:
@@ -264,15 +306,21 @@ def test_two_loops_share_a_table_each_item_handled_once_under_its_lease(
 def test_an_owner_paused_past_its_lease_is_fenced_out(items_table: str) -> None:
     with psycopg.connect(items_table, autocommit=True) as conn:
         conn.execute("INSERT INTO loop_items (id) VALUES (1)")
-    slow = Leased(items_table, "worker:slow", lease_s=0.2, pause_s=1.0)
-    fast = Leased(items_table, "worker:fast")
 
-    async def scenario() -> None:
+    async def scenario() -> tuple[Leased, Leased]:
+        # The slow owner is held after its claim until the fast one has finished the item.
+        resume = asyncio.Event()
+        slow = Leased(items_table, "worker:slow", lease_s=0.2, hold=resume)
+        fast = Leased(items_table, "worker:fast")
         stopping = asyncio.Event()
         first = asyncio.create_task(WorkLoop(slow, Pace.windowed(1, 1), stopping=stopping).run())
-        await asyncio.sleep(0.5)  # the slow owner's lease has run out
+        await slow.claimed.wait()
+        await _lease_run_out(items_table, 1)
         await WorkLoop(fast, Pace.windowed(1, 1), stopping=stopping).run()
+        resume.set()
         await first
+        return slow, fast
 
-    asyncio.run(scenario())
+    slow, fast = asyncio.run(scenario())
+
     assert (fast.finished, slow.fenced_out, slow.finished) == ([1], [1], [])

@@ -8,7 +8,6 @@ queue, claimed again at every lease: enough of them took every worker's slots.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,8 @@ from tests.support.factories.webhooks import backlog, create_endpoint, endpoint_
 from tests.support.readers.webhooks import delivery_rows
 
 Db = psycopg.Connection[DictRow]
+# Deliveries queued one after another once the first has failed, each claimed after it.
+PROBES = 3
 
 # Retries far enough apart to see one attempt and its backoff before the next.
 SLOW_RETRIES = {
@@ -47,7 +48,7 @@ def _one_failed_attempt(db: Db, endpoint: dict[str, Any]) -> dict[str, Any]:
     return delivery
 
 
-def _assert_backed_off(db: Db, endpoint: dict[str, Any], error: str) -> None:
+def _assert_backed_off(db: Db, tenant_id: uuid.UUID, endpoint: dict[str, Any], error: str) -> None:
     delivery = _one_failed_attempt(db, endpoint)
     assert delivery["status"] == "pending"
     assert delivery["lease_owner"] is None
@@ -57,9 +58,18 @@ def _assert_backed_off(db: Db, endpoint: dict[str, Any], error: str) -> None:
     assert attempt["succeeded"] is False
     assert attempt["status_code"] is None
     assert attempt["error"].startswith(error), attempt["error"]
-    # Many passes later (one every 0.1 s) it has not been claimed again.
-    time.sleep(1.5)
-    [again] = delivery_rows(db, endpoint)
+    # Later claims, each of which would take it first if it were due again (it is the
+    # endpoint's oldest), take only deliveries queued after it: it is not claimed again.
+    for probes in range(2, 2 + PROBES):
+        backlog(db, tenant_id, endpoint, 1, "payment.succeeded")
+
+        def probe_attempted(count: int = probes) -> bool:
+            rows = delivery_rows(db, endpoint)
+            return len(rows) == count and rows[-1]["attempt_count"] > 0
+
+        wait_until(probe_attempted, timeout=30, message="a later delivery to be attempted")
+    [again, *_] = delivery_rows(db, endpoint)
+    assert again["id"] == delivery["id"]
     assert again["attempt_count"] == 1
 
 
@@ -71,7 +81,9 @@ def test_a_send_that_raises_is_a_failed_attempt_that_backs_off(
     backlog(db, tenant.id, endpoint, 1, "payment.succeeded")
     spawn.worker(once=False, **SLOW_RETRIES, PAYMENTS_FAILPOINTS="webhook_send=raise")
 
-    _assert_backed_off(db, endpoint, "internal error: FailpointError: failpoint webhook_send")
+    _assert_backed_off(
+        db, tenant.id, endpoint, "internal error: FailpointError: failpoint webhook_send"
+    )
     assert receiver.records() == []
 
 
@@ -83,9 +95,10 @@ def test_an_exception_in_the_worker_after_the_send_is_a_failed_attempt(
     backlog(db, tenant.id, endpoint, 1, "payment.succeeded")
     spawn.worker(once=False, **SLOW_RETRIES, PAYMENTS_FAILPOINTS="webhook_before_record=raise")
 
-    _assert_backed_off(db, endpoint, "internal error: FailpointError")
-    # Sent, but not known to be recorded as sent: it will be sent again (at least once).
-    assert len(receiver.answered()) == 1
+    _assert_backed_off(db, tenant.id, endpoint, "internal error: FailpointError")
+    # Sent, but not known to be recorded as sent: it will be sent again (at least once). The
+    # later deliveries were sent once each.
+    assert len(receiver.answered()) == 1 + PROBES
 
 
 def test_an_endpoint_stored_with_a_non_ascii_host_is_delivered(
