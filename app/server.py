@@ -23,7 +23,9 @@ from app.observability.logging import configure_logging
 from app.observability.metrics import MULTIPROC_DIR_VARIABLE
 from app.settings import Settings
 
-# How every API process is served (the profiler in bench/ serves the same way).
+# How every API process is served (the profiler in bench/ serves the same way). No
+# `log_config`: uvicorn would otherwise install its own plain-text handlers, access lines
+# (with query strings, keys in them) included, over the service's JSON logging.
 SERVER_OPTIONS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,
@@ -96,8 +98,11 @@ def _bind(settings: Settings, *, host: str, port: int) -> list[socket.socket]:
 
 def _bind_one(host: str, port: int) -> socket.socket:
     # uvicorn's own binding (IPv6 hosts, SO_REUSEADDR, inheritable for worker processes);
-    # a port in use stops the process with uvicorn's message.
-    return uvicorn.Config("app.server:build_app", host=host, port=port).bind_socket()
+    # a port in use stops the process with uvicorn's message. `log_config=None`, or making
+    # the Config would install uvicorn's default logging over the service's JSON logging,
+    # access lines included.
+    config = uvicorn.Config("app.server:build_app", host=host, port=port, log_config=None)
+    return config.bind_socket()
 
 
 def _metrics_folder() -> Path | None:
