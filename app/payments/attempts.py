@@ -11,8 +11,9 @@ one (`look_up`): a charge under any of them is the payment's charge; failing tha
 current attempt's decline (which may fail over); failing that, nothing, and the current
 attempt is sent again under its own key. Under the failover rule an earlier attempt never
 holds a charge, so the extra lookups find nothing; they are made anyway, because that is
-what would catch a provider whose "not processed" was wrong before the payment is charged a
-second time elsewhere. A payment with one attempt costs one lookup, as before.
+what catches a provider whose "not processed" was wrong before the payment is charged a
+second time elsewhere (tests/failover/test_wrong_not_processed.py, and the model's
+`latest-attempt-only`). A payment with one attempt costs one lookup, as before.
 """
 
 from __future__ import annotations

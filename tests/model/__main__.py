@@ -8,6 +8,11 @@
     python -m tests.model --providers 1      one provider, no failover (the model before attempts)
     python -m tests.model --mutation NAME --double-charge
                                              the shortest trace to a double charge alone
+    python -m tests.model --wrong-not-processed
+                                             one fault may be a wrong "not processed" (a
+                                             charge under an attempt failed over from):
+                                             checks only that recovery never charges again
+                                             (the latest-attempt-only mutation runs so)
 
 Exit status 0 when every run came out as it must (the protocol keeps every invariant, each
 mutation breaks one), 1 otherwise.
@@ -19,7 +24,7 @@ import argparse
 import sys
 
 from tests.model.protocol import Protocol
-from tests.model.search import Report, double_charge, explore
+from tests.model.search import Report, double_charge, explore, recharged
 from tests.model.trace import format_violation
 from tests.model.world import (
     LARGE,
@@ -29,6 +34,9 @@ from tests.model.world import (
     approved_everywhere,
     initial_worlds,
 )
+
+# The mutations only a wrong "not processed" exposes: searched with one (`run`'s `lies`).
+LIE_MUTATIONS = frozenset({Mutation.LATEST_ATTEMPT_ONLY})
 
 
 def describe_bounds(bounds: Bounds) -> str:
@@ -40,14 +48,20 @@ def describe_bounds(bounds: Bounds) -> str:
         f"at most {b.crashes} crashes, "
         f"{b.expiries} leases expiring under a working owner, {b.faults} provider faults, "
         f"{b.timeouts} timeouts, {b.total} faults in all"
+        + (f", {b.lies} wrong 'not processed'" if b.lies else "")
     )
 
 
 def run(
-    bounds: Bounds, mutation: Mutation | None, *, doubles: bool = False
+    bounds: Bounds, mutation: Mutation | None, *, doubles: bool = False, lies: bool = False
 ) -> tuple[Report, Protocol]:
     """One search; `doubles`: of the double-charge invariants alone, without dead ends, from
-    the worlds where every provider approves."""
+    the worlds where every provider approves; `lies` (and the `LIE_MUTATIONS`): one of the
+    faults may be a wrong "not processed", and recovery must never charge again."""
+    if lies or mutation in LIE_MUTATIONS:
+        bounds = bounds._replace(budget=bounds.budget._replace(lies=1))
+        protocol = Protocol(bounds, mutation)
+        return explore(protocol, initial_worlds(bounds), dead_ends=False, check=recharged), protocol
     protocol = Protocol(bounds, mutation)
     if doubles:
         starts = approved_everywhere(bounds)
@@ -74,6 +88,12 @@ def main(argv: list[str]) -> int:
         help="check only that nothing is charged twice, or at two providers (from the worlds"
         " where every provider approves)",
     )
+    parser.add_argument(
+        "--wrong-not-processed",
+        action="store_true",
+        help="let one fault be a 'not processed' answer for a charge the provider made, and"
+        " check only that recovery never charges again",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mutations", action="store_true", help="run every mutation too")
     which.add_argument("--mutation", choices=[m.value for m in Mutation])
@@ -86,10 +106,13 @@ def main(argv: list[str]) -> int:
         bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))
     if args.providers is not None:
         bounds = bounds._replace(providers=args.providers)
-    print(f"bounds: {describe_bounds(bounds)}", flush=True)
+    one = None if args.mutation is None else Mutation(args.mutation)
+    lies = args.wrong_not_processed or one in LIE_MUTATIONS
+    shown = bounds._replace(budget=bounds.budget._replace(lies=int(lies)))
+    print(f"bounds: {describe_bounds(shown)}", flush=True)
     ok = True
     if args.mutation is None:
-        report, protocol = run(bounds, None, doubles=args.double_charge)
+        report, protocol = run(bounds, None, doubles=args.double_charge, lies=lies)
         print(summary("protocol", report), flush=True)
         if report.violation is not None:
             print(format_violation(report.violation, protocol))
@@ -98,7 +121,7 @@ def main(argv: list[str]) -> int:
     if args.mutation is not None:
         mutations = [Mutation(args.mutation)]
     for mutation in mutations:
-        report, protocol = run(bounds, mutation, doubles=args.double_charge)
+        report, protocol = run(bounds, mutation, doubles=args.double_charge, lies=lies)
         print(summary(f"mutation {mutation.value}", report), flush=True)
         if report.violation is None:
             print("  not caught: the model should have found a violation")

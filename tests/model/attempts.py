@@ -19,8 +19,9 @@ first request still on its way: both stay at that provider and are looked up the
 
 from __future__ import annotations
 
-from tests.model.steps import Step, Successors
+from tests.model.steps import Step, Successors, spend
 from tests.model.world import (
+    Key,
     Mode,
     Mutation,
     Op,
@@ -55,6 +56,8 @@ class Attempts(Writes):
                 out.append((Result.REJECTED, known, f"{where} rejects it as invalid"))
             else:
                 after = known._replace(ledger=w.ledger | {key}, orphans=w.orphans - {key})
+                if charge and o.mode is Mode.RECOVER and self._charged_before(w, key):
+                    after = after._replace(recharged=True)
                 what = "charges" if charge else "declines it, retryable elsewhere"
                 result = Result.CHARGED if charge else Result.DECLINED
                 out.append((result, after, f"{where} {what}"))
@@ -67,13 +70,29 @@ class Attempts(Writes):
         attempt's decline, which lets recovery fail over; else nothing.
         """
         last = o.attempt
-        for n in range(last, -1, -1):
+        first = last if self.mutation is Mutation.LATEST_ATTEMPT_ONLY else 0
+        for n in range(last, first - 1, -1):
             key = (o.row, n, 0)
             if key in w.ledger and is_charge(w, key):
                 return Result.FOUND, n, f"charge under {key_name(key)}"
         if (o.row, last, 0) in w.ledger:
             return Result.DECLINED, last, f"{key_name((o.row, last, 0))} declined"
         return Result.NOT_FOUND, last, "no charge"
+
+    @staticmethod
+    def _charged_before(w: World, key: Key) -> bool:
+        """Whether an attempt before `key`'s holds a charge for its operation: one that only
+        a wrong "not processed" (the model's `lies`) can make."""
+        return any(k[0] == key[0] and k[1] < key[1] and is_charge(w, k) for k in w.ledger)
+
+    def lies(self, w: World, answers: list[tuple[Result, World, str]]) -> None:
+        """A charge answered "not processed", wrongly, while the budget allows (`lies`)."""
+        if not w.budget.lies:
+            return
+        for result, after, what in list(answers):
+            if result is Result.CHARGED:
+                wrong = f"{what}, but answers 503 not processed (wrong)"
+                answers.append((Result.NOT_PROCESSED, spend(after, lies=1), wrong))
 
     def proves_nothing_sent(self, o: Owner) -> bool:
         """A "not processed" answer proves the attempt charged nothing and never will.

@@ -157,7 +157,8 @@ class Protocol(Attempts):
                 result = Result.NOT_FOUND  # the operator resolves a decline as "not charged"
             if result is Result.NOT_FOUND and o.mode is Mode.RESOLVE and not self._quiet(w, i, o):
                 result = Result.NOT_FOUND_RECENT
-            keys = f"the key of attempt{'s 0 to' if o.attempt else ''} {o.attempt}"
+            every = o.attempt and self.mutation is not Mutation.LATEST_ATTEMPT_ONLY
+            keys = f"the key of attempt{'s 0 to' if every else ''} {o.attempt}"
             text = f"lookup by {keys}: {what}, {result.name}"
             owner = Owner(
                 Phase.LOOKED, o.row, o.fence, o.generation, o.believed, o.mode, result, attempt
@@ -186,6 +187,7 @@ class Protocol(Attempts):
     def _await(self, w: World, i: int, o: Owner, out: Successors) -> None:
         name, key, timeouts = self.names[i], self.key(o), w.budget.timeouts
         answers = self.answers(w, o)
+        self.lies(w, answers)
         if w.budget.faults:
             what = f"provider {key[1]} answers 503 not processed"
             answers.append((Result.NOT_PROCESSED, spend(w, faults=1), what))

@@ -69,6 +69,17 @@ def first_broken(w: World) -> str | None:
     return FENCED if w.stale_write else None
 
 
+RECHARGED = "recovery never charges again what an earlier attempt charged"
+
+
+def recharged(w: World) -> str | None:
+    """`RECHARGED` if a recovery's send charged a payment an earlier attempt of which held a
+    charge. The check of the searches with a wrong "not processed" (`Budget.lies`): such an
+    answer breaks the other invariants by itself (the payment fails over, and the new
+    attempt's own send may charge again), which no lookup can prevent; recovery's must not."""
+    return RECHARGED if w.recharged else None
+
+
 DEAD_END = "no dead end: COMPLETED or FAILED is still reachable"
 
 

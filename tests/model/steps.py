@@ -95,14 +95,25 @@ def own(w: World, i: int, r: int, owner: Owner) -> World:
 
 
 def spend(
-    w: World, *, crashes: int = 0, expiries: int = 0, faults: int = 0, timeouts: int = 0
+    w: World,
+    *,
+    crashes: int = 0,
+    expiries: int = 0,
+    faults: int = 0,
+    timeouts: int = 0,
+    lies: int = 0,
 ) -> World:
     b = w.budget
-    total = b.total - (crashes + expiries + faults + timeouts)
+    total = b.total - (crashes + expiries + faults + timeouts + lies)
     if total == 0:
         return w._replace(budget=SPENT)
     left = Budget(
-        b.crashes - crashes, b.expiries - expiries, b.faults - faults, b.timeouts - timeouts, total
+        b.crashes - crashes,
+        b.expiries - expiries,
+        b.faults - faults,
+        b.timeouts - timeouts,
+        total,
+        b.lies - lies,
     )
     return w._replace(budget=left)
 

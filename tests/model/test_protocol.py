@@ -35,6 +35,9 @@ BROKEN_BY = {
     Mutation.ATTEMPT_NOT_PERSISTED: FAILED_NOT_CHARGED,
 }
 
+# Searched with a wrong "not processed", which breaks these invariants by itself: test_attempts.
+CAUGHT_HERE = [m for m in Mutation if m is not Mutation.LATEST_ATTEMPT_ONLY]
+
 # A dead end is found only once the whole graph is explored, and the retry path it is on does
 # not depend on failover: that one search runs with one provider, a fifth of the graph.
 BOUNDS = {Mutation.RETRYABLE_NEVER_RETRIED: SMALL._replace(providers=1)}
@@ -50,7 +53,7 @@ def test_the_protocol_keeps_every_invariant(small_run: tuple[Report, Protocol]) 
     assert report.violation is None, trace
 
 
-@pytest.mark.parametrize("mutation", list(Mutation), ids=lambda m: m.value)
+@pytest.mark.parametrize("mutation", CAUGHT_HERE, ids=lambda m: m.value)
 def test_each_broken_rule_is_caught(mutation: Mutation) -> None:
     bounds = BOUNDS.get(mutation, SMALL)
     protocol = Protocol(bounds, mutation)

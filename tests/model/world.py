@@ -95,6 +95,7 @@ class Mutation(Enum):
     RETRYABLE_NEVER_RETRIED = "retryable-never-retried"  # a liveness bug, for the dead-end check
     UNGUARDED_RESOLVE = "unguarded-resolve"  # "not charged" while a request may be in flight
     ATTEMPT_NOT_PERSISTED = "attempt-not-persisted"  # failover sends before writing its attempt
+    LATEST_ATTEMPT_ONLY = "latest-attempt-only"  # recovery looks up the current attempt alone
 
 
 class Budget(NamedTuple):
@@ -105,6 +106,11 @@ class Budget(NamedTuple):
     faults: int  # the provider answers "not processed", or a lookup is unavailable
     timeouts: int  # an owner stops waiting, or an answer is lost on the way back
     total: int  # faults of any kind
+    # A provider charges and answers "not processed", wrongly (a proxy gave up on a request
+    # the provider went on to process). Only the searches that say so allow it: it breaks
+    # invariants the service cannot keep (it fails over, and the new attempt's own send
+    # charges a second time), and is there to show that recovery finds the charge.
+    lies: int = 0
 
 
 class Bounds(NamedTuple):
@@ -120,6 +126,8 @@ class Bounds(NamedTuple):
 SPENT = Budget(0, 0, 0, 0, 0)
 SMALL = Bounds(2, 1, Budget(crashes=1, expiries=1, faults=1, timeouts=1, total=2))
 LARGE = Bounds(2, 2, Budget(crashes=2, expiries=2, faults=2, timeouts=2, total=3))
+WRONG_NOT_PROCESSED = SMALL._replace(budget=SMALL.budget._replace(lies=1))
+"""The small bound, one of whose two faults may be a wrong "not processed"."""
 
 Key = tuple[int, int, int]
 """A provider idempotency key: (operation row, attempt, generation). The service derives one
@@ -167,6 +175,9 @@ class World(NamedTuple):
     ledger: frozenset[Key]  # the providers' charges and declines, by key; never two for a key
     budget: Budget
     stale_write: bool  # a write landed for an owner whose ownership was already taken over
+    # A recovery's send charged an operation an earlier attempt of which held a charge already
+    # (only a wrong "not processed" makes such a charge; a lookup of every attempt finds it).
+    recharged: bool = False
 
 
 def roles(bounds: Bounds) -> tuple[Role, ...]:
@@ -225,7 +236,7 @@ def initial_worlds(bounds: Bounds, verdict: Verdict = Verdict.UNDECIDED) -> tupl
     done_first = (DONE, *owners[1:])
     verdicts = (verdict,) * bounds.providers
     return tuple(
-        World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False)
+        World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False, False)
         for rows, first in (((), owners), (left_received, done_first))
     )
 
@@ -248,13 +259,17 @@ def charges_of(world: World, row: int) -> int:
 
 def with_owner(w: World, i: int, owner: Owner) -> World:
     owners = (*w.owners[:i], owner, *w.owners[i + 1 :])
-    return World(w.verdicts, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write)
+    return World(
+        w.verdicts, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write, w.recharged
+    )
 
 
 def with_row(w: World, r: int, row: Row) -> World:
     """Row `r` replaced, or added when `r` is one past the last."""
     rows = (*w.rows[:r], row, *w.rows[r + 1 :])
-    return World(w.verdicts, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write)
+    return World(
+        w.verdicts, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write, w.recharged
+    )
 
 
 def key_name(key: Key) -> str:
