@@ -78,8 +78,12 @@ def test_a_failover_is_recorded_by_its_own_statement_and_a_fenced_out_one_record
     assert ref.state is State.PROVIDER_REQUEST_SENT
 
     # An owner whose fence is out of date: no transition, no attempt moved, no record.
+    before = _rows(db, ref.id)
+    assert before[0]["attempt"] == 0
     stale = OwnedRef(ref.id, ref.fence - 1, ref.state, ref.attempts)
     assert async_db.run(_fail_over(async_db, stale, "processor_declined")) is None
+    assert _rows(db, ref.id) == before, "a fenced-out failover moved the payment or operation"
+    assert "failover" not in {t["trigger"] for t in transitions(db, ref.id)}
     payment_id = db.execute("SELECT id FROM payments WHERE operation_id = %s", (ref.id,)).fetchone()
     assert payment_id is not None
     assert async_db.run(_of_payment(async_db, tenant, payment_id["id"])) == []
@@ -87,6 +91,7 @@ def test_a_failover_is_recorded_by_its_own_statement_and_a_fenced_out_one_record
     moved = async_db.run(_fail_over(async_db, ref, "processor_declined"))
 
     assert moved is not None
+    assert _rows(db, ref.id)[0]["attempt"] == 1
     (failover,) = [t for t in transitions(db, ref.id) if t["trigger"] == "failover"]
     (record,) = async_db.run(_of_payment(async_db, tenant, payment_id["id"]))
     assert record.transition_id == failover["id"]
@@ -95,6 +100,16 @@ def test_a_failover_is_recorded_by_its_own_statement_and_a_fenced_out_one_record
     assert (record.to_attempt, record.to_provider) == (1, "secondary")
     assert (record.cause, record.detail) == (DECLINED, "processor_declined")
     assert record.summary == "declined processor_declined, retryable elsewhere"
+
+
+def _rows(db: psycopg.Connection[DictRow], operation_id: uuid.UUID) -> tuple[DictRow, DictRow]:
+    """The payment's row and its operation's, every column."""
+    payment = db.execute("SELECT * FROM payments WHERE operation_id = %s", (operation_id,))
+    operation = db.execute("SELECT * FROM operations WHERE id = %s", (operation_id,))
+    payment_row, operation_row = payment.fetchone(), operation.fetchone()
+    assert payment_row is not None
+    assert operation_row is not None
+    return payment_row, operation_row
 
 
 async def _of_payment(
