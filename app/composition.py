@@ -105,6 +105,7 @@ def provider_client(
     connections = provider_connections(settings)
     wire = WireClient(
         spec.url,
+        api_key=spec.secret_key(),
         connect_timeout_s=spec.timeout_s * CONNECT_SHARE,
         max_connections=connections,
         max_idle=connections,
@@ -122,6 +123,7 @@ def provider_client(
         observer=metrics.provider_observer(spec.name),
         deadline_s=spec.timeout_s,
         breaker=breaker,
+        name=spec.name,
     )
     return client, wire
 

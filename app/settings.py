@@ -12,11 +12,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-from app.provider.registry import DEFAULT_NAME, ProviderSpec, distinct_names
+from app.provider.registry import DEFAULT_NAME, ProviderSpec, check_api_key, distinct_names
 from app.provider.routing import RoutingSpec, RoutingTable
 
 
@@ -30,6 +30,7 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_FAKE_PROVIDER_DB": "the fake provider",
     "PAYMENTS_FAKE_PROVIDER_ADMIN": "the fake provider",
     "PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS": "the fake provider",
+    "PAYMENTS_FAKE_PROVIDER_KEYS": "the fake provider",
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
     "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",
@@ -43,12 +44,19 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
 class Settings(BaseSettings):
     """Configuration from `PAYMENTS_*` variables and `DATABASE_URL`."""
 
-    model_config = SettingsConfigDict(env_prefix="PAYMENTS_", extra="ignore", frozen=True)
+    # hide_input_in_errors: an invalid value is never echoed, for it may be a secret key.
+    model_config = SettingsConfigDict(
+        env_prefix="PAYMENTS_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     # DATABASE_URL is the one setting without the prefix, as the spec names it.
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     provider_url: str = "http://127.0.0.1:8100"
     provider_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    # The secret key sent to the provider (`Authorization: Bearer <key>`) by every provider
+    # that `providers` gives no `api_key` of its own. Unset: no key is sent (the fake
+    # provider refuses that `401`; `payments dev` and the tests set its development key).
+    provider_api_key: SecretStr | None = None
     # Several providers (JSON, `app/provider/registry.py`): each named, with its URL and
     # optionally its own timeout and breaker. Unset: one, `primary`, at `provider_url`.
     providers: tuple[ProviderSpec, ...] | None = None
@@ -111,6 +119,9 @@ class Settings(BaseSettings):
     # `forwarded_allow_ips`: addresses or networks, comma-separated, `*` for any). Empty:
     # no peer is trusted, and the headers are ignored.
     forwarded_allow_ips: str = ""
+    # A request's line and headers together, in bytes, on both listeners (`app/http/
+    # head_limit.py`): a longer head is answered 431 and its connection closed unread.
+    max_request_head_bytes: int = Field(default=32 * 1024, ge=4096, le=1 << 30)
     # Set by `payments dev` only: the console's cookie without `Secure` over plain http, and
     # no `Strict-Transport-Security`. Never in a deployment.
     development: bool = False
@@ -119,10 +130,13 @@ class Settings(BaseSettings):
     # How long `/metrics` reuses the backlog gauges it read from the database.
     metrics_backlog_refresh_s: float = Field(default=5.0, ge=0, le=3600)
     data_dir: Path = Path(".data")
-    # Each tenant's requests per second on one API process (a token bucket holding `burst`);
-    # 0 turns the limit off. Per process: N API processes let a tenant make N times this.
+    # Token buckets on each API process (0: off; N processes let through N times as much):
+    # each tenant's requests a second, and each client address's without a valid API key.
     tenant_rate_limit_per_s: float = Field(default=100.0, ge=0, le=1_000_000)
     tenant_rate_limit_burst: int = Field(default=200, ge=1, le=10_000_000)
+    unauthenticated_rate_limit_per_s: float = Field(default=10.0, ge=0, le=1_000_000)
+    unauthenticated_rate_limit_burst: int = Field(default=100, ge=1, le=10_000_000)
+    api_key_cache_size: int = Field(default=10_000, ge=10, le=10_000_000)
     db_pool_size: int = Field(default=20, ge=1, le=200)
     # Connecting to one host, and waiting for a free pooled connection, give up after this.
     db_connect_timeout_s: float = Field(default=5.0, ge=1, le=60)
@@ -184,12 +198,13 @@ class Settings(BaseSettings):
         return value
 
     _distinct_names = field_validator("providers")(distinct_names)
+    _header_safe = field_validator("provider_api_key")(check_api_key)
 
     def provider_specs(self) -> tuple[ProviderSpec, ...]:
         """The configured providers, each with its own timeout and breaker filled in."""
         specs = self.providers or (ProviderSpec(name=DEFAULT_NAME, url=self.provider_url),)
         defaults = (self.provider_timeout_s, self.breaker_failures, self.breaker_cooldown_s)
-        return tuple(spec.completed(*defaults) for spec in specs)
+        return tuple(spec.completed(*defaults, self.provider_api_key) for spec in specs)
 
     def routing_table(self) -> RoutingTable:
         """The routing over the configured providers (checked at start, as every setting)."""

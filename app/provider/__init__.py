@@ -14,6 +14,7 @@ from app.provider.errors import (
     ProviderError,
     RequestNotSent,
     RequestRejected,
+    Unauthorized,
 )
 from app.provider.keys import derive_provider_key
 from app.provider.wire import CONNECT_SHARE, WireClient
@@ -31,6 +32,7 @@ __all__ = [
     "RefundRequest",
     "RequestNotSent",
     "RequestRejected",
+    "Unauthorized",
     "WireClient",
     "derive_provider_key",
 ]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
-from app.provider.errors import LookupFailed
+from app.provider.errors import LookupFailed, Unauthorized
+
+logger = logging.getLogger("payments.provider")
 
 _Found = TypeVar("_Found")
 
@@ -17,7 +20,7 @@ _DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
 _MAX_DETAIL_CHARS = 200
 
 
-def error_detail(body: bytes) -> str:
+def error_detail(body: bytes, default: str = "the provider rejected the request as invalid") -> str:
     """A short human reason from an error body, bounded so it is safe to store and show."""
     try:
         data: Any = json.loads(body)
@@ -28,7 +31,7 @@ def error_detail(body: bytes) -> str:
             value = data.get(member)
             if isinstance(value, str) and value:
                 return value[:_MAX_DETAIL_CHARS]
-    return "the provider rejected the request as invalid"
+    return default
 
 
 def retry_after(value: str | None) -> float | None:
@@ -62,3 +65,23 @@ def lookup_answer(
     if found is None:
         raise LookupFailed("the provider answered the lookup with an unreadable body")
     return found
+
+
+def refused_credentials(provider: str, call: str, body: bytes) -> Unauthorized:
+    """The error of a `401`, logged as the alert it is: our key for `provider` is missing,
+    wrong or revoked, and every call to it will be refused until the configuration is fixed.
+
+    Neither the log line nor the error holds the key; the provider's own detail is kept,
+    bounded (`error_detail`): a provider does not echo a key it refused.
+    """
+    detail = error_detail(body, default="no detail")
+    logger.error(
+        "provider %r refused the service's credentials (401 to %s: %s); check its api_key "
+        "(PAYMENTS_PROVIDERS) or PAYMENTS_PROVIDER_API_KEY",
+        provider,
+        call,
+        detail,
+    )
+    return Unauthorized(
+        f"the provider refused the service's credentials (401): {detail}", unhealthy=False
+    )

@@ -9,6 +9,7 @@ by a lookup, never by guessing. Charges and refunds are classified by the same c
     create_charge (POST /charges), create_refund (POST /refunds)
         201 + valid body                      -> Charge (succeeded or declined) / ProviderRefund
         400                                   -> RequestRejected
+        401 (our key missing, wrong, revoked) -> Unauthorized (a RequestRejected), logged
         429, 503                              -> RequestNotSent (with Retry-After)
         could not connect (refused, DNS, TLS
         handshake, connect timeout), no
@@ -25,7 +26,7 @@ by a lookup, never by guessing. Charges and refunds are classified by the same c
     find_charge (GET /charges?idempotency_key=K), find_refund (GET /refunds?idempotency_key=K)
         200 + valid body for K                -> Charge / ProviderRefund
         404                                   -> None
-        anything else, any transport error    -> LookupFailed
+        anything else, any transport error    -> LookupFailed (a 401 logged as for a send)
 
 A send is written once: the wire client never sends it again on its own, even when the
 kept-alive connection it went on turns out to have been closed by the provider (the
@@ -40,11 +41,10 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from app.provider.answers import error_detail, lookup_answer, retry_after
+from app.provider.answers import error_detail, lookup_answer, refused_credentials, retry_after
 from app.provider.breaker import CircuitBreaker
 from app.provider.errors import (
     CircuitOpen,
@@ -55,6 +55,7 @@ from app.provider.errors import (
     RequestRejected,
 )
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
+from app.provider.requests import ChargeRequest, RefundRequest
 from app.provider.traced import traced_call
 from app.provider.wire import NotSent, Progress, WireClient, WireError
 from app.tracing.state import STATE
@@ -72,7 +73,8 @@ Observer = Callable[[str, str, float], None]
 """Called once per provider call with (operation, outcome, seconds).
 
 Operations are "charge", "lookup" (of a charge), "refund" and "refund_lookup". Send outcomes:
-"succeeded", "declined", "not_sent", "circuit_open", "rejected", "unknown". Lookup outcomes:
+"succeeded", "declined", "not_sent", "circuit_open", "rejected", "unauthorized", "unknown".
+Lookup outcomes:
 "found", "not_found", "failed". "interrupted" marks a call that ended by cancellation or an
 untranslated exception. An observer must not raise.
 """
@@ -84,26 +86,6 @@ _Found = TypeVar("_Found", Charge, ProviderRefund)
 _NOT_PROCESSED_STATUSES = frozenset({429, 503})
 
 
-@dataclass(frozen=True)
-class ChargeRequest:
-    """One charge as we send it; every call for a payment sends the same values."""
-
-    provider_key: str
-    amount_minor: int
-    currency: str
-    account_id: str
-    reference: str
-
-
-@dataclass(frozen=True)
-class RefundRequest:
-    """One refund as we send it; every call for a refund sends the same values."""
-
-    provider_key: str
-    charge_id: str
-    amount_minor: int
-
-
 class ProviderClient:
     """Creates and looks up charges and refunds at the provider, translating every failure.
 
@@ -111,7 +93,7 @@ class ProviderClient:
     `deadline_s`, when given, bounds each whole call (every attempt of it), which lets the
     owner's lease be set safely longer than the longest provider call; the wire client's
     connect timeout should be a share of it (`wire.CONNECT_SHARE`), so that a connect that
-    hangs is "not sent" before the deadline fires.
+    hangs is "not sent" before the deadline fires. `name` is the provider's, for the logs.
     """
 
     def __init__(
@@ -121,7 +103,9 @@ class ProviderClient:
         observer: Observer | None = None,
         deadline_s: float | None = None,
         breaker: CircuitBreaker | None = None,
+        name: str = "primary",
     ) -> None:
+        self._name = name
         self._wire = wire
         self._observer = observer
         self._deadline_s = deadline_s
@@ -258,6 +242,8 @@ class ProviderClient:
             return found
         if status == 400:
             raise RequestRejected(error_detail(answer.body), unhealthy=False)
+        if status == 401:
+            raise refused_credentials(self._name, f"POST {path}", answer.body)
         if status in _NOT_PROCESSED_STATUSES:
             raise RequestNotSent(
                 f"the provider answered {status} (not processed)",
@@ -286,6 +272,9 @@ class ProviderClient:
             raise LookupFailed("the lookup exceeded its deadline") from exc
         except WireError as exc:
             raise LookupFailed(f"the lookup failed ({exc})") from exc
+        if answer.status == 401:
+            refusal = refused_credentials(self._name, f"GET {path}", answer.body)
+            raise LookupFailed(str(refusal), unhealthy=False) from refusal
         return lookup_answer(answer.status, answer.body, provider_key, parse)
 
     async def _within_deadline(self, call: Awaitable[_T]) -> _T:

@@ -14,7 +14,11 @@ indefinite one must be reconciled by looking the charge up, never guessed.
     │   └── CircuitOpen  not even tried: the circuit breaker is open (`breaker.py`);
     │                    `retry_after` is the rest of its cool-down.
     ├── RequestRejected  definite: the provider refused the request as invalid (400);
-    │                    nothing was charged or refunded, and sending it again would not help.
+    │   │                nothing was charged or refunded, and sending it again would not help.
+    │   └── Unauthorized the provider refused our credentials (401: the key for it missing,
+    │                    wrong or revoked) before reading the request: nothing was charged
+    │                    or refunded. Failed, never failed over: it is our configuration
+    │                    that is wrong, which sending the payment elsewhere would hide.
     ├── OutcomeUnknown   indefinite: the request was or may have been sent and no definite
     │                    answer came back (the deadline fired once it may have been
     │                    written, a write or read error, the connection lost mid-request,
@@ -68,6 +72,12 @@ class RequestRejected(ProviderError):
     """The provider refused the request as invalid; nothing was charged or refunded."""
 
     outcome: ClassVar[str] = "rejected"
+
+
+class Unauthorized(RequestRejected):
+    """The provider refused our credentials (401); nothing was charged or refunded."""
+
+    outcome: ClassVar[str] = "unauthorized"
 
 
 class OutcomeUnknown(ProviderError):

@@ -9,6 +9,12 @@ recovery cannot reach it and flags them `needs_attention`, so a name, once used,
 
 Each provider has its own connection pool, deadline and circuit breaker: one provider failing
 opens its own breaker and leaves the others' traffic alone.
+
+Each provider has its own secret key (`api_key`, sent as `Authorization: Bearer <key>` on
+every call, `wire.py`); unset, the service-wide `PAYMENTS_PROVIDER_API_KEY`. A key is held as
+a `SecretStr`: the settings' repr, their validation errors and the logs show `**********`.
+Rotating a key is a change of configuration: the provider accepts the old and the new key
+for a while, the processes are restarted with the new one, then the provider drops the old.
 """
 
 from __future__ import annotations
@@ -17,26 +23,37 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from app.provider.client import ProviderClient
 
 # Lower-case, so a name reads the same in settings, metrics labels, the database and logs.
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 DEFAULT_NAME = "primary"
+# Visible ASCII only: a key goes into a header line as it is.
+_API_KEY = re.compile(r"[\x21-\x7e]{1,512}")
+
+
+def check_api_key(cls: type, value: SecretStr | None) -> SecretStr | None:
+    """A key must fit in a header line (the check of `api_key` and of
+    `PAYMENTS_PROVIDER_API_KEY`); the message never shows it."""
+    if value is not None and not _API_KEY.fullmatch(value.get_secret_value()):
+        raise ValueError("must be 1 to 512 visible ASCII characters (no spaces)")
+    return value
 
 
 class ProviderSpec(BaseModel):
     """One provider as configured: its name, where it is, and how long a call may take.
 
     Unset values fall back to the service-wide settings (`PAYMENTS_PROVIDER_TIMEOUT_S`,
-    `PAYMENTS_BREAKER_FAILURES`, `PAYMENTS_BREAKER_COOLDOWN_S`).
+    `PAYMENTS_BREAKER_FAILURES`, `PAYMENTS_BREAKER_COOLDOWN_S`, `PAYMENTS_PROVIDER_API_KEY`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     name: str = Field(pattern=NAME_PATTERN)
     url: str
+    api_key: SecretStr | None = None
     timeout_s: float | None = Field(default=None, gt=0, le=120)
     breaker_failures: int | None = Field(default=None, ge=1, le=1_000_000)
     breaker_cooldown_s: float | None = Field(default=None, gt=0, le=3600)
@@ -48,8 +65,14 @@ class ProviderSpec(BaseModel):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
 
+    _header_safe = field_validator("api_key")(check_api_key)
+
     def completed(
-        self, timeout_s: float, breaker_failures: int, breaker_cooldown_s: float
+        self,
+        timeout_s: float,
+        breaker_failures: int,
+        breaker_cooldown_s: float,
+        api_key: SecretStr | None = None,
     ) -> ProviderSpec:
         """This spec with every value it leaves unset taken from the service-wide ones."""
         return self.model_copy(
@@ -57,8 +80,13 @@ class ProviderSpec(BaseModel):
                 "timeout_s": self.timeout_s or timeout_s,
                 "breaker_failures": self.breaker_failures or breaker_failures,
                 "breaker_cooldown_s": self.breaker_cooldown_s or breaker_cooldown_s,
+                "api_key": self.api_key or api_key,
             }
         )
+
+    def secret_key(self) -> str | None:
+        """The key itself, for the one place that sends it (the wire client)."""
+        return None if self.api_key is None else self.api_key.get_secret_value()
 
 
 def distinct_names(

@@ -2,7 +2,9 @@
 
 Every provider call is one small request and one small JSON answer on a kept-alive
 connection: a charge or refund is `POST <path>` with a JSON body and an `Idempotency-Key`, a
-lookup `GET <path>?idempotency_key=K`. Through httpx, httpcore and h11 such a call cost more
+lookup `GET <path>?idempotency_key=K`. Each carries the merchant's secret key, when the
+provider has one, as `Authorization: Bearer <key>` (the key is in no error, log or repr of
+this module's). Through httpx, httpcore and h11 such a call cost more
 CPU than the rest of a payment's client-side work (request, URL, cookie and pool objects per
 call), so the provider client has this transport of its own and no other. Answers are parsed
 by httptools' C parser (`reading.py`).
@@ -86,6 +88,15 @@ class _Connection:
         self.writer.close()
 
 
+def _authorization(api_key: str | None) -> str:
+    """The `Authorization` header line carrying the merchant's secret key, if it has one."""
+    if api_key is None:
+        return ""
+    if not api_key.isascii() or not api_key.isprintable() or " " in api_key or not api_key:
+        raise ValueError("an API key must be visible ASCII")
+    return f"Authorization: Bearer {api_key}\r\n"
+
+
 def _trace_header(traceparent: str | None) -> str:
     """The W3C `traceparent` header line, when the call is traced (docs/tracing.md)."""
     if traceparent is None:
@@ -110,12 +121,14 @@ class WireClient:
     connection (TCP and TLS); give it a share of the call's deadline (`CONNECT_SHARE`) so a
     connect that hangs, or a wait for a free one, is "not sent".
     https works as http, with the system's trust store and the URL's host name checked.
+    `api_key`, when given, goes with every request (`Authorization: Bearer`).
     """
 
     def __init__(
         self,
         base_url: str,
         *,
+        api_key: str | None = None,
         connect_timeout_s: float | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_idle: int = DEFAULT_MAX_CONNECTIONS,
@@ -131,7 +144,10 @@ class WireClient:
         default_port = self._port == (443 if self._ssl else 80)
         host = f"[{self._host}]" if ":" in self._host else self._host
         authority = host if default_port else f"{host}:{self._port}"
-        self._headers = f"Host: {authority}\r\nAccept: application/json\r\nUser-Agent: payments\r\n"
+        self._headers = (
+            f"Host: {authority}\r\nAccept: application/json\r\nUser-Agent: payments\r\n"
+            + _authorization(api_key)
+        )
         self._connect_timeout_s = connect_timeout_s
         self._max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)

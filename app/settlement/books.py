@@ -123,20 +123,34 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
 
 class ProviderBooks:
     """Reads one provider's books over `http` (its base URL set), translating every failure;
-    `name` is the provider's, as payments' routes and refunds name it."""
+    `name` is the provider's, as payments' routes and refunds name it. `api_key`, the
+    provider's secret key, goes with every read (`Authorization: Bearer`), as with a charge:
+    the books are the merchant's."""
 
     def __init__(
-        self, http: httpx.AsyncClient, *, name: str = DEFAULT_NAME, page_size: int = PAGE_SIZE
+        self,
+        http: httpx.AsyncClient,
+        *,
+        name: str = DEFAULT_NAME,
+        page_size: int = PAGE_SIZE,
+        api_key: str | None = None,
     ) -> None:
         self.name = name
         self._http = http
         self._page_size = page_size
+        self._headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> httpx.Response:
         try:
-            return await self._http.get(path, params=params)
+            response = await self._http.get(path, params=params, headers=self._headers)
         except httpx.HTTPError as exc:
             raise BooksUnavailable(f"GET {path}: {type(exc).__name__}") from exc
+        if response.status_code == 401:
+            raise BooksUnavailable(
+                f"GET {path}: provider {self.name!r} refused the service's credentials (401); "
+                "check its api_key (PAYMENTS_PROVIDERS) or PAYMENTS_PROVIDER_API_KEY"
+            )
+        return response
 
     async def created_on(self, record_type: RecordType, day: date) -> list[TheirRecord]:
         """Every record of `record_type` the provider made on `day`, page by page."""

@@ -54,7 +54,12 @@ async def open_books(settings: Settings) -> AsyncIterator[list[ProviderBooks]]:
         for spec in settings.provider_specs():
             http = await stack.enter_async_context(books_client(spec, settings))
             books.append(
-                ProviderBooks(http, name=spec.name, page_size=settings.settlement_page_size)
+                ProviderBooks(
+                    http,
+                    name=spec.name,
+                    page_size=settings.settlement_page_size,
+                    api_key=spec.secret_key(),
+                )
             )
         yield books
 
