@@ -29,6 +29,7 @@ from app.settings import Settings
 from app.tenants.bearer import TenantGate
 from app.tenants.cache import ApiKeyCache
 from app.tenants.rate_limit import TenantRateLimiter
+from app.tenants.unauthenticated import UnauthenticatedLimiter
 from app.webhooks import router as webhooks_router
 
 
@@ -44,6 +45,7 @@ class Services:
     api_keys: ApiKeyCache
     operators: OperatorDesk
     rate_limiter: TenantRateLimiter
+    unauthenticated: UnauthenticatedLimiter
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

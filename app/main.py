@@ -38,6 +38,7 @@ from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
 from app.tenants.rate_limit import TenantRateLimiter
+from app.tenants.unauthenticated import UnauthenticatedLimiter
 from app.tracing.setup import configure as configure_tracing
 from app.tracing.setup import traced_asgi
 from app.webhooks import router as webhooks_router
@@ -86,7 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
                     metrics=metrics,
                 ),
                 metrics=metrics,
-                api_keys=api_key_cache(parts.db),
+                api_keys=api_key_cache(parts.db, max_entries=settings.api_key_cache_size),
                 operators=OperatorDesk(
                     db=parts.db,
                     subjects=parts.subjects,
@@ -97,7 +98,12 @@ def create_app(settings: Settings) -> FastAPI:
                     rate_per_s=settings.tenant_rate_limit_per_s,
                     burst=settings.tenant_rate_limit_burst,
                 ),
+                unauthenticated=UnauthenticatedLimiter(
+                    rate_per_s=settings.unauthenticated_rate_limit_per_s,
+                    burst=settings.unauthenticated_rate_limit_burst,
+                ),
             )
+            app.state.readiness = health.Readiness(parts.db)
             gc_tuning.settle()
             yield
 

@@ -17,6 +17,7 @@ from app.tenants import repository
 from app.tenants.cache import ApiKeyCache
 from app.tenants.repository import KeyOwner
 from app.tenants.rows import ApiKeyRow, TenantRow
+from app.tracing.spans import outside_traces
 
 T = TypeVar("T")
 
@@ -25,18 +26,21 @@ class TenantCommandError(Exception):
     """A tenant or key command cannot be carried out; the message says why."""
 
 
-def api_key_cache(db: Database) -> ApiKeyCache:
-    """The API's key cache, looking keys up and recording their use, a statement each."""
+def api_key_cache(db: Database, *, max_entries: int = 10_000) -> ApiKeyCache:
+    """The API's key cache, looking keys up and recording their use, a statement each;
+    `max_entries` valid keys remembered (`PAYMENTS_API_KEY_CACHE_SIZE`)."""
 
     async def lookup(api_key: str) -> KeyOwner | None:
-        async with db.connection() as conn:
-            return await repository.find_key_owner(conn, api_key)
+        # Not traced: a made-up key's request is refused untraced, its lookup included.
+        with outside_traces():
+            async with db.connection() as conn:
+                return await repository.find_key_owner(conn, api_key)
 
     async def record_use(key_id: uuid.UUID, at: datetime) -> None:
         async with db.connection() as conn:
             await repository.record_use(conn, key_id, at)
 
-    return ApiKeyCache(lookup=lookup, record_use=record_use)
+    return ApiKeyCache(lookup=lookup, record_use=record_use, max_entries=max_entries)
 
 
 def _in_transaction(settings: Settings, work: Callable[[Connection], Awaitable[T]]) -> T:

@@ -1,7 +1,13 @@
 """The tenant a request speaks for: the bearer scheme on every tenant route.
 
-Routes take `CurrentTenant`; the API key cache and the rate limiter come from what the
-lifespan built (`app.state.services`), read through the `TenantGate` protocol.
+Routes take `CurrentTenant`; the API key cache and the rate limiters come from what the
+lifespan built (`app.state.services`), read through the `TenantGate` protocol. The fast
+routes (`app/http/fast_path.py`) call this same dependency.
+
+Until a key is found valid, a request is its client address's (`unauthenticated.py`): a
+missing, malformed (`keys.could_be_api_key`) or unknown key is counted against the address,
+and refused `429` rather than `401` once the address is over its rate. Such a refusal is
+left out of the traces (`app.tracing.spans.refused_unauthenticated`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from app.errors import Unauthenticated
 from app.http.auth import bearer_token
 from app.tenants.cache import ApiKeyCache
 from app.tenants.errors import RateLimited
+from app.tenants.keys import could_be_api_key
 from app.tenants.rate_limit import TenantRateLimiter
+from app.tenants.unauthenticated import NO_ADDRESS, UnauthenticatedLimiter
+from app.tracing.spans import refused_unauthenticated
 
 
 class TenantGate(Protocol):
@@ -29,6 +38,9 @@ class TenantGate(Protocol):
     @property
     def rate_limiter(self) -> TenantRateLimiter: ...
 
+    @property
+    def unauthenticated(self) -> UnauthenticatedLimiter: ...
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -36,6 +48,9 @@ class Caller:
 
     id: uuid.UUID
     key_id: uuid.UUID
+
+
+_CHALLENGE = {"www-authenticate": "Bearer"}
 
 
 class TenantBearer(HTTPBearer):
@@ -49,14 +64,25 @@ class TenantBearer(HTTPBearer):
 
     async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
         # (HTTPBearer's own answer is the raw credentials; this one is the tenant.)
-        challenge = {"www-authenticate": "Bearer"}
-        api_key = bearer_token(request.headers.get("authorization"))
-        if api_key is None:
-            raise Unauthenticated("send Authorization: Bearer <api key>", headers=challenge)
         services: TenantGate = request.app.state.services
-        owner = await services.api_keys.authenticate(api_key)
-        if owner is None:
-            raise Unauthenticated("the API key is not valid", headers=challenge)
+        api_key = bearer_token(request.headers.get("authorization"))
+        client = request.scope.get("client")
+        address = client[0] if client else NO_ADDRESS
+        try:
+            if api_key is None:
+                services.unauthenticated.take(address)
+                raise Unauthenticated("send Authorization: Bearer <api key>", headers=_CHALLENGE)
+            if not could_be_api_key(api_key):
+                services.unauthenticated.take(address)
+                raise Unauthenticated("the API key is not valid", headers=_CHALLENGE)
+            owner = await services.api_keys.authenticate(
+                api_key, caller=address, gate=services.unauthenticated
+            )
+            if owner is None:
+                raise Unauthenticated("the API key is not valid", headers=_CHALLENGE)
+        except (Unauthenticated, RateLimited):
+            refused_unauthenticated(request.scope)
+            raise
         wait_s = services.rate_limiter.acquire(owner.tenant_id)
         if wait_s is not None:
             raise RateLimited(

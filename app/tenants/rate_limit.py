@@ -10,6 +10,9 @@ The table is bounded. Past `max_tenants`, buckets that have refilled (they hold 
 fresh bucket would not) go first, then the longest unused tenth: a forgotten tenant starts again
 with a full bucket, which is the most it could have had anyway once idle for `burst /
 rate_per_s` seconds.
+
+The same buckets, keyed by client address, limit requests without a valid API key
+(`unauthenticated.py`): `RateLimiter` takes any key.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import heapq
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 class _Bucket:
@@ -29,8 +35,9 @@ class _Bucket:
         self.at = at
 
 
-class TenantRateLimiter:
-    """Token buckets by tenant id; `rate_per_s` 0 turns the limit off."""
+class RateLimiter(Generic[K]):
+    """Token buckets by key (a tenant's id, a client's address); `rate_per_s` 0 turns the
+    limit off."""
 
     def __init__(
         self,
@@ -48,21 +55,21 @@ class TenantRateLimiter:
         self._burst = float(burst)
         self._max_tenants = max_tenants
         self._clock = clock
-        self._buckets: dict[uuid.UUID, _Bucket] = {}
+        self._buckets: dict[K, _Bucket] = {}
 
     @property
     def enabled(self) -> bool:
         return self._rate > 0
 
-    def acquire(self, tenant_id: uuid.UUID) -> int | None:
+    def acquire(self, key: K) -> int | None:
         """Take a token for one request: None if allowed, else whole seconds to wait (>= 1)."""
         if self._rate <= 0:
             return None
         now = self._clock()
-        bucket = self._buckets.get(tenant_id)
+        bucket = self._buckets.get(key)
         if bucket is None:
             self._make_room(now)
-            bucket = self._buckets[tenant_id] = _Bucket(self._burst, now)
+            bucket = self._buckets[key] = _Bucket(self._burst, now)
         else:
             elapsed = max(0.0, now - bucket.at)
             bucket.tokens = min(self._burst, bucket.tokens + elapsed * self._rate)
@@ -72,16 +79,27 @@ class TenantRateLimiter:
             return None
         return max(1, math.ceil((1.0 - bucket.tokens) / self._rate))
 
+    def give_back(self, key: K) -> None:
+        """Return the token the last `acquire` for `key` took (the request turned out not to
+        count)."""
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = min(self._burst, bucket.tokens + 1.0)
+
     def _make_room(self, now: float) -> None:
         if len(self._buckets) < self._max_tenants:
             return
         refill_s = self._burst / self._rate
         full = [t for t, b in self._buckets.items() if now - b.at >= refill_s]
-        for tenant_id in full:
-            del self._buckets[tenant_id]
+        for key in full:
+            del self._buckets[key]
         if len(self._buckets) >= self._max_tenants:
             # All in use: the longest unused tenth goes, so this is not paid per new tenant.
             count = len(self._buckets) - self._max_tenants + max(1, self._max_tenants // 10)
             at = {t: b.at for t, b in self._buckets.items()}
-            for tenant_id in heapq.nsmallest(count, at, key=at.__getitem__):
-                del self._buckets[tenant_id]
+            for key in heapq.nsmallest(count, at, key=at.__getitem__):
+                del self._buckets[key]
+
+
+# The tenants' limiter: buckets by tenant id (`bearer.py`).
+TenantRateLimiter = RateLimiter[uuid.UUID]

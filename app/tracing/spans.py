@@ -14,7 +14,7 @@ secret.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,11 +25,46 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from app.tracing.state import STATE
 
-__all__ = ["SpanKind", "annotate", "event", "links_to", "span", "traceparent"]
+__all__ = [
+    "SpanKind",
+    "annotate",
+    "event",
+    "links_to",
+    "outside_traces",
+    "refused_unauthenticated",
+    "span",
+    "traceparent",
+]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 # A proxy until the SDK's provider is installed (`setup.configure`), then the real tracer.
 _TRACER = trace.get_tracer("payments")
+
+
+# Set in a request's ASGI scope when it was refused before anyone was authenticated: its
+# server span is dropped (`server.py`).
+REFUSED_UNAUTHENTICATED = "payments.refused_unauthenticated"
+
+
+def refused_unauthenticated(scope: MutableMapping[str, Any]) -> None:
+    """Mark the request of `scope` as refused before its caller was known (no key, or no
+    valid one, or too many of those): it is not traced. Nothing when off."""
+    if STATE.enabled:
+        scope[REFUSED_UNAUTHENTICATED] = True
+
+
+@contextmanager
+def outside_traces() -> Iterator[None]:
+    """The block under no span, so nothing it does is traced: an API key's lookup, made
+    before anyone knows whom the request is for (nothing when off)."""
+    if not STATE.enabled:
+        yield
+        return
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def traceparent() -> str | None:

@@ -6,6 +6,8 @@ import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from app.tenants.cache import ApiKeyCache
 from app.tenants.repository import KeyOwner
 
@@ -128,6 +130,65 @@ def test_the_table_is_bounded() -> None:
 
     assert world.lookups.count("sk_bogus_49") == 1
     assert world.lookups.count("sk_bogus_0") == 2
+
+
+def test_unknown_keys_never_push_out_valid_ones() -> None:
+    world = World()
+    owner = world.add("sk_a")
+    cache = world.cache(max_entries=10, negative_ttl_s=60.0)
+
+    assert auth(cache, "sk_a") == owner
+    for n in range(500):
+        auth(cache, f"sk_bogus_{n}")
+    assert auth(cache, "sk_a") == owner
+
+    assert world.lookups.count("sk_a") == 1
+    # The unknown ones are remembered in a table a tenth the size: the newest only.
+    auth(cache, "sk_bogus_499")
+    auth(cache, "sk_bogus_489")
+    assert world.lookups.count("sk_bogus_499") == 1
+    assert world.lookups.count("sk_bogus_489") == 2
+
+
+class Gate:
+    """Counts what the cache charges each caller, refusing past `allowed`."""
+
+    def __init__(self, allowed: int) -> None:
+        self.allowed = allowed
+        self.taken: list[str] = []
+
+    def take(self, caller: str) -> None:
+        if len(self.taken) >= self.allowed:
+            raise PermissionError(caller)
+        self.taken.append(caller)
+
+    def give_back(self, caller: str) -> None:
+        self.taken.remove(caller)
+
+
+def test_every_key_not_known_valid_is_charged_to_its_caller_first() -> None:
+    world = World()
+    owner = world.add("sk_a")
+    cache = world.cache(negative_ttl_s=60.0)
+    gate = Gate(allowed=2)
+
+    def auth_from(api_key: str, caller: str) -> KeyOwner | None:
+        return asyncio.run(cache.authenticate(api_key, caller=caller, gate=gate))
+
+    # Looked up and found: given back. Remembered: not charged at all.
+    assert auth_from("sk_a", "1.2.3.4") == owner
+    assert auth_from("sk_a", "1.2.3.4") == owner
+    assert gate.taken == []
+    # Unknown, then remembered as unknown: charged both times.
+    assert auth_from("sk_x", "1.2.3.4") is None
+    assert auth_from("sk_x", "1.2.3.4") is None
+    assert gate.taken == ["1.2.3.4", "1.2.3.4"]
+    # Refused by the gate: no lookup.
+    with pytest.raises(PermissionError):
+        auth_from("sk_y", "1.2.3.4")
+    assert world.lookups == ["sk_a", "sk_x"]
+    # A valid key is never the gate's to refuse once remembered.
+    assert auth_from("sk_a", "1.2.3.4") == owner
 
 
 def test_a_failing_use_write_does_not_fail_authentication() -> None:

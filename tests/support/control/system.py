@@ -34,8 +34,12 @@ def start_fake_provider(
 
 
 # The tests, the benchmark and the chaos runs send one tenant's load as fast as the API
-# takes it: the per-tenant rate limit is off for them (a test of it turns it on).
-RATE_LIMIT_OFF: dict[str, str] = {"PAYMENTS_TENANT_RATE_LIMIT_PER_S": "0"}
+# takes it, and many refused keys from one address: the rate limits are off for them (a
+# test of each turns it on).
+RATE_LIMIT_OFF: dict[str, str] = {
+    "PAYMENTS_TENANT_RATE_LIMIT_PER_S": "0",
+    "PAYMENTS_UNAUTHENTICATED_RATE_LIMIT_PER_S": "0",
+}
 
 
 def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, str]:
