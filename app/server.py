@@ -1,7 +1,10 @@
 """Running the API under uvicorn, on uvloop's event loop and httptools' HTTP parser.
 
 Both are C implementations of what uvicorn otherwise does in Python (asyncio's loop, h11);
-measured, they take a large share off the API's CPU per request.
+measured, they take a large share off the API's CPU per request. httptools bounds no
+request head, so the protocol is uvicorn's httptools one with each request's line and
+headers bounded (`app/http/head_limit.py`, `PAYMENTS_MAX_REQUEST_HEAD_BYTES`), on both
+listeners and in every worker process.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.supervisors import Multiprocess
 
+from app.http.head_limit import DEFAULT_MAX_HEAD_BYTES, HeadLimitedHttpToolsProtocol
 from app.main import serving_app
 from app.observability.logging import configure_logging
 from app.observability.metrics import MULTIPROC_DIR_VARIABLE
@@ -25,13 +29,16 @@ from app.settings import Settings
 
 # How every API process is served (the profiler in bench/ serves the same way). No
 # `log_config`: uvicorn would otherwise install its own plain-text handlers, access lines
-# (with query strings, keys in them) included, over the service's JSON logging.
+# (with query strings, keys in them) included, over the service's JSON logging. The head
+# limit travels in uvicorn's `h11_max_incomplete_event_size`, the option that bounds the
+# same bytes for uvicorn's h11 protocol; `server_options` sets the configured one.
 SERVER_OPTIONS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,
     "log_config": None,
     "loop": "uvloop",
-    "http": "httptools",
+    "http": HeadLimitedHttpToolsProtocol,
+    "h11_max_incomplete_event_size": DEFAULT_MAX_HEAD_BYTES,
 }
 
 
@@ -53,6 +60,12 @@ def proxy_options(settings: Settings) -> dict[str, Any]:
     return {"proxy_headers": True, "forwarded_allow_ips": settings.forwarded_allow_ips}
 
 
+def server_options(settings: Settings) -> dict[str, Any]:
+    """`SERVER_OPTIONS` with this deployment's head limit and proxy handling."""
+    head_limit = {"h11_max_incomplete_event_size": settings.max_request_head_bytes}
+    return {**SERVER_OPTIONS, **head_limit, **proxy_options(settings)}
+
+
 def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
     """Serve the API on `host:port` and the operators' listener beside it, one server for both.
 
@@ -66,7 +79,7 @@ def serve(settings: Settings, *, host: str, port: int, workers: int = 1) -> None
             "API's port: the operators' listener is a port of its own"
         )
     configure_logging()
-    options = {**SERVER_OPTIONS, **proxy_options(settings)}
+    options = server_options(settings)
     if workers > 1:
         made = _metrics_folder()
         try:
