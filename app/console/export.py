@@ -2,16 +2,24 @@
 
 Each page is its own short read (no transaction held while the operator's download
 trickles out), walking the same index as the list by keyset; rows added meanwhile above the
-cursor are not in the file. At most `MAX_ROWS` rows: past that, narrow the filter (the last
-line says the export was cut). Text that a spreadsheet would run as a formula (a merchant
-reference starting with `=`, `+`, `-`, `@`, a tab or a carriage return) is written with a
-leading `'`.
+cursor are not in the file. At most `MAX_ROWS` rows, or fewer when the form's `rows` asks
+for fewer (`filters.export_rows`): past that, narrow the filter (the last line says the
+export was cut, and where).
+
+Every field is quoted, and text a spreadsheet could run as a formula is defused (OWASP's
+advice on CSV injection): a `'` is written before a formula start (`=`, `+`, `-`, `@`, a
+tab, a carriage return, or the full-width forms U+FF1D, U+FF0B, U+FF0D, U+FF20) that
+begins the cell, or that follows a separator some spreadsheet may split on (`,` `;` `|`, a
+tab, a line break), spaces between them or not. A merchant reference `acc;=SUM(1)` is
+written `"acc;'=SUM(1)"`: a spreadsheet that splits the line on `;` shows the text
+`'=SUM(1)`, never a formula. The `'` is the only change: the text stays readable.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import Any
@@ -26,7 +34,11 @@ from app.refunds import operator_reads as refund_reads
 
 MAX_ROWS = 100_000
 PAGE = 1_000
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# What may start a formula, and where: the cell's start, or after a separator a
+# spreadsheet may split the line on, with any spaces between.
+FORMULA_STARTS = "=+-@\t\r\uff1d\uff0b\uff0d\uff20"
+SEPARATORS = ",;|\t\n\r"
+_FORMULA = re.compile(f"(^|[{re.escape(SEPARATORS)}])( *)(?=[{re.escape(FORMULA_STARTS)}])")
 
 PAYMENT_COLUMNS = (
     "payment_id", "tenant_id", "operation_id", "status", "amount", "currency",
@@ -46,13 +58,19 @@ OPERATION_COLUMNS = (
 def cell(value: Any) -> str:
     """A value as a CSV cell a spreadsheet shows and never evaluates."""
     text = "" if value is None else str(value)
-    return "'" + text if text.startswith(_FORMULA) else text
+    return _FORMULA.sub(r"\1\2'", text)
 
 
-def _line(values: Iterable[Any]) -> str:
+def _lines(rows: Iterable[Iterable[Any]]) -> str:
+    """`rows` as CSV lines: a page is sent as one piece, not a line at a time."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="\r\n").writerow([cell(v) for v in values])
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
+    writer.writerows([cell(v) for v in values] for values in rows)
     return out.getvalue()
+
+
+def _cut(max_rows: int) -> str:
+    return _lines([[f"# cut at {max_rows} rows: narrow the filter"]])
 
 
 def _payment(p: Any) -> list[Any]:
@@ -73,46 +91,53 @@ def _refund(r: Any) -> list[Any]:
     ]  # fmt: skip
 
 
-async def records_rows(services: Services, kind: str, flt: RecordFilter) -> AsyncIterator[str]:
-    """The payments' or refunds' CSV, header first."""
+def _operation(o: Any) -> list[Any]:
+    return [
+        o.id, o.tenant_id, o.operation_name, o.idempotency_key, o.state, o.needs_attention,
+        o.attempts, o.payment_id, o.refund_id, o.last_error, iso(o.created_at),
+        None if o.completed_at is None else iso(o.completed_at),
+    ]  # fmt: skip
+
+
+async def records_rows(
+    services: Services, kind: str, flt: RecordFilter, *, max_rows: int = MAX_ROWS
+) -> AsyncIterator[str]:
+    """The payments' or refunds' CSV, header first, at most `max_rows` rows."""
     payments = kind == "payments"
-    yield _line(PAYMENT_COLUMNS if payments else REFUND_COLUMNS)
+    yield _lines([PAYMENT_COLUMNS if payments else REFUND_COLUMNS])
     sent = 0
     cursor = flt.before
-    while sent < MAX_ROWS:
-        step = replace(flt, before=cursor)
+    while sent < max_rows:
+        # The last page asks for no more than is left: whether more follow is then whether
+        # the export was cut.
+        step, limit = replace(flt, before=cursor), min(PAGE, max_rows - sent)
         async with services.db.connection() as conn:
             if payments:
-                found_p = await records.list_payments(conn, step, limit=PAGE)
+                found_p = await records.list_payments(conn, step, limit=limit)
                 rows, cursor = [_payment(p) for p in found_p.items], found_p.next
             else:
-                found_r = await refund_reads.list_refunds(conn, step, limit=PAGE)
+                found_r = await refund_reads.list_refunds(conn, step, limit=limit)
                 rows, cursor = [_refund(r) for r in found_r.items], found_r.next
-        for row in rows[: MAX_ROWS - sent]:
-            yield _line(row)
+        yield _lines(rows)
         sent += len(rows)
         if cursor is None:
             return
-    yield _line([f"# cut at {MAX_ROWS} rows: narrow the filter"])
+    yield _cut(max_rows)
 
 
-async def operations_rows(services: Services, flt: OperationFilter) -> AsyncIterator[str]:
-    """The operations' CSV, header first, oldest first."""
-    yield _line(OPERATION_COLUMNS)
+async def operations_rows(
+    services: Services, flt: OperationFilter, *, max_rows: int = MAX_ROWS
+) -> AsyncIterator[str]:
+    """The operations' CSV, header first, oldest first, at most `max_rows` rows."""
+    yield _lines([OPERATION_COLUMNS])
     sent = 0
     after = flt.after
-    while sent < MAX_ROWS:
+    while sent < max_rows:
         step = replace(flt, after=after)
-        found = await services.operators.list(step, limit=min(PAGE, records.MAX_PAGE))
-        for snapshot in found.items[: MAX_ROWS - sent]:
-            o = snapshot.operation
-            yield _line([
-                o.id, o.tenant_id, o.operation_name, o.idempotency_key, o.state,
-                o.needs_attention, o.attempts, o.payment_id, o.refund_id, o.last_error,
-                iso(o.created_at), None if o.completed_at is None else iso(o.completed_at),
-            ])  # fmt: skip
+        found = await services.operators.list(step, limit=min(PAGE, max_rows - sent))
+        yield _lines(_operation(s.operation) for s in found.items)
         sent += len(found.items)
         if not found.has_more or not found.items:
             return
         after = found.items[-1].operation.id
-    yield _line([f"# cut at {MAX_ROWS} rows: narrow the filter"])
+    yield _cut(max_rows)

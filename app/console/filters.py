@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.admin.queries import OperationFilter
+from app.console import export
 from app.operations.states import State
 from app.payments.money import InvalidAmount, UnknownCurrency, normalize_currency, to_minor_units
 from app.payments.operator_reads import Cursor, RecordFilter
@@ -29,7 +30,9 @@ STATUSES: dict[str, tuple[str, ...]] = {
     "payments": tuple(s.value for s in PaymentStatus),
     "refunds": tuple(s.value for s in RefundStatus),
 }
-FIELDS = ("tenant", "status", "from", "to", "min", "max", "currency", "account", "attention")
+FIELDS = (
+    "tenant", "status", "from", "to", "min", "max", "currency", "account", "attention", "rows",
+)  # fmt: skip
 
 
 @dataclass
@@ -46,7 +49,23 @@ class Form:
 
 
 def read_form(params: Mapping[str, str]) -> Form:
-    return Form({name: params.get(name, "").strip()[:200] for name in FIELDS})
+    form = Form({name: params.get(name, "").strip()[:200] for name in FIELDS})
+    export_rows(form)
+    return form
+
+
+def export_rows(form: Form) -> int:
+    """How many rows an export writes at most: the form's `rows`, 1 to `export.MAX_ROWS`
+    (its default)."""
+    text = form.values["rows"]
+    if not text:
+        return export.MAX_ROWS
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= export.MAX_ROWS:
+        return int(text)
+    problem = f"rows: a whole number from 1 to {export.MAX_ROWS}"
+    if problem not in form.errors:
+        form.errors.append(problem)
+    return export.MAX_ROWS
 
 
 def _uuid(form: Form, name: str) -> uuid.UUID | None:

@@ -106,17 +106,21 @@ async def _list_page(request: Request, services: Services, kind: str, before: st
 
 @router.get("/{kind}.csv")
 async def export_csv(kind: str, request: Request, services: ServicesDep) -> Response:
-    """Every row the filter matches (up to `export.MAX_ROWS`), streamed page by page."""
+    """Every row the filter matches (up to the form's `rows`, at most `export.MAX_ROWS`),
+    streamed page by page."""
     login = await current_login(request, services)
     if login is None:
         return redirect("/console/login")
     if kind not in filters.STATUSES:
         return page(render("missing.html", login=login), 404)
     form = filters.read_form(request.query_params)
+    most = filters.export_rows(form)
     if kind == "operations":
-        rows = export.operations_rows(services, filters.operation_filter(form, None))
+        flt = filters.operation_filter(form, None)
+        rows = export.operations_rows(services, flt, max_rows=most)
     else:
-        rows = export.records_rows(services, kind, filters.record_filter(form, kind, None))
+        found = filters.record_filter(form, kind, None)
+        rows = export.records_rows(services, kind, found, max_rows=most)
     if form.errors:
         return redirect(f"/console/{kind}?{form.query()}")
     headers = {**HEADERS, "content-disposition": f'attachment; filename="{kind}.csv"'}
