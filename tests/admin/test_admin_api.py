@@ -25,7 +25,7 @@ from tests.support.control.processes import Process
 from tests.support.control.waiting import wait_until
 from tests.support.factories.operators import AdminHandle, flag, make_admin
 from tests.support.factories.payments import new_key, payment_body, post_payment
-from tests.support.factories.tenants import TenantHandle, make_tenant
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 from tests.support.readers.operations import (
     operation,
     payment_for,
@@ -75,13 +75,19 @@ def test_admin_routes_take_only_admin_tokens_and_tenant_routes_none(
 
 
 def test_lists_filter_across_tenants_and_page_oldest_first(
+    api: Process,
     client: httpx.Client,
     admin_client: httpx.Client,
     faults: FaultInjector,
     tenant: TenantHandle,
     db: psycopg.Connection[DictRow],
 ) -> None:
-    done = [post_payment(client, payment_body(), key=new_key()).json() for _ in range(3)]
+    # Another tenant's operation, made between this tenant's: never in this tenant's list.
+    other = make_tenant(db, "another tenant")
+    done = [post_payment(client, payment_body(), key=new_key()).json() for _ in range(2)]
+    with api_client(api, other) as theirs:
+        their = post_payment(theirs, payment_body(), key=new_key()).json()
+    done.append(post_payment(client, payment_body(), key=new_key()).json())
     flagged = flag(client, faults, db, charged=True)
     faults.clear()
     mine = {"tenant": str(tenant.id)}
@@ -115,11 +121,8 @@ def test_lists_filter_across_tenants_and_page_oldest_first(
         o["operation_id"] for o in listed["data"]
     ]
 
-    other = make_tenant(db, "another tenant")
-    assert admin_client.get("/admin/operations", params={"tenant": str(other.id)}).json() == {
-        "data": [],
-        "has_more": False,
-    }
+    only_theirs = admin_client.get("/admin/operations", params={"tenant": str(other.id)}).json()
+    assert [o["operation_id"] for o in only_theirs["data"]] == [their["operation_id"]]
     for bad in ({"state": "NOPE"}, {"tenant": "x"}, {"older_than_s": "-1"}, {"limit": "0"}):
         answer = admin_client.get("/admin/operations", params=bad)
         assert answer.status_code == 422, bad

@@ -4,6 +4,8 @@ Payments, refunds and operations filtered by tenant, state, time, amount and cur
 needs attention; a filter that does not parse is said back, never dropped; the CSV export
 holds what the filter matches, with formula-like text defused; a payment's page shows its
 refunds, its events and deliveries, and one timeline of its operation's and refunds'.
+Another tenant's payment, refund and operations, made by the test itself and matching every
+filter but the tenant, appear in no list and no export filtered by the tenant.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tests.support.control.processes import Process
 from tests.support.factories.operators import AdminHandle, flag
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.refunds import post_refund, refund_body
-from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 
 def _ids(page: str, kind: str = "id") -> list[str]:
@@ -47,6 +49,20 @@ def test_filters_export_and_the_payment_page(
     flagged = flag(client, faults, db, charged=True)
     faults.clear()
     tenant_id = str(tenant.id)
+    other = make_tenant(db, "another tenant")
+    with api_client(api, other) as theirs:
+        their_payment = post_payment(theirs, payment_body(amount="25.00"), key=new_key()).json()
+        their_refund = post_refund(
+            theirs, their_payment["payment_id"], refund_body(), key=new_key()
+        ).json()
+    their_ids = {
+        their_payment["payment_id"],
+        their_payment["operation_id"],
+        their_refund["refund_id"],
+        their_refund["operation_id"],
+        str(other.id),
+    }
+    listed: list[str] = []
 
     with httpx.Client(base_url=str(api.admin_url)) as http:
         assert http.get("/console/payments").headers["location"] == "/console/login"
@@ -54,6 +70,7 @@ def test_filters_export_and_the_payment_page(
 
         every = http.get("/console/payments", params={"tenant": tenant_id})
         assert every.status_code == 200
+        listed.append(every.text)
         flagged_payment = db.execute(
             "SELECT payment_id FROM operations WHERE id = %s", (flagged.operation_id,)
         ).fetchone()
@@ -68,6 +85,7 @@ def test_filters_export_and_the_payment_page(
             "/console/payments", params={"tenant": tenant_id, "currency": "eur", "min": "20"}
         )
         assert _ids(euros.text) == [large["payment_id"]]
+        listed.append(euros.text)
         attention = http.get("/console/payments", params={"tenant": tenant_id, "attention": "yes"})
         assert _ids(attention.text) == [str(flagged_payment["payment_id"])]
         declined = http.get("/console/payments", params={"tenant": tenant_id, "status": "DECLINED"})
@@ -85,6 +103,9 @@ def test_filters_export_and_the_payment_page(
 
         refunds = http.get("/console/refunds", params={"tenant": tenant_id})
         assert _ids(refunds.text) == [refund["refund_id"]]
+        every_operation = http.get("/console/operations", params={"tenant": tenant_id})
+        assert len(_ids(every_operation.text)) == 5
+        listed += [refunds.text, every_operation.text]
         operations = http.get(
             "/console/operations", params={"tenant": tenant_id, "attention": "yes"}
         )
@@ -104,6 +125,12 @@ def test_filters_export_and_the_payment_page(
         assert (row["amount"], row["amount_refunded"]) == ("25.00", "4.00")
         ops_csv = http.get("/console/operations.csv", params={"tenant": tenant_id})
         assert len(list(csv.DictReader(io.StringIO(ops_csv.text)))) == 5
+        refunds_csv = http.get("/console/refunds.csv", params={"tenant": tenant_id})
+        assert [r["refund_id"] for r in csv.DictReader(io.StringIO(refunds_csv.text))] == [
+            refund["refund_id"]
+        ]
+        listed += [exported.text, ops_csv.text, refunds_csv.text]
+        assert [i for i in their_ids for text in listed if i in text] == []
         assert http.get("/console/nothing.csv").status_code == 404
 
         page = http.get(f"/console/payments/{large['payment_id']}")
