@@ -3,6 +3,10 @@
 Starts PostgreSQL (embedded, data kept in `.data/postgres`, unless `DATABASE_URL` is set),
 applies migrations, makes a demo tenant, then runs the fake provider, the API and the worker
 as child processes until Ctrl-C, when it stops them all.
+
+The fake providers take the public development key (merchant `dev`) and the API and worker
+send it, unless the environment sets `PAYMENTS_FAKE_PROVIDER_KEYS` and
+`PAYMENTS_PROVIDER_API_KEY` (or keys in `PAYMENTS_PROVIDERS`) of its own.
 """
 
 from __future__ import annotations
@@ -148,6 +152,9 @@ def run_dev(
     tracing: bool = False,
 ) -> int:
     """Run everything until interrupted; the exit code."""
+    # The fake provider's, read here only: no process of the service imports it.
+    from fake_provider.merchants import DEFAULT_KEYS, DEVELOPMENT_KEY
+
     # From the first moment, so a stop asked for during start-up (the API already answers
     # while the worker is being started) is honoured once everything runs, never by dying
     # with the children left running.
@@ -183,6 +190,14 @@ def run_dev(
             "PAYMENTS_PROVIDERS": os.environ.get("PAYMENTS_PROVIDERS", json.dumps(providers)),
             # dev is for trying failures out: the fake provider's fault API is on.
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            # The providers know the development key and the service sends it, as a
+            # deployment sends its own (docs/fake-provider.md).
+            "PAYMENTS_FAKE_PROVIDER_KEYS": os.environ.get(
+                "PAYMENTS_FAKE_PROVIDER_KEYS", DEFAULT_KEYS
+            ),
+            "PAYMENTS_PROVIDER_API_KEY": os.environ.get(
+                "PAYMENTS_PROVIDER_API_KEY", DEVELOPMENT_KEY
+            ),
             # ... and webhooks out, to a receiver on this machine (examples/).
             "PAYMENTS_WEBHOOKS_ALLOW_LOCAL": os.environ.get("PAYMENTS_WEBHOOKS_ALLOW_LOCAL", "1"),
             # The operators' listener (console, admin API, /metrics), on 127.0.0.1 only.

@@ -44,6 +44,7 @@ from bench.stats import Measurement
 from bench.system import Database, api_env, create_tenant, start_api, start_provider
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
+from tests.support.control.system import PROVIDER_AUTH
 from tests.support.control.waiting import wait_until
 
 
@@ -280,7 +281,11 @@ class Bench:
                 "POST",
                 "/charges",
                 json.dumps(body).encode(),
-                {"content-type": "application/json", "idempotency-key": f"{self.run_id}-d-{i}"},
+                {
+                    "content-type": "application/json",
+                    "idempotency-key": f"{self.run_id}-d-{i}",
+                    "authorization": PROVIDER_AUTH["Authorization"],
+                },
             )
 
         self.load(

@@ -19,6 +19,7 @@ import httpx
 from chaos.config import ChaosConfig
 from chaos.settlement import PROVIDER_LAG_ENV, SETTLE_LAG_ENV
 from chaos.webhooks import WEBHOOK_ENV
+from fake_provider.merchants import DEFAULT_KEYS
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
 from tests.support.control.system import admin_env, system_env, with_test_mode
 from tests.support.control.waiting import wait_until
@@ -107,6 +108,8 @@ class Cluster:
                     self.secondary_ledger if secondary else self.ledger
                 ),
                 "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+                # The key the APIs and workers send (`system_env`).
+                "PAYMENTS_FAKE_PROVIDER_KEYS": DEFAULT_KEYS,
                 # T+0: today's records are in today's report (chaos/settlement.py).
                 **PROVIDER_LAG_ENV,
             },

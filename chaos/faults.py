@@ -45,6 +45,7 @@ from chaos.cluster import Cluster, worker_lease_name
 from chaos.config import ChaosConfig
 from fake_provider.faults import CRASH_EXIT_STATUS
 from tests.support.control.processes import Process
+from tests.support.control.system import PROVIDER_AUTH
 
 PROVIDER_FAULTS: list[tuple[str, dict[str, Any]]] = [
     ("latency", {"delay_s": 0.5, "times": 3}),
@@ -555,7 +556,9 @@ class LedgerCounter:
                 params = {"created_gte": self.since, "limit": "1000"}
                 if self.last is not None:
                     params["starting_after"] = self.last
-                response = self.http.get(f"{self.url}/charges", params=params)
+                response = self.http.get(
+                    f"{self.url}/charges", params=params, headers=PROVIDER_AUTH
+                )
                 response.raise_for_status()
                 page = response.json()
                 if page["data"]:

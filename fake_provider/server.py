@@ -11,6 +11,7 @@ from app.tracing.setup import traced_asgi
 from fake_provider.app import create_app
 from fake_provider.connection import DroppableHttpToolsProtocol
 from fake_provider.fast_path import with_fast_paths
+from fake_provider.merchants import parse_keys, with_merchant_keys
 from fake_provider.settings import FakeProviderSettings
 
 
@@ -21,19 +22,25 @@ def serve(
     port: int,
     admin: bool = False,
     settlement_lag_days: int | None = None,
+    keys: str | None = None,
 ) -> None:
     """Serve the provider on `host:port` with its ledger at `db_path` until stopped.
 
     The ledger file and its parent folders are created at startup if missing. Without
-    `settlement_lag_days`, the lag is the setting's (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`).
+    `settlement_lag_days`, the lag is the setting's (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`);
+    without `keys` (`merchant:sk_...,...`), the merchants' keys are the setting's
+    (`PAYMENTS_FAKE_PROVIDER_KEYS`).
     """
+    settings = FakeProviderSettings()
     if settlement_lag_days is None:
-        settlement_lag_days = FakeProviderSettings().settlement_lag_days
+        settlement_lag_days = settings.settlement_lag_days
+    merchants = parse_keys(keys if keys is not None else settings.keys.get_secret_value())
     configure_tracing("fake-provider")
     app = create_app(db_path, admin=admin, settlement_lag_days=settlement_lag_days)
     config = uvicorn.Config(
         # Traced when on: each request continues the caller's trace from its traceparent.
-        traced_asgi(with_fast_paths(app)),
+        # Every merchant call, fast path or not, shows its key first (`merchants.py`).
+        traced_asgi(with_merchant_keys(with_fast_paths(app), merchants, admin=admin)),
         host=host,
         port=port,
         # uvloop and httptools: C implementations of the event loop and the HTTP parser,

@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 import httpx
 
+from fake_provider.merchants import DEFAULT_KEYS
 from tests.support.control.processes import Process, free_port, start_process
+from tests.support.control.system import PROVIDER_AUTH
 
 T = TypeVar("T")
 
@@ -35,16 +37,21 @@ class Provider:
     url: str
     db_path: Path
 
-    def client(self, timeout: float = 10.0) -> httpx.Client:
-        """A client for this provider; close it (use `with`)."""
-        return httpx.Client(base_url=self.url, timeout=timeout, verify=_tls_context())
+    def client(
+        self, timeout: float = 10.0, *, headers: Mapping[str, str] = PROVIDER_AUTH
+    ) -> httpx.Client:
+        """A client for this provider, as merchant `dev` unless `headers` says otherwise;
+        close it (use `with`)."""
+        return httpx.Client(
+            base_url=self.url, timeout=timeout, verify=_tls_context(), headers=dict(headers)
+        )
 
 
 def start_provider(
     db_path: Path, log_dir: Path, *, env: Mapping[str, str] | None = None
 ) -> Provider:
     """Start `payments fake-provider` on a free port with its ledger at `db_path`; `env`
-    adds settings (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`)."""
+    adds settings (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`, `PAYMENTS_FAKE_PROVIDER_KEYS`)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = start_process(
@@ -53,6 +60,7 @@ def start_provider(
         env={
             "PAYMENTS_FAKE_PROVIDER_DB": str(db_path),
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            "PAYMENTS_FAKE_PROVIDER_KEYS": DEFAULT_KEYS,
             **(env or {}),
         },
         log_dir=log_dir,

@@ -10,11 +10,13 @@ import httpx
 import pytest
 
 from tests.support.control.processes import Process, free_port, start_process
+from tests.support.control.system import PROVIDER_AUTH
 
 
 @pytest.fixture
 def plain_provider(tmp_path: Path) -> Iterator[str]:
-    """`payments fake-provider` as a deployment starts it: no admin setting."""
+    """`payments fake-provider` as a deployment starts it: no admin setting (and no keys: the
+    development key's merchant is the one it knows)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process: Process = start_process(
@@ -32,7 +34,7 @@ def plain_provider(tmp_path: Path) -> Iterator[str]:
 
 
 def test_without_the_setting_only_the_provider_api_answers(plain_provider: str) -> None:
-    with httpx.Client(base_url=plain_provider, timeout=10) as http:
+    with httpx.Client(base_url=plain_provider, timeout=10, headers=PROVIDER_AUTH) as http:
         fault = http.post("/_faults", json={"fault": "unavailable", "times": 1})
         ledger = http.get("/charges")
         charge = http.post(

@@ -21,6 +21,7 @@ from tests.fake_provider.provider import (
     new_key,
     post_charge,
 )
+from tests.support.control.system import PROVIDER_KEY
 from tests.support.control.waiting import wait_until
 
 
@@ -146,6 +147,7 @@ def test_drop_after_commit_sends_not_one_byte(client: httpx.Client, provider: Pr
     payload = json.dumps(charge_body(account_id=new_account())).encode()
     request = (
         b"POST /charges HTTP/1.1\r\nHost: provider\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {PROVIDER_KEY}\r\n".encode()
         + f"Idempotency-Key: {key}\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
         + payload
     )

@@ -10,6 +10,7 @@ from psycopg.rows import DictRow
 
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
+from tests.support.control.system import PROVIDER_AUTH
 from tests.support.factories.payments import new_key
 from tests.support.factories.refunds import paid, post_refund, refund_body
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
@@ -205,7 +206,7 @@ def test_a_refund_the_provider_refuses_fails_and_gives_its_amount_back(
     direct = httpx.post(
         f"{provider.url}/refunds",
         json={"charge_id": payment["provider_charge_id"], "amount_minor": 800},
-        headers={"Idempotency-Key": new_key()},
+        headers={"Idempotency-Key": new_key(), **PROVIDER_AUTH},
     )
     assert direct.status_code == 201, direct.text
     key = new_key()

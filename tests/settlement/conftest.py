@@ -8,10 +8,11 @@ import httpx
 import pytest
 
 from tests.support.control.processes import Process
+from tests.support.control.system import PROVIDER_AUTH
 
 
 @pytest.fixture
 def ledger(provider: Process) -> Iterator[httpx.Client]:
     assert provider.url is not None
-    with httpx.Client(base_url=provider.url, timeout=10) as http:
+    with httpx.Client(base_url=provider.url, timeout=10, headers=PROVIDER_AUTH) as http:
         yield http

@@ -35,6 +35,7 @@ from tests.support.control.settlement import (
     settle,
     summary,
 )
+from tests.support.control.system import PROVIDER_AUTH
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.refunds import post_refund, refund_body
 from tests.support.fixtures.repository import AsyncDb
@@ -47,7 +48,7 @@ Row = dict[str, Any]
 @pytest.fixture
 def second_ledger(secondary: Process) -> Iterator[httpx.Client]:
     assert secondary.url is not None
-    with httpx.Client(base_url=secondary.url, timeout=10) as http:
+    with httpx.Client(base_url=secondary.url, timeout=10, headers=PROVIDER_AUTH) as http:
         yield http
 
 

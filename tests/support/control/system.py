@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from fake_provider.merchants import DEFAULT_KEYS, DEVELOPMENT_KEY
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
+
+# Every fake provider a test starts holds the development key (merchant `dev`), and every
+# API and worker sends it (`system_env`); a test of keys gives either side others.
+PROVIDER_KEY = DEVELOPMENT_KEY
+# The headers of a merchant call a test makes to a fake provider itself (a lookup, a
+# listing, a report); its admin API (`/_faults`, `/_ledger`, the whole ledger) needs none.
+PROVIDER_AUTH: dict[str, str] = {"Authorization": f"Bearer {PROVIDER_KEY}"}
 
 
 def start_fake_provider(
@@ -16,7 +24,8 @@ def start_fake_provider(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Process:
-    """The bundled fake provider on a free port, its ledger in `ledger` (`env` on top)."""
+    """The bundled fake provider on a free port, its ledger in `ledger` (`env` on top: its
+    `PAYMENTS_FAKE_PROVIDER_KEYS` replaces the development key)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     return start_process(
@@ -25,6 +34,7 @@ def start_fake_provider(
         env={
             "PAYMENTS_FAKE_PROVIDER_DB": str(ledger),
             "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+            "PAYMENTS_FAKE_PROVIDER_KEYS": DEFAULT_KEYS,
             **(env or {}),
         },
         log_dir=log_dir,
@@ -44,10 +54,11 @@ RATE_LIMIT_OFF: dict[str, str] = {
 
 def system_env(database_url: str, provider_url: str, **extra: str) -> dict[str, str]:
     """Environment for an API or worker process (the tenant rate limit off unless `extra`
-    sets it)."""
+    sets it), with the fake providers' development key."""
     return {
         "DATABASE_URL": database_url,
         "PAYMENTS_PROVIDER_URL": provider_url,
+        "PAYMENTS_PROVIDER_API_KEY": PROVIDER_KEY,
         **RATE_LIMIT_OFF,
         # No daily settlement run: a test settles the days it made (tests/settlement).
         "PAYMENTS_SETTLE_INTERVAL_S": "0",

@@ -14,6 +14,7 @@ from psycopg.rows import DictRow
 
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
+from tests.support.control.system import PROVIDER_AUTH
 from tests.support.control.waiting import wait_until
 from tests.support.readers.operations import operation, payment_for, transitions
 
@@ -29,7 +30,10 @@ def lookup(provider: Process, provider_key: str) -> Row | None:
     """
     assert provider.url is not None
     response = httpx.get(
-        f"{provider.url}/charges", params={"idempotency_key": provider_key}, timeout=10
+        f"{provider.url}/charges",
+        params={"idempotency_key": provider_key},
+        headers=PROVIDER_AUTH,
+        timeout=10,
     )
     if response.status_code == 404:
         return None

@@ -39,6 +39,7 @@ from app.provider.routing import single
 from app.provider.wire import WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
+from tests.support.control.system import PROVIDER_AUTH, PROVIDER_KEY
 from tests.support.fixtures.repository import AsyncDb
 from tests.support.stateful.world import Db, Heard, Row, operation_row, others_locked
 
@@ -59,9 +60,9 @@ class Calls:
         self, async_db: AsyncDb, provider_url: str, db: Db, locker: psycopg.Connection[Any]
     ):
         self.async_db, self.db, self.locker = async_db, db, locker
-        self.wire = WireClient(provider_url, connect_timeout_s=4)
+        self.wire = WireClient(provider_url, api_key=PROVIDER_KEY, connect_timeout_s=4)
         self.provider = ProviderClient(self.wire, deadline_s=10)
-        self.ledger = httpx.Client(base_url=provider_url, timeout=10)
+        self.ledger = httpx.Client(base_url=provider_url, timeout=10, headers=PROVIDER_AUTH)
         driver = ChargeDriver(
             db=async_db.db,
             providers=Providers({DEFAULT_NAME: self.provider}),
