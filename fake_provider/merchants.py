@@ -78,6 +78,11 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def merchant_for(keys: Mapping[str, str], key: str) -> str | None:
+    """The merchant holding `key` among `keys` (`parse_keys`), or None."""
+    return keys.get(_digest(key))
+
+
 def _needs_key(scope: Scope, *, admin: bool) -> bool:
     path: str = scope["path"]
     if path in _ALWAYS_OPEN:
@@ -110,7 +115,7 @@ def with_merchant_keys(app: ASGIApp, keys: Mapping[str, str], *, admin: bool) ->
             await app(scope, receive, send)
             return
         presented = _presented_key(scope)
-        merchant = keys.get(_digest(presented)) if presented else None
+        merchant = merchant_for(keys, presented) if presented else None
         if merchant is None:
             why = "no API key" if presented is None else "an API key no merchant holds"
             logger.warning("refused %s %s: %s", scope["method"], scope["path"], why)

@@ -1,6 +1,7 @@
 """docker-compose.yml and the Dockerfile, read as files (no container engine runs in CI).
 
-Checked: the fake provider stays on the compose network with its admin API off, the API
+Checked: the fake provider stays on the compose network with its admin API off and takes
+the key the service sends, both from the env file, the API
 publishes only the tenants' port (its operators' listener stays on the network), no service
 runs as root, the database password comes from an env file rather than the compose file,
 the image holds every package the `payments` command imports, and it installs its
@@ -191,3 +192,20 @@ def test_compose_itself_accepts_the_file(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_provider_key_comes_from_the_env_file_and_the_fake_provider_takes_it() -> None:
+    from fake_provider.merchants import merchant_for, parse_keys
+
+    secrets_ = ("PAYMENTS_PROVIDER_API_KEY", "PAYMENTS_FAKE_PROVIDER_KEYS")
+    for name, service in services().items():
+        assert not set(secrets_) & set(environment(service)), name
+    for name in ("fake-provider", "api", "worker"):
+        assert services()[name]["env_file"] == "payments.env", name
+    example = dict(
+        line.partition("=")[::2]
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    accepted = parse_keys(example["PAYMENTS_FAKE_PROVIDER_KEYS"])
+    assert merchant_for(accepted, example["PAYMENTS_PROVIDER_API_KEY"]) == "payments"
