@@ -14,6 +14,10 @@ audited verbs. A resolution asks the provider first and records only what it con
     not_charged   no charge, last send >= a lease ago    fail -> FAILED (502 stored)
     anything else, or the provider cannot say            409, nothing written, lease released
 
+A reason that is blank or holds a control character (NUL cannot even be stored) is refused
+before anything is read: `422 VALIDATION_ERROR`, by the same rule as the reconciliation
+queue's (`app/settlement/changes.py`'s `check_reason`).
+
 For a refund's operation the same table holds with the refund in the charge's place:
 "charged" says the provider made the refund, "not_charged" that it holds none.
 
@@ -50,6 +54,7 @@ from app.operations.outcomes import FencedOut, Outcome
 from app.operations.states import TERMINAL, State
 from app.operations.values import OwnedRef, Snapshot
 from app.provider.errors import ProviderError
+from app.settlement.changes import check_reason
 from app.webhooks.operator_reads import EventDeliveries
 
 logger = logging.getLogger("payments.operators")
@@ -186,6 +191,9 @@ class OperatorDesk:
     async def _resolve(
         self, operation_id: uuid.UUID, resolution: Resolution, reason: str, operator: Operator
     ) -> Snapshot:
+        # The reason goes in the history: the reconciliation queue's rule for an operator's
+        # reason (no NUL, no control characters but tabs and line breaks), checked first.
+        reason = check_reason(reason)
         snapshot = await self.read(operation_id)
         self._refuse_final(snapshot)
         if not snapshot.operation.needs_attention:

@@ -16,4 +16,9 @@ class ResolveIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     outcome: Literal["charged", "not_charged"]
-    reason: str = Field(min_length=1, max_length=500, description="Recorded in the history")
+    reason: str = Field(
+        min_length=1,
+        max_length=500,
+        description="Recorded in the history (trimmed); no control characters but tabs and"
+        " line breaks",
+    )

@@ -37,6 +37,7 @@ from app.console.web import (
 from app.dependencies import Services, ServicesDep
 from app.errors import ProblemError
 from app.http.auth import MAX_API_KEY_LENGTH
+from app.settlement.changes import check_reason
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -185,6 +186,11 @@ async def resolve(
     if outcome not in values or not reason.strip():
         problem = _FormError("choose charged or not charged, and give a reason")
         return await detail_page(services, login, operation_id, error=problem)
+    try:
+        reason = check_reason(reason)
+    except ProblemError as exc:
+        # What the admin API refuses (a NUL, a control character), said on the form.
+        return await detail_page(services, login, operation_id, error=exc)
     if confirmed != "yes":
         detail = detail_json(await services.operators.detail(parsed))
         html = render(
@@ -193,13 +199,11 @@ async def resolve(
             op=detail,
             action="resolve",
             outcome=outcome,
-            reason=reason.strip(),
+            reason=reason,
         )
         return page(html)
     try:
-        await services.operators.resolve(
-            parsed, Resolution(outcome), reason.strip(), login.operator
-        )
+        await services.operators.resolve(parsed, Resolution(outcome), reason, login.operator)
     except ProblemError as exc:
         return await detail_page(services, login, operation_id, error=exc)
     return redirect(f"/console/operations/{parsed}?done=resolved")
