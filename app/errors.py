@@ -174,15 +174,20 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     ]
 
 
-def internal_error_body() -> bytes:
-    """The body of a 500: it reveals nothing but the request's id."""
+def internal_error_body(*, keyed: bool) -> bytes:
+    """The body of a 500: it reveals nothing but the request's id.
+
+    Only a request sent with an Idempotency-Key (`keyed`) is told that retrying with the
+    same key is safe; any other (a read, the admin API, the console) is told no more than
+    that the error is logged under its request id.
+    """
+    detail = "an unexpected error occurred; " + (
+        "retrying with the same Idempotency-Key is safe"
+        if keyed
+        else "it is logged under this request_id"
+    )
     return dump_json(
-        problem_body(
-            status=500,
-            code="INTERNAL_ERROR",
-            title="Internal error",
-            detail="an unexpected error occurred; retrying with the same Idempotency-Key is safe",
-        )
+        problem_body(status=500, code="INTERNAL_ERROR", title="Internal error", detail=detail)
     )
 
 
@@ -238,7 +243,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        return Response(internal_error_body(), status_code=500, media_type=PROBLEM_JSON)
+        body = internal_error_body(keyed="idempotency-key" in request.headers)
+        return Response(body, status_code=500, media_type=PROBLEM_JSON)
 
     for kind in PROBLEMS:
         app.add_exception_handler(kind, on_problem)

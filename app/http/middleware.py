@@ -72,7 +72,8 @@ class ObserveRequests:
             if response_started:
                 raise
             logger.exception("unhandled error on %s %s", scope["method"], scope["path"])
-            body = internal_error_body()
+            keyed = any(name == b"idempotency-key" for name, _ in scope["headers"])
+            body = internal_error_body(keyed=keyed)
             await send_wrapper(
                 {
                     "type": "http.response.start",
