@@ -146,6 +146,35 @@ def known_settings(tree: Path, env: dict[str, str]) -> dict[str, str]:
     }
 
 
+def start_shared_provider(trees: list[Path], log_dir: Path) -> Process:
+    """The fake provider both revisions' APIs charge through.
+
+    This checkout's, unless a revision predates provider keys (its settings have no
+    `provider_api_key`): its API sends no key, which today's provider refuses `401`, so the
+    provider is then that revision's own, which checks none (the other API's key it ignores).
+    """
+    keyless = [
+        t for t in trees if "provider_api_key" not in (t / "app" / "settings.py").read_text()
+    ]
+    if not keyless:
+        return start_provider(log_dir)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    return start_process(
+        f"fake-provider-{keyless[0].name}",
+        [*PAYMENTS, "fake-provider", "--port", str(port)],
+        env={
+            "PAYMENTS_FAKE_PROVIDER_DB": str(log_dir / "provider-ledger.sqlite3"),
+            "PAYMENTS_FAKE_PROVIDER_ADMIN": "1",
+        },
+        log_dir=log_dir,
+        ready_url=f"{url}/healthz",
+        url=url,
+        timeout=60,
+        cwd=keyless[0],
+    )
+
+
 def start_api(tree: Path, env: dict[str, str], log_dir: Path) -> Process:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -204,7 +233,7 @@ def compare(
     with ExitStack() as stack:
         trees = [stack.enter_context(checkout(revision)) for revision in revisions]
         db = stack.enter_context(bench_database(durable=True))
-        provider = start_provider(log_dir)
+        provider = start_shared_provider(trees, log_dir)
         stack.callback(provider.stop)
         assert provider.url is not None
         env = api_env(db.url, provider.url)

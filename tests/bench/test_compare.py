@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.compare import (
@@ -15,6 +17,7 @@ from bench.compare import (
     in_turn,
     known_settings,
     report,
+    start_shared_provider,
     traced_env,
     traced_label,
 )
@@ -122,3 +125,30 @@ def test_the_traced_side_samples_every_payment_or_the_share_asked() -> None:
     for wrong in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="sampling ratio"):
             traced_env(wrong)
+
+
+# The last revision whose fake provider takes charges without a merchant's key, and whose
+# API sends none: the one before the service learned provider keys.
+BEFORE_KEYS = "ae48a9c~1"
+
+
+@pytest.mark.parametrize(
+    ("revisions", "keyless"), [(("HEAD",), False), (("HEAD", BEFORE_KEYS), True)]
+)
+def test_a_revision_before_provider_keys_charges_through_a_provider_that_asks_none(
+    tmp_path: Path, revisions: tuple[str, ...], keyless: bool
+) -> None:
+    charge = {"amount_minor": 100, "currency": "EUR", "account_id": "acc_1", "reference": "r"}
+    with contextlib.ExitStack() as stack:
+        trees = [stack.enter_context(checkout(revision)) for revision in revisions]
+        provider = start_shared_provider(trees, tmp_path)
+        stack.callback(provider.stop)
+        answered = httpx.post(
+            f"{provider.url}/charges",
+            json=charge,
+            headers={"Idempotency-Key": f"compare-{uuid.uuid4().hex}"},
+            timeout=10,
+        )
+
+    # That revision's API sends no key: its provider must not ask for one, as today's does.
+    assert answered.status_code == (201 if keyless else 401), answered.text
