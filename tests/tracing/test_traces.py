@@ -245,3 +245,57 @@ def test_a_payment_not_sampled_leaves_no_span_anywhere(
     spans = read_spans(trace_file)
     assert [(s["service"], s["name"]) for s in spans] == [("fake-provider", "GET /charges")]
     assert "tracing on" in api.log()
+
+
+def test_a_retry_that_reconciles_inline_does_it_under_its_own_request_span(
+    spawn: Spawner,
+    tmp_path: Path,
+    tenant: TenantHandle,
+    faults: FaultInjector,
+    db: psycopg.Connection[DictRow],
+) -> None:
+    # The first request's answer is lost (UNKNOWN, 202); its retry takes the operation over
+    # and reconciles it in the request (app/idempotency/flow.py): that `reconcile` belongs to
+    # the retry's trace, a child of its server span, not a trace of its own.
+    trace_file = tmp_path / "spans.jsonl"
+    api = spawn.api(**TRACED, PAYMENTS_TRACE_FILE=str(trace_file))
+    key, body = new_key(), payment_body()
+    faults.add("error_after_commit", account_id=body["account_id"])
+    with api_client(api, tenant) as client:
+        lost = post_payment(client, body, key=key)
+        assert lost.status_code == 202, lost.text
+        # Reconciled in the request (whatever the lookup tells it: the answer is 201 or 202).
+        retried = post_payment(client, body, key=key)
+        assert retried.status_code in (201, 202), retried.text
+    operation_id = lost.json()["operation_id"]
+    stored = db.execute("SELECT traceparent FROM operations WHERE id = %s", (operation_id,))
+    row = stored.fetchone()
+    assert row is not None
+    first_trace = row["traceparent"].split("-")[1]
+
+    def reconciles() -> list[Span]:
+        return [
+            s
+            for s in read_spans(trace_file)
+            if s["name"] == "reconcile"
+            and s["attributes"].get("payments.operation_id") == operation_id
+        ]
+
+    wait_until(lambda: bool(reconciles()), timeout=10, message="the inline reconcile's span")
+    (reconcile,) = reconciles()
+    assert reconcile["service"] == "payments-api"
+    assert reconcile["parent_id"] is not None, "the inline reconcile started a trace of its own"
+
+    def parents() -> list[Span]:
+        return [s for s in read_spans(trace_file) if s["span_id"] == reconcile["parent_id"]]
+
+    # The retry's span ends (and is exported) after the reconcile's, inside it.
+    wait_until(lambda: bool(parents()), timeout=10, message="the reconcile's parent span")
+    (retry,) = parents()
+    assert retry["kind"] == "server"
+    assert retry["name"] == "POST /payments"
+    assert retry["trace_id"] == reconcile["trace_id"]
+    # The retry's, not the first request's (which had answered its 202 before, and claimed).
+    first = one(read_spans(trace_file), kind="server", name="POST /payments", trace_id=first_trace)
+    assert first["attributes"]["payments.operation_id"] == operation_id
+    assert retry["trace_id"] != first_trace
