@@ -18,10 +18,12 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
+from app.tracing.exporter import read_spans
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process, free_port
 from tests.support.control.spawner import Spawner
 from tests.support.control.system import PROVIDER_KEY, start_worker
+from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client
 from tests.support.readers.operations import make_due, payment_for
@@ -75,6 +77,36 @@ def test_a_worker_sends_the_key_and_logs_none(
     # Its lookup was answered: the provider took the key it sent.
     assert payment_for(db, lost.json()["operation_id"])["status"] == "SUCCEEDED"
     assert_no_key_in(worker, PROVIDER_KEY)
+
+
+def test_no_span_of_the_api_or_the_provider_carries_a_key(
+    spawn: Spawner, tmp_path: Path, tenant: TenantHandle
+) -> None:
+    trace_file = tmp_path / "spans.jsonl"
+    traced = {"OTEL_BSP_SCHEDULE_DELAY": "100", "PAYMENTS_TRACE_FILE": str(trace_file)}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    keys = {"PAYMENTS_FAKE_PROVIDER_KEYS": f"acme:{OLD}"}
+    spawn.provider(tmp_path / "traced.sqlite3", port=port, env={**traced, **keys})
+    api = spawn.api(PAYMENTS_PROVIDER_URL=url, PAYMENTS_PROVIDER_API_KEY=OLD, **traced)
+
+    with api_client(api, tenant) as client:
+        paid = post_payment(client, payment_body(), key=new_key())
+    refused = httpx.post(
+        f"{url}/charges", headers={"Authorization": f"Bearer {WRONG}"}, json={}, timeout=10
+    )
+
+    assert paid.status_code == 201, paid.text
+    assert refused.status_code == 401
+
+    def both_traced() -> bool:
+        names = {(s["service"], s["name"]) for s in read_spans(trace_file)}
+        return {("fake-provider", "POST /charges"), ("payments-api", "provider charge")} <= names
+
+    wait_until(both_traced, timeout=10, message="the payment's spans at the API and provider")
+    written = trace_file.read_text()
+    assert OLD not in written
+    assert WRONG not in written
 
 
 @pytest.fixture
