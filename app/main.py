@@ -145,8 +145,12 @@ def serving_app(settings: Settings) -> ASGIApp:
     public = with_fast_routes(fast_routes(app), others=public_only(app))
     operators = operators_only(cap_console_forms(app), development=settings.development)
     # Tracing (when on) wraps both listeners, so a fast route's request is traced as a
-    # routed one is (docs/tracing.md).
-    return traced_asgi(by_listener(public, operators, admin_port=settings.admin_port))
+    # routed one is; only the operators' listener continues its callers' traces, a tenant's
+    # request starts a new one (docs/tracing.md).
+    return traced_asgi(
+        by_listener(public, operators, admin_port=settings.admin_port),
+        trusted_ports=(settings.admin_port,),
+    )
 
 
 def fast_routes(app: FastAPI) -> Table:

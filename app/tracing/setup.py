@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.tracing.state import STATE
@@ -118,11 +118,12 @@ def _instrument(environ: Mapping[str, str]) -> None:
     STATE.statements = "psycopg" not in disabled
 
 
-def traced_asgi(app: ASGIApp) -> ASGIApp:
-    """`app` under a server span per request (`server.ServerSpans`, the W3C context of each
-    request continued); `app` itself when tracing is off."""
+def traced_asgi(app: ASGIApp, *, trusted_ports: Collection[int] | None = None) -> ASGIApp:
+    """`app` under a server span per request (`server.ServerSpans`: the W3C context of each
+    request continued, or with `trusted_ports` only of those arriving on one of them);
+    `app` itself when tracing is off."""
     if not STATE.enabled:
         return app
     from app.tracing.server import ServerSpans
 
-    return ServerSpans(app)
+    return ServerSpans(app, trusted_ports=trusted_ports)
