@@ -29,6 +29,14 @@ MAX_ERROR_LENGTH = 1000
 # cap does the same for a tenant's endpoints together (many slow endpoints of one tenant):
 # of the deliveries the endpoint cap leaves, at most `per_tenant - in flight here` of a
 # tenant's. Both count this worker's attempts under way, as its slots are its own.
+#
+# The endpoint cap is applied where the rows are read: each endpoint's oldest due deliveries
+# come from its own range of `ix_webhook_deliveries_endpoint_due` (endpoint, next attempt,
+# id), at most its cap of them, so what the tenant ranking and the final order sort is at
+# most `endpoints x per_endpoint` rows, however many are due. Ranking every due delivery
+# instead grew with every backlog: a tenant whose dead endpoints retry for three days keeps
+# tens of thousands due, all read and sorted by every claim of every worker. The deliveries
+# picked are the same either way (`bench/webhook_claim.py` checks it on a million).
 _CLAIM = f"""
     WITH busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
@@ -37,26 +45,39 @@ _CLAIM = f"""
         SELECT * FROM unnest(%(busy_tenant_ids)s::uuid[], %(busy_tenant_counts)s::int[])
             AS busy_tenants (tenant_id, in_flight)
     ), candidates AS (
-        SELECT d.id, d.tenant_id, d.next_attempt_at,
-               row_number() OVER (PARTITION BY d.endpoint_id
-                                  ORDER BY d.next_attempt_at, d.id) AS rank,
-               coalesce(busy.in_flight, 0) AS in_flight
-        FROM webhook_deliveries AS d LEFT JOIN busy USING (endpoint_id)
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-          AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
+        -- Every endpoint, deleted ones too: a delivery queued as its endpoint was deleted
+        -- is claimed to be cancelled.
+        SELECT d.id, d.tenant_id, d.next_attempt_at
+        FROM webhook_endpoints AS e
+        LEFT JOIN busy ON busy.endpoint_id = e.id
+        CROSS JOIN LATERAL (
+            SELECT d.id, d.tenant_id, d.next_attempt_at
+            FROM webhook_deliveries AS d
+            WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+              AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
+            ORDER BY d.next_attempt_at, d.id
+            LIMIT greatest(%(per_endpoint)s - coalesce(busy.in_flight, 0), 0)
+        ) AS d
     ), per_tenant AS (
         SELECT c.id, c.next_attempt_at,
                row_number() OVER (PARTITION BY c.tenant_id
                                   ORDER BY c.next_attempt_at, c.id) AS rank,
                coalesce(bt.in_flight, 0) AS in_flight
         FROM candidates AS c LEFT JOIN busy_tenants AS bt USING (tenant_id)
-        WHERE c.rank <= %(per_endpoint)s - c.in_flight
     ), picked AS (
-        SELECT d.id FROM webhook_deliveries AS d JOIN per_tenant AS c USING (id)
-        WHERE c.rank <= %(per_tenant)s - c.in_flight
-        ORDER BY c.next_attempt_at
+        -- In order, each candidate locked by its key unless another transaction holds it
+        -- (or it has just been claimed), until `limit` are: only those are locked.
+        SELECT locked.id
+        FROM (SELECT id, next_attempt_at FROM per_tenant
+              WHERE rank <= %(per_tenant)s - in_flight
+              ORDER BY next_attempt_at, id) AS c
+        CROSS JOIN LATERAL (
+            SELECT d.id FROM webhook_deliveries AS d
+            WHERE d.id = c.id AND d.status = 'pending'
+              AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
+            FOR UPDATE SKIP LOCKED
+        ) AS locked
         LIMIT %(limit)s
-        FOR UPDATE OF d SKIP LOCKED
     ), claimed AS (
         -- Checked again on the locked row: another worker may have claimed it meanwhile.
         UPDATE webhook_deliveries AS d

@@ -73,10 +73,18 @@ class WebhookDelivery(Base):
     __table_args__ = (
         UniqueConstraint("tenant_id", "event_id", "endpoint_id"),
         CheckConstraint(f"status IN ({_STATUSES})", name="status_valid"),
-        # The workers' scan: pending and due.
+        # Pending deliveries by their next attempt (the backlog gauges read it).
         Index(
             "ix_webhook_deliveries_due",
             "next_attempt_at",
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # The claim: each endpoint's oldest due deliveries, at most its cap of them.
+        Index(
+            "ix_webhook_deliveries_endpoint_due",
+            "endpoint_id",
+            "next_attempt_at",
+            "id",
             postgresql_where=text("status = 'pending'"),
         ),
         # The operators' list of deliveries that gave up, newest first, across tenants.
