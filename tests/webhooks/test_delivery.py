@@ -240,9 +240,11 @@ def test_sigterm_lets_the_attempt_under_way_finish_and_be_recorded(
 def test_an_address_no_longer_allowed_is_refused_at_delivery(
     spawn: Spawner, tmp_path: Path, client: httpx.Client
 ) -> None:
-    """The URL was accepted; the worker checks the address again and does not connect."""
+    """The URL was accepted in development; a worker that does not allow local receivers
+    checks it again and does not connect."""
     receiver = spawn.receiver(tmp_path / "received.jsonl")
-    # `localhost` is a name: the worker resolves it (to loopback) before every attempt.
+    # `localhost` is refused by its name before anything is resolved. A name that only
+    # resolves to a non-public address at delivery: test_delivery_addresses.py.
     endpoint = create_endpoint(client, f"http://localhost:{receiver.port}/hook")
     assert post_payment(client, key=new_key()).status_code == 201
     worker = spawn.worker(once=True, **FAST_WEBHOOKS, PAYMENTS_WEBHOOKS_ALLOW_LOCAL="0")
