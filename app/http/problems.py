@@ -48,8 +48,9 @@ UNAUTHENTICATED: dict[int | str, dict[str, Any]] = {
 }
 RATE_LIMITED: dict[int | str, dict[str, Any]] = {
     429: problem(
-        "RATE_LIMITED: the tenant is over its request rate (per API process); nothing done, "
-        "retry after `Retry-After`",
+        "RATE_LIMITED: the tenant is over its request rate, or the client's address has sent "
+        "too many requests without a valid API key (per API process); nothing done, retry "
+        "after `Retry-After`",
         {"Retry-After": "seconds to wait, a whole number, at least 1"},
     )
 }
