@@ -22,7 +22,7 @@ from app.tracing.view import operation_traces
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import free_port
 from tests.support.control.spawner import Spawner
-from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER
+from tests.support.control.system import FAST_WEBHOOKS, FAST_WORKER, PROVIDER_AUTH
 from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client
@@ -238,7 +238,9 @@ def test_a_payment_not_sampled_leaves_no_span_anywhere(
     # A control: a request to the provider with no trace context is a trace of the
     # provider's own. Its span in the file means the charges' would be there too (a process
     # exports its spans in the order they end).
-    control = httpx.get(f"{provider_url}/charges", params={"idempotency_key": "control"})
+    control = httpx.get(
+        f"{provider_url}/charges", params={"idempotency_key": "control"}, headers=PROVIDER_AUTH
+    )
     assert control.status_code == 404, control.text
     wait_until(lambda: bool(read_spans(trace_file)), timeout=10, message="the control's span")
 
