@@ -12,6 +12,11 @@
                              under a failover, the settlement demo at its test size), which
                              `test` lists as skipped to stay within ten minutes on two cores
     python3 tasks.py lint    ruff and mypy (strict)
+    python3 tasks.py mutate [module ...] [--resume | --survivors]
+                             mutation testing (Cosmic Ray) of the protocol-critical modules of
+                             mutation/modules.toml, each against its own tests; it mutates the
+                             files on disk, so run it in a worktree of its own
+                             (docs/testing.md, "Mutation testing")
     python3 tasks.py lock    compile requirements.lock and requirements-dev.lock from
                              pyproject.toml (extra arguments go to `uv pip compile`, e.g.
                              `--upgrade-package starlette` or `--upgrade`)
@@ -195,6 +200,9 @@ def main(argv: list[str]) -> int:
     if command == "test-long":
         ensure_venv("dev")
         return run([str(PYTHON), "-m", "pytest", *parallel(rest), "-m", "long", *rest])
+    if command == "mutate":
+        ensure_venv("dev")
+        return run([str(PYTHON), "mutation/run.py", *rest])
     if command == "lock":
         return lock(rest)
     if command == "lint":
