@@ -30,34 +30,52 @@ MAX_ERROR_LENGTH = 1000
 # of the deliveries the endpoint cap leaves, at most `per_tenant - in flight here` of a
 # tenant's. Both count this worker's attempts under way, as its slots are its own.
 #
-# The endpoint cap is applied where the rows are read: each endpoint's oldest due deliveries
-# come from its own range of `ix_webhook_deliveries_endpoint_due` (endpoint, next attempt,
-# id), at most its cap of them, so what the tenant ranking and the final order sort is at
-# most `endpoints x per_endpoint` rows, however many are due. Ranking every due delivery
-# instead grew with every backlog: a tenant whose dead endpoints retry for three days keeps
-# tens of thousands due, all read and sorted by every claim of every worker. The deliveries
-# picked are the same either way (`bench/webhook_claim.py` checks it on a million).
+# The endpoint cap is applied where the rows are read, from `ix_webhook_deliveries_endpoint_due`
+# (pending: endpoint, next attempt, id): the endpoints with pending deliveries are found one
+# index descent each (a loose scan: from one endpoint to the next), and of those with
+# something due, each one's oldest due deliveries come from its own range, at most its cap.
+# What the tenant ranking and the final order sort is at most `endpoints x per_endpoint`
+# rows, however many are due; an endpoint with nothing pending costs nothing. Ranking every
+# due delivery instead grew with every backlog: a tenant whose dead endpoints retry for
+# three days keeps tens of thousands due, all read and sorted by every claim of every
+# worker. What is picked is the same (`bench/webhook_claim.py` checks it on a million).
 _CLAIM = f"""
-    WITH busy AS (
+    WITH RECURSIVE busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
             AS busy (endpoint_id, in_flight)
     ), busy_tenants AS (
         SELECT * FROM unnest(%(busy_tenant_ids)s::uuid[], %(busy_tenant_counts)s::int[])
             AS busy_tenants (tenant_id, in_flight)
+    ), endpoints AS (
+        -- The endpoints with pending deliveries, each with its earliest next attempt: one
+        -- descent of the index per endpoint, from one endpoint to the next (a deleted
+        -- endpoint's too: a delivery queued as it was deleted is claimed to be cancelled).
+        (SELECT endpoint_id, next_attempt_at FROM webhook_deliveries
+         WHERE status = 'pending' ORDER BY endpoint_id, next_attempt_at LIMIT 1)
+        UNION ALL
+        SELECT later.endpoint_id, later.next_attempt_at
+        FROM endpoints AS e
+        CROSS JOIN LATERAL (
+            SELECT d.endpoint_id, d.next_attempt_at FROM webhook_deliveries AS d
+            WHERE d.status = 'pending' AND d.endpoint_id > e.endpoint_id
+            ORDER BY d.endpoint_id, d.next_attempt_at
+            LIMIT 1
+        ) AS later
     ), candidates AS (
-        -- Every endpoint, deleted ones too: a delivery queued as its endpoint was deleted
-        -- is claimed to be cancelled.
+        -- Of each endpoint with something due, its oldest due deliveries, at most its cap.
         SELECT d.id, d.tenant_id, d.next_attempt_at
-        FROM webhook_endpoints AS e
-        LEFT JOIN busy ON busy.endpoint_id = e.id
+        FROM endpoints AS e
+        LEFT JOIN busy USING (endpoint_id)
         CROSS JOIN LATERAL (
             SELECT d.id, d.tenant_id, d.next_attempt_at
             FROM webhook_deliveries AS d
-            WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+            WHERE d.endpoint_id = e.endpoint_id AND d.status = 'pending'
+              AND d.next_attempt_at <= now()
               AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
             ORDER BY d.next_attempt_at, d.id
             LIMIT greatest(%(per_endpoint)s - coalesce(busy.in_flight, 0), 0)
         ) AS d
+        WHERE e.next_attempt_at <= now()
     ), per_tenant AS (
         SELECT c.id, c.next_attempt_at,
                row_number() OVER (PARTITION BY c.tenant_id
