@@ -84,7 +84,8 @@ _CLAIM = f"""
         FROM candidates AS c LEFT JOIN busy_tenants AS bt USING (tenant_id)
     ), picked AS (
         -- In order, each candidate locked by its key unless another transaction holds it
-        -- (or it has just been claimed), until `limit` are: only those are locked.
+        -- (or it has just been claimed), until `limit` are: only those are locked. A
+        -- LATERAL with a locking clause runs as a nested loop over `c`, in `c`'s order.
         SELECT locked.id
         FROM (SELECT id, next_attempt_at FROM per_tenant
               WHERE rank <= %(per_tenant)s - in_flight
