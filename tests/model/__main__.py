@@ -101,6 +101,9 @@ def main(argv: list[str]) -> int:
     if args.double_charge and args.mutations:
         # Most mutations break another invariant and never charge twice.
         parser.error("--double-charge goes with --mutation NAME, or with no mutation")
+    if args.wrong_not_processed and (args.mutations or args.double_charge):
+        # Its check is one invariant, which the other mutations need not break.
+        parser.error("--wrong-not-processed goes with --mutation NAME, or with no mutation")
     bounds = LARGE if args.large else SMALL
     if args.faults is not None:
         bounds = bounds._replace(budget=bounds.budget._replace(total=args.faults))
