@@ -38,6 +38,7 @@ from app.provider.keys import derive_provider_key, derive_refund_key
 from app.provider.registry import DEFAULT_NAME
 from app.refunds.schemas import CreateRefundCommand
 from bench.loadgen import Request, Response, Target, run_load
+from tests.support.control.system import PROVIDER_AUTH
 
 # Every seeding load is bounded by a time as well as its count (seconds; far above it).
 SEED_BOUND_S = 600.0
@@ -141,7 +142,10 @@ def seed_direct(
             made[index].charge_id = json.loads(response.body)["charge_id"]
             made[index].at = datetime.now(UTC)
 
-    provider = Target.from_url(provider_url)
+    # As the merchant: the fake provider charges only for a merchant's key.
+    provider = Target.from_url(
+        provider_url, headers={"authorization": PROVIDER_AUTH["Authorization"]}
+    )
     charged = seed_load(provider, lambda i: _charge(made[i]), payments, concurrency, on_charge)
     backs = [
         _Refund(uuid.uuid4(), uuid.uuid4(), f"refund-{tag}-{i}", made[i], 0) for i in range(refunds)
