@@ -18,7 +18,7 @@ from app.operations.values import OwnedRef, Schedule
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
 from tests.support.control.spawner import Spawner
-from tests.support.control.system import FAST_WORKER
+from tests.support.control.system import FAST_WORKER, PROVIDER_AUTH
 from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
@@ -230,7 +230,7 @@ def test_each_refund_outcome_has_its_event_with_the_refund(
     direct = httpx.post(
         f"{provider.url}/refunds",
         json={"charge_id": payment["provider_charge_id"], "amount_minor": 500},
-        headers={"Idempotency-Key": new_key()},
+        headers={"Idempotency-Key": new_key(), **PROVIDER_AUTH},
     )
     assert direct.status_code == 201, direct.text
     refused = client.post(refunds, json={"amount": "5.00"}, headers={"Idempotency-Key": new_key()})
