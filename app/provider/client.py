@@ -74,9 +74,8 @@ Observer = Callable[[str, str, float], None]
 
 Operations are "charge", "lookup" (of a charge), "refund" and "refund_lookup". Send outcomes:
 "succeeded", "declined", "not_sent", "circuit_open", "rejected", "unauthorized", "unknown".
-Lookup outcomes:
-"found", "not_found", "failed". "interrupted" marks a call that ended by cancellation or an
-untranslated exception. An observer must not raise.
+Lookup outcomes: "found", "not_found", "failed". "interrupted" marks a call that ended by
+cancellation or an untranslated exception. An observer must not raise.
 """
 
 _T = TypeVar("_T")
