@@ -75,12 +75,10 @@ def annotation_spans(source: str) -> list[Span]:
 def not_worth_running(
     mutation: MutationSpec, source: str, spans: list[Span], excluded: re.Pattern[str] | None
 ) -> str | None:
-    """Why a mutant needs no test run, or None: its operator is excluded (`modules.toml`),
-    it lies inside an annotation (never evaluated), or it is not Python at all (Cosmic Ray
-    takes `*` and `/` of a signature and `**` of a call's arguments for operators:
-    `def f(a, +, b)` is no program, only an import error)."""
-    if excluded is not None and excluded.match(mutation.operator_name):
-        return EXCLUDED
+    """Why a mutant needs no test run, or None: it lies inside an annotation (never
+    evaluated), it is not Python at all (Cosmic Ray takes `*` and `/` of a signature and `**`
+    of a call's arguments for operators: `def f(a, +, b)` is no program, only an import
+    error), or its operator is excluded (`modules.toml`)."""
     start, end = tuple(mutation.start_pos), tuple(mutation.end_pos)
     if any(lo <= start and end <= hi for lo, hi in spans):
         return ANNOTATION
@@ -90,6 +88,8 @@ def not_worth_running(
         ast.parse(mutated or "")
     except SyntaxError:
         return INVALID
+    if excluded is not None and excluded.match(mutation.operator_name):
+        return EXCLUDED
     return None
 
 
