@@ -71,6 +71,12 @@ class Target:
     url: str = ""
 
 
+def _unprintable(code: int) -> bool:
+    """A control character (C0 below the space, DEL, C1 0x80-0x9F) or a lone surrogate (from
+    a JSON `\ud800` escape: no text that can be stored)."""
+    return code < 0x21 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF
+
+
 def parse(url: str, *, allow_local: bool) -> Target:
     """The URL's parts; `UrlRefused` for anything but an absolute https (or local http) URL."""
     if len(url) > MAX_URL_LENGTH:
@@ -88,8 +94,7 @@ def parse(url: str, *, allow_local: bool) -> Target:
         raise UrlRefused("has no host")
     if parts.fragment:
         raise UrlRefused("must not have a fragment")
-    if any(ch.isspace() or ord(ch) < 0x21 or 0xD800 <= ord(ch) <= 0xDFFF for ch in url):
-        # A lone surrogate (from a JSON `\ud800` escape) is no text that can be stored.
+    if any(_unprintable(ord(ch)) or ch.isspace() for ch in url):
         raise UrlRefused("must not contain spaces or control characters")
     host = normalise_host(parts.hostname)
     literal = _literal(host)

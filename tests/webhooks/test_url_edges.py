@@ -1,8 +1,9 @@
 """Webhook URL vetting at its edges: each limit at and one past it, and the default ports.
 
 `test_urls.py` shows which URLs are refused; these pin where each limit lies (a URL of 2,048
-characters, a label of 63, a host of 253), the exact range of characters refused (the
-surrogates and nothing around them), the port a URL without one connects to, and the
+characters, a label of 63, a host of 253), the exact ranges of characters refused (controls
+below the space, DEL and the C1 controls 0x80-0x9F, the surrogates, and nothing around
+them), the port a URL without one connects to, and the
 address a resolved name with an IPv6 zone is judged by.
 """
 
@@ -58,13 +59,23 @@ def test_a_label_of_63_and_a_host_of_253_characters_are_accepted() -> None:
         normalise_host(host + "d")
 
 
-@pytest.mark.parametrize("char", [chr(0xD800), chr(0xDABC), chr(0xDFFF), "\x00", " ", "\t"])
+@pytest.mark.parametrize(
+    "char",
+    [chr(0xD800), chr(0xDABC), chr(0xDFFF), "\x00", " ", "\t", "\x7f", "\x80", "\x85", "\x9f"],
+)
 def test_surrogates_and_control_characters_are_refused(char: str) -> None:
     with pytest.raises(UrlRefused, match="spaces or control characters"):
         parse(f"https://example.com/a{char}b", allow_local=False)
 
 
-@pytest.mark.parametrize("char", ["\x21", "\ud7ff", "\ue000", "\uffff"])
+@pytest.mark.parametrize("char", ["\x7f", "\x80", "\x9f"])
+def test_del_and_the_c1_controls_are_refused_in_the_host_too(char: str) -> None:
+    with pytest.raises(UrlRefused, match="spaces or control characters"):
+        parse(f"https://exa{char}mple.com/", allow_local=False)
+
+
+# 0xA0 (no-break space) is refused as a space; 0xA1 is the first printable after C1.
+@pytest.mark.parametrize("char", ["\x21", "\x7e", "\xa1", "\ud7ff", "\ue000", "\uffff"])
 def test_the_characters_either_side_of_the_refused_ranges_are_accepted(char: str) -> None:
     assert parse(f"https://example.com/a{char}b", allow_local=False).path == f"/a{char}b"
 
