@@ -1,0 +1,129 @@
+"""The guards of an operator's resolution, with the real API, database and provider.
+
+- The Retry-After of a "not charged" refused while a send may be in flight names the
+  seconds left of the lease since the last send (the whole seconds left, plus one), not
+  just some number up to a lease: an operator who waits what it says is let through.
+- A declined charge is no charge: resolving it as "charged" is refused (409, nothing
+  written) and names the decline; "not_charged" then records the decline (402 stored).
+- The desk's views (`ProviderView`, `Detail`) are frozen: what the API shows of a lookup
+  cannot be changed after it was made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg.rows import DictRow
+
+from app.admin.operators import Detail, ProviderView
+from app.operations.values import OperationRow, Snapshot
+from tests.admin.test_admin_api import _recorded
+from tests.conftest import TEST_LEASE_S
+from tests.support.control.faults import FaultInjector
+from tests.support.factories.operators import flag
+from tests.support.readers.operations import operation, payment_for
+
+Db = psycopg.Connection[DictRow]
+
+
+def _since_last_send(db: Db, operation_id: str) -> float:
+    row = db.execute(
+        "SELECT extract(epoch FROM now() - max(created_at))::float AS s"
+        " FROM operation_transitions"
+        " WHERE operation_id = %s AND to_state = 'PROVIDER_REQUEST_SENT'",
+        (operation_id,),
+    ).fetchone()
+    assert row is not None
+    assert row["s"] is not None
+    seconds: float = row["s"]
+    return seconds
+
+
+def test_the_retry_after_of_a_send_in_flight_is_the_rest_of_the_lease_plus_one(
+    client: httpx.Client,
+    admin_client: httpx.Client,
+    faults: FaultInjector,
+    db: Db,
+) -> None:
+    flagged = flag(client, faults, db, charged=False)
+    faults.clear()
+    lease_s = float(TEST_LEASE_S)
+    before = _since_last_send(db, flagged.operation_id)
+    # The premise: the request below comes well inside the lease.
+    assert before < lease_s - 2, before
+
+    refused = admin_client.post(
+        f"/admin/operations/{flagged.operation_id}/resolve",
+        json={"outcome": "not_charged", "reason": "provider has no record"},
+    )
+    after = _since_last_send(db, flagged.operation_id)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "PROVIDER_CALL_MAY_BE_IN_FLIGHT"
+    told = refused.headers["retry-after"]
+    assert told.isdigit(), told
+    # The API measured the time since the send between `before` and `after`.
+    assert int(lease_s - after) + 1 <= int(told) <= int(lease_s - before) + 1, (
+        before,
+        after,
+        told,
+    )
+    assert f"try again in {told} s" in refused.json()["detail"]
+
+
+def test_a_declined_charge_resolved_as_charged_is_refused_and_recorded_as_declined(
+    client: httpx.Client,
+    admin_client: httpx.Client,
+    faults: FaultInjector,
+    db: Db,
+) -> None:
+    # The provider declines the flagged payment's one charge, and its answer is lost.
+    faults.add("decline", decline_code="insufficient_funds")
+    flagged = flag(client, faults, db, charged=True)
+    faults.clear()
+    held = faults.charges(account_id=flagged.body["account_id"])
+    assert [c["status"] for c in held] == ["declined"], held
+    path = f"/admin/operations/{flagged.operation_id}/resolve"
+    before = _recorded(db, flagged.operation_id)
+
+    refused = admin_client.post(path, json={"outcome": "charged", "reason": "bank says paid"})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "RESOLUTION_CONTRADICTS_PROVIDER"
+    assert refused.json()["detail"] == (
+        "the provider holds a declined charge under this operation's key; nothing was changed"
+    )
+    assert _recorded(db, flagged.operation_id) == before
+    row = operation(db, flagged.operation_id)
+    assert (row["state"], row["needs_attention"], row["lease_owner"]) == (
+        "UNKNOWN_REQUIRES_RECOVERY",
+        True,
+        None,
+    )
+
+    resolved = admin_client.post(
+        path, json={"outcome": "not_charged", "reason": "the card was declined"}
+    )
+    assert resolved.status_code == 200, resolved.text
+    body = resolved.json()
+    assert (body["state"], body["needs_attention"]) == ("COMPLETED", False)
+    assert body["result"]["status_code"] == 402
+    assert payment_for(db, flagged.operation_id)["status"] == "DECLINED"
+
+
+def _snapshot() -> Snapshot:
+    # Only its shape matters here: a row of NULLs.
+    empty: dict[str, Any] = {f.name: None for f in dataclasses.fields(OperationRow)}
+    return Snapshot(OperationRow(**empty), lease_live=False, key_expired=False)
+
+
+@pytest.mark.parametrize("view", ["provider", "detail"])
+def test_the_desks_views_are_frozen(view: str) -> None:
+    looked_up = ProviderView(True, "charge", {"status": "succeeded"})
+    made: object = looked_up if view == "provider" else Detail(_snapshot(), None, looked_up)
+    name = "reachable" if view == "provider" else "provider"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, name, None)
+    assert getattr(made, name) is not None
