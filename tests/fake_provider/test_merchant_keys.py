@@ -124,6 +124,8 @@ def test_no_key_reaches_the_providers_log(keyed: Provider) -> None:
 @pytest.mark.parametrize(
     "keys",
     ["", "acme", "acme:", f"Acme:{OLD}", "acme:pk_live_12345678", f"acme:{OLD},globex:{OLD}"],
+    # Ids of their own: the keys are random, and every test process must collect the same.
+    ids=["empty", "no-colon", "no-key", "upper-case-merchant", "not-secret", "one-key-two"],
 )
 def test_keys_that_do_not_parse_stop_the_provider_without_showing_them(
     monkeypatch: pytest.MonkeyPatch, keys: str
