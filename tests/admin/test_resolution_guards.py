@@ -3,6 +3,8 @@
 - The Retry-After of a "not charged" refused while a send may be in flight names the
   seconds left of the lease since the last send (the whole seconds left, plus one), not
   just some number up to a lease: an operator who waits what it says is let through.
+- A recheck of an operation that waits for its client's retry (the provider refused the
+  request unprocessed: certainly not charged) is refused, and touches nothing.
 - A declined charge is no charge: resolving it as "charged" is refused (409, nothing
   written) and names the decline; "not_charged" then records the decline (402 stored).
 - The desk's views (`ProviderView`, `Detail`) are frozen: what the API shows of a lookup
@@ -25,6 +27,7 @@ from tests.admin.test_admin_api import _recorded
 from tests.conftest import TEST_LEASE_S
 from tests.support.control.faults import FaultInjector
 from tests.support.factories.operators import flag
+from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.readers.operations import operation, payment_for
 
 Db = psycopg.Connection[DictRow]
@@ -52,9 +55,17 @@ def test_the_retry_after_of_a_send_in_flight_is_the_rest_of_the_lease_plus_one(
     flagged = flag(client, faults, db, charged=False)
     faults.clear()
     lease_s = float(TEST_LEASE_S)
+    # The sends of the last 1.5 s made 1.5 s old: the rest of the lease (4.5 s, less the
+    # request's own time) lies mid-way between two whole seconds, so a slip of one shows.
+    db.execute(
+        "UPDATE operation_transitions SET created_at = now() - interval '1.5 seconds'"
+        " WHERE operation_id = %s AND to_state = 'PROVIDER_REQUEST_SENT'"
+        " AND created_at > now() - interval '1.5 seconds'",
+        (flagged.operation_id,),
+    )
     before = _since_last_send(db, flagged.operation_id)
     # The premise: the request below comes well inside the lease.
-    assert before < lease_s - 2, before
+    assert 1.5 <= before < lease_s - 2, before
 
     refused = admin_client.post(
         f"/admin/operations/{flagged.operation_id}/resolve",
@@ -111,6 +122,32 @@ def test_a_declined_charge_resolved_as_charged_is_refused_and_recorded_as_declin
     assert (body["state"], body["needs_attention"]) == ("COMPLETED", False)
     assert body["result"]["status_code"] == 402
     assert payment_for(db, flagged.operation_id)["status"] == "DECLINED"
+
+
+def test_recheck_of_an_operation_waiting_for_the_clients_retry_is_refused(
+    client: httpx.Client,
+    admin_client: httpx.Client,
+    faults: FaultInjector,
+    db: Db,
+) -> None:
+    # The provider refuses the request before processing it: certainly not charged, and the
+    # operation waits for the client's retry with its key (FAILED_RETRYABLE).
+    body = payment_body()
+    faults.add("unavailable", account_id=body["account_id"])
+    refused = post_payment(client, body, key=new_key())
+    assert refused.status_code == 503, refused.text
+    operation_id = refused.json()["operation_id"]
+    assert operation(db, operation_id)["state"] == "FAILED_RETRYABLE"
+    faults.clear()
+    before = _recorded(db, operation_id)
+
+    answer = admin_client.post(f"/admin/operations/{operation_id}/recheck")
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["code"] == "OPERATION_BUSY"
+    assert "waits for the client's retry with the same key" in answer.json()["detail"]
+    assert _recorded(db, operation_id) == before
+    assert operation(db, operation_id)["lease_owner"] is None
+    assert faults.charges(account_id=body["account_id"]) == []
 
 
 def _snapshot() -> Snapshot:
