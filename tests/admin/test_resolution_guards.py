@@ -8,12 +8,14 @@
 - A declined charge is no charge: resolving it as "charged" is refused (409, nothing
   written) and names the decline; "not_charged" then records the decline (402 stored).
 - The desk's views (`ProviderView`, `Detail`) are frozen: what the API shows of a lookup
-  cannot be changed after it was made.
+  cannot be changed after it was made; and the desk takes its settings and a list's limit
+  by name only (a lease and a key lifetime, both numbers, cannot be swapped by position).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import httpx
@@ -21,7 +23,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.admin.operators import Detail, ProviderView
+from app.admin.operators import Detail, OperatorDesk, ProviderView
 from app.operations.values import OperationRow, Snapshot
 from tests.admin.test_admin_api import _recorded
 from tests.conftest import TEST_LEASE_S
@@ -164,3 +166,14 @@ def test_the_desks_views_are_frozen(view: str) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(made, name, None)
     assert getattr(made, name) is not None
+
+
+def test_the_desk_takes_its_settings_and_a_lists_limit_by_name_only() -> None:
+    keyword_only = inspect.Parameter.KEYWORD_ONLY
+    made = inspect.signature(OperatorDesk.__init__).parameters
+    assert {name: p.kind for name, p in made.items() if name != "self"} == dict.fromkeys(
+        ("db", "subjects", "lease_s", "key_ttl_s"), keyword_only
+    )
+    listed = inspect.signature(OperatorDesk.list).parameters
+    assert listed["flt"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert listed["limit"].kind is keyword_only
