@@ -13,12 +13,10 @@ import asyncio
 import json
 import signal
 import uuid
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psycopg
-import pytest
 from psycopg.rows import DictRow
 
 from app.operations import leases, reads
@@ -29,7 +27,7 @@ from tests.support.control.faults import FaultInjector
 from tests.support.control.spawner import Spawner
 from tests.support.factories.payments import new_key, payment_body, post_in_background, post_payment
 from tests.support.factories.tenants import TenantHandle
-from tests.support.fixtures.repository import AsyncDb
+from tests.support.fixtures.repository import AsyncDb, StaleClaim
 from tests.support.readers.ledger import assert_completed_once
 from tests.support.readers.operations import (
     make_due,
@@ -172,47 +170,6 @@ def test_a_fenced_out_request_waking_after_its_key_expired_is_told_so(
     assert late.json()["code"] == "IDEMPOTENCY_KEY_EXPIRED"
     assert late.json()["operation_id"] == str(operation_id)
     assert_completed_once(db, faults, operation_id)
-
-
-StaleClaim = Callable[[], uuid.UUID]
-
-
-@pytest.fixture
-def stale_claim(
-    db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle
-) -> Iterator[StaleClaim]:
-    """Makes claimed operations (PROVIDER_REQUEST_SENT) whose owner's lease has run out.
-
-    They have no payment, so they are deleted at the end: a later test's worker must not
-    meet them.
-    """
-    made: list[uuid.UUID] = []
-
-    def claim() -> uuid.UUID:
-        operation_id = uuid.uuid4()
-
-        async def insert() -> None:
-            async with async_db.db.transaction() as conn:
-                assert await operations.claim(
-                    conn,
-                    operation_id=operation_id,
-                    tenant_id=tenant.id,
-                    operation_name="create_payment",
-                    idempotency_key=new_key(),
-                    fingerprint="0" * 64,
-                    payment_id=uuid.uuid4(),
-                    owner="api:crashed",
-                    lease_s=0,
-                    key_ttl_s=86400,
-                )
-
-        async_db.run(insert())
-        made.append(operation_id)
-        wait_lease_expired(db, operation_id)
-        return operation_id
-
-    yield claim
-    db.execute("DELETE FROM operations WHERE id = ANY(%s)", (made,))
 
 
 def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(

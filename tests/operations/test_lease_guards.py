@@ -9,7 +9,6 @@ fenced out answers None while the one that lands answers the new state and attem
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -19,47 +18,8 @@ from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import OwnedRef, Schedule
-from tests.support.factories.payments import new_key
-from tests.support.factories.tenants import TenantHandle
-from tests.support.fixtures.repository import AsyncDb
-from tests.support.readers.operations import operation, wait_lease_expired
-
-Claim = Callable[[], uuid.UUID]
-
-
-@pytest.fixture
-def claimed(
-    db: psycopg.Connection[DictRow], async_db: AsyncDb, tenant: TenantHandle
-) -> Iterator[Claim]:
-    """Makes claimed operations (PROVIDER_REQUEST_SENT, fence 1) whose lease has run out;
-    they have no payment, so they are deleted at the end, before any worker meets them."""
-    made: list[uuid.UUID] = []
-
-    def claim() -> uuid.UUID:
-        operation_id = uuid.uuid4()
-
-        async def insert() -> None:
-            async with async_db.db.transaction() as conn:
-                assert await operations.claim(
-                    conn,
-                    operation_id=operation_id,
-                    tenant_id=tenant.id,
-                    operation_name="create_payment",
-                    idempotency_key=new_key(),
-                    fingerprint="0" * 64,
-                    payment_id=uuid.uuid4(),
-                    owner="api:gone",
-                    lease_s=0,
-                    key_ttl_s=86400,
-                )
-
-        async_db.run(insert())
-        made.append(operation_id)
-        wait_lease_expired(db, operation_id)
-        return operation_id
-
-    yield claim
-    db.execute("DELETE FROM operations WHERE id = ANY(%s)", (made,))
+from tests.support.fixtures.repository import AsyncDb, StaleClaim
+from tests.support.readers.operations import operation
 
 
 def _take_over(async_db: AsyncDb, operation_id: uuid.UUID, owner: str) -> OwnedRef:
@@ -83,9 +43,9 @@ def _release(async_db: AsyncDb, ref: OwnedRef, owner: str) -> bool:
 
 
 def test_the_owner_gives_its_lease_back_and_the_operation_is_free_at_once(
-    async_db: AsyncDb, claimed: Claim, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
-    operation_id = claimed()
+    operation_id = stale_claim()
     owned = _take_over(async_db, operation_id, "operator:ana")
     assert (owned.fence, owned.state, owned.attempts) == (2, State.PROVIDER_REQUEST_SENT, 0)
 
@@ -97,9 +57,9 @@ def test_the_owner_gives_its_lease_back_and_the_operation_is_free_at_once(
 
 
 def test_a_lease_that_is_not_the_callers_is_not_given_back(
-    async_db: AsyncDb, claimed: Claim, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
-    operation_id = claimed()
+    operation_id = stale_claim()
     stale = _take_over(async_db, operation_id, "operator:ana")
     newer = _take_over_after_release(async_db, stale, "worker:w")
 
@@ -115,9 +75,9 @@ def _take_over_after_release(async_db: AsyncDb, ref: OwnedRef, owner: str) -> Ow
 
 
 def test_a_verb_that_lands_answers_the_new_state_and_one_fenced_out_answers_none(
-    async_db: AsyncDb, claimed: Claim, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
 ) -> None:
-    operation_id = claimed()
+    operation_id = stale_claim()
     owned = _take_over(async_db, operation_id, "worker:w")
     stale = OwnedRef(id=operation_id, fence=1, state=State.PROVIDER_REQUEST_SENT, attempts=0)
     schedule = Schedule(attempts=4, delay_s=30, needs_attention=True)
