@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_LINES = 300
+# A module holds one concept, whatever its length; the cap only catches sprawl (several
+# concepts grown into one file). A tighter cap split concepts across files to fit it and
+# packed modules just under it, so it measured the limit, not the design.
+MAX_LINES = 500
 
 
 def _modules() -> dict[str, Path]:
@@ -200,7 +203,7 @@ def test_a_packages_errors_know_only_the_problem_machinery() -> None:
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_module_is_over_the_size_limit(name: str) -> None:
     lines = len(MODULES[name].read_text().splitlines())
-    assert lines <= MAX_LINES, f"{name} has {lines} lines; split it by concept"
+    assert lines <= MAX_LINES, f"{name} has {lines} lines (over {MAX_LINES}); split it by concept"
 
 
 def test_the_operations_record_depends_on_no_one_above_it() -> None:
