@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--results",
         type=Path,
         help="also write the report (report.json, summary.txt, report.png) into this folder, "
-        "e.g. chaos/results/NAME to commit it",
+        "e.g. chaos/results/NAME (ignored by git: `git add -f` the summary to keep it)",
     )
     return parser
 

@@ -48,7 +48,7 @@ def test_the_table_gives_every_round_and_each_revisions_medians() -> None:
 def test_the_working_tree_is_copied_as_it_is_without_caches_and_removed_after() -> None:
     # `.` runs from a fresh copy, as a revision runs from a fresh worktree: from the checkout
     # itself the same code measured slower (bench/compare.py's `checkout`).
-    new = REPO_ROOT / "bench" / "results" / f"probe-{uuid.uuid4().hex}.txt"
+    new = REPO_ROOT / "bench" / f"probe-{uuid.uuid4().hex}.txt"
     new.write_text("not committed yet")
     try:
         with checkout(".") as here:
