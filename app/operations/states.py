@@ -17,7 +17,7 @@ it before every write and records the edge in the audit table in the same transa
               (the payment's attempt moves to the next provider: the attempt charged
               nothing and never will; `app/payments/driver.py`, docs/protocol.md)
     operator: UNKNOWN --fail--> FAILED   (resolved "not charged": the provider's lookup finds
-              no charge and no request can still be in flight; `app/admin/resolution.py`)
+              no charge and no request can still be in flight; `app/admin/operators.py`)
 """
 
 from __future__ import annotations
