@@ -206,6 +206,16 @@ def test_no_module_is_over_the_size_limit(name: str) -> None:
     assert lines <= MAX_LINES, f"{name} has {lines} lines (over {MAX_LINES}); split it by concept"
 
 
+def test_every_operation_name_is_one_registered_kind() -> None:
+    # The worker and the operators pick a kind by its operation's name: a name with no kind
+    # could be claimed but never recovered, and two kinds of one name would shadow each other.
+    from app.composition import KINDS
+    from app.operations.values import OperationName
+
+    names = sorted(kind.name for kind in KINDS)
+    assert names == sorted(OperationName), "each OperationName is the name of exactly one kind"
+
+
 def test_the_operations_record_depends_on_no_one_above_it() -> None:
     # The read API's router is the edge: it takes the tenant from the dependencies.
     assert not _violations(
