@@ -25,7 +25,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,8 +45,7 @@ from app.observability.metrics import Metrics
 from app.operations.expiry import expire_keys
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
-from app.settlement.books import ProviderBooks
-from app.settlement.command import open_books
+from app.settlement.books import every_providers_books
 from app.settlement.job import SettleJob
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
@@ -91,8 +90,7 @@ async def _run(settings: Settings, *, once: bool) -> int:
         ca_file=settings.webhook_ca_file,
     )
     try:
-        async with open_books(settings) as books:
-            return await _serve(settings, metrics, webhook_http, books, once=once)
+        return await _serve(settings, metrics, webhook_http, once=once)
     finally:
         await webhook_http.aclose()
 
@@ -101,7 +99,6 @@ async def _serve(
     settings: Settings,
     metrics: Metrics,
     webhook_http: httpx.AsyncClient,
-    books: Sequence[ProviderBooks],
     *,
     once: bool,
 ) -> int:
@@ -147,6 +144,9 @@ async def _serve(
                 stopping=stopping,
             )
 
+        # Settlement reads every provider's books through the same clients as every other
+        # call to it (`app/provider/client.py`): one pool, key and deadline per provider.
+        books = every_providers_books(parts.providers, page_size=settings.settlement_page_size)
         settle = SettleJob(
             parts.db,
             books,

@@ -28,11 +28,19 @@ by a lookup, never by guessing. Charges and refunds are classified by the same c
         404                                   -> None
         anything else, any transport error    -> LookupFailed (a 401 logged as for a send)
 
+    settlement's reads of the provider's books, each answer a whole JSON object:
+    list_records (GET /charges or /refunds?created_gte=..&created_lt=..&limit=..&starting_after=..),
+    find_record (GET /charges or /refunds?idempotency_key=K), settlement_report (GET
+    /settlements/{day})
+        200 + a JSON object (for K, by key)   -> the object
+        404 (by key only)                     -> None
+        anything else, any transport error    -> LookupFailed (a 401 logged as for a send)
+
 A send is written once: the wire client never sends it again on its own, even when the
 kept-alive connection it went on turns out to have been closed by the provider (the
 provider may have read it first: unknown). Only a lookup is asked again on a new
 connection, and a call that wrote any byte of its request never ends "not sent". Both sends
-go through the circuit breaker; lookups never do.
+go through the circuit breaker; lookups and reads of the books never do.
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import date, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -57,7 +66,7 @@ from app.provider.errors import (
 from app.provider.parsing import Charge, ProviderRefund, parse_charge, parse_refund
 from app.provider.requests import ChargeRequest, RefundRequest
 from app.provider.traced import traced_call
-from app.provider.wire import NotSent, Progress, WireClient, WireError
+from app.provider.wire import MAX_BODY, NotSent, Progress, WireClient, WireError
 from app.tracing.state import STATE
 
 __all__ = [
@@ -72,7 +81,8 @@ __all__ = [
 Observer = Callable[[str, str, float], None]
 """Called once per provider call with (operation, outcome, seconds).
 
-Operations are "charge", "lookup" (of a charge), "refund" and "refund_lookup". Send outcomes:
+Operations are "charge", "lookup" (of a charge), "refund" and "refund_lookup", and the reads
+of the books: "books_listing", "books_lookup" and "books_report". Send outcomes:
 "succeeded", "declined", "not_sent", "circuit_open", "rejected", "unauthorized", "unknown".
 Lookup outcomes: "found", "not_found", "failed". "interrupted" marks a call that ended by
 cancellation or an untranslated exception. An observer must not raise.
@@ -83,6 +93,15 @@ _Found = TypeVar("_Found", Charge, ProviderRefund)
 
 # Statuses the provider documents as "not processed": safe to send again with the same key.
 _NOT_PROCESSED_STATUSES = frozenset({429, 503})
+
+# A read of the books is a batch's, far from the request path, and larger than a charge: a
+# listing page of up to 1,000 records, a day's settlement report of every line that settled
+# that day. It may take at least this long, whatever the calls' deadline, and its answer
+# this many bytes (a report of 10,000 payments is about 3 MB).
+BOOKS_DEADLINE_S = 30.0
+BOOKS_MAX_BODY = 64 * MAX_BODY
+# What settlement reads: the provider's charges or its refunds.
+BOOKS_PATHS = frozenset({"/charges", "/refunds"})
 
 
 class ProviderClient:
@@ -144,6 +163,98 @@ class ProviderClient:
     async def find_refund(self, provider_key: str) -> ProviderRefund | None:
         """The refund the provider holds under `provider_key`, or None when it has none."""
         return await self._find("refund_lookup", "/refunds", provider_key, parse_refund)
+
+    async def list_records(
+        self,
+        path: str,
+        *,
+        created_gte: datetime,
+        created_lt: datetime,
+        limit: int,
+        starting_after: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of the charges (`path` "/charges") or refunds ("/refunds") the provider
+        made in [created_gte, created_lt), oldest first, after the record `starting_after`:
+        the page's JSON object (`data`, `has_more`). Raises `LookupFailed` without one."""
+        assert path in BOOKS_PATHS, path
+        query = {
+            "created_gte": created_gte.isoformat(),
+            "created_lt": created_lt.isoformat(),
+            "limit": str(limit),
+        }
+        if starting_after is not None:
+            query["starting_after"] = starting_after
+        page = await self._read("books_listing", path, query)
+        assert page is not None  # only a read by key may find nothing
+        return page
+
+    async def find_record(self, path: str, provider_key: str) -> dict[str, Any] | None:
+        """The charge (`path` "/charges") or refund ("/refunds") under `provider_key` as the
+        provider's books hold it, every member; None when it has none. Raises `LookupFailed`
+        when the answer does not settle the question."""
+        assert path in BOOKS_PATHS, path
+        return await self._read(
+            "books_lookup", path, {"idempotency_key": provider_key}, key=provider_key
+        )
+
+    async def settlement_report(self, day: date) -> dict[str, Any]:
+        """What the provider settled on `day`: the report's JSON object (`data`, the lines,
+        and `settlement_lag_days`). Raises `LookupFailed` without one."""
+        report = await self._read("books_report", f"/settlements/{day.isoformat()}", {})
+        assert report is not None
+        return report
+
+    async def _read(
+        self, operation: str, path: str, query: Mapping[str, str], *, key: str | None = None
+    ) -> dict[str, Any] | None:
+        """A read of the books, observed and traced as every call is."""
+        started = time.perf_counter()
+        outcome = "interrupted"
+        try:
+            get = partial(self._get_books, path, query, key)
+            found = await (traced_call(operation, key, path, get) if STATE.enabled else get(None))
+            outcome = "not_found" if found is None else "found"
+            return found
+        except ProviderError as exc:
+            outcome = exc.outcome
+            raise
+        finally:
+            self._observe(operation, outcome, time.perf_counter() - started)
+
+    async def _get_books(
+        self,
+        path: str,
+        query: Mapping[str, str],
+        key: str | None,
+        traceparent: str | None = None,
+    ) -> dict[str, Any] | None:
+        read = self._wire.read(path, query, traceparent=traceparent, max_body=BOOKS_MAX_BODY)
+        deadline_s = max(self._deadline_s or 0.0, BOOKS_DEADLINE_S)
+        try:
+            async with asyncio.timeout(deadline_s):
+                answer = await read
+        except TimeoutError as exc:
+            raise LookupFailed(f"GET {path} exceeded its deadline ({deadline_s:g} s)") from exc
+        except WireError as exc:
+            raise LookupFailed(f"GET {path} failed ({exc})") from exc
+        if answer.status == 401:
+            refusal = refused_credentials(self._name, f"GET {path}", answer.body)
+            raise LookupFailed(str(refusal), unhealthy=False) from refusal
+        if answer.status == 404 and key is not None:
+            return None
+        if answer.status != 200:
+            raise LookupFailed(
+                f"the provider answered {answer.status}", unhealthy=answer.status >= 500
+            )
+        try:
+            body: Any = json.loads(answer.body)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or (
+            key is not None and body.get("idempotency_key", key) != key
+        ):
+            raise LookupFailed("the provider answered with an unreadable body", unhealthy=False)
+        return body
 
     async def _send(
         self,

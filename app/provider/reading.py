@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import httptools
 
-# An answer is one charge or refund, or a short error; anything this big is not one.
+# An answer is one charge or refund, or a short error; anything this big is not one. A read
+# of the provider's books (a listing page, a day's settlement report) is given its own bound.
 MAX_BODY = 1 << 20
 MAX_HEAD = 64 << 10
 _READ_SIZE = 65536
@@ -48,13 +49,15 @@ class _Reading:
         "head_done",
         "head_size",
         "keep_alive",
+        "max_body",
         "parser",
         "retry_after",
         "status",
         "too_big",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
         self.parser = httptools.HttpResponseParser(self)
         self.status = 0
         self.body = bytearray()
@@ -89,7 +92,7 @@ class _Reading:
     def on_body(self, body: bytes) -> None:
         if self.complete or self.too_big:
             return
-        if len(self.body) + len(body) > MAX_BODY:
+        if len(self.body) + len(body) > self.max_body:
             self.too_big = True
             return
         self.body += body
@@ -100,9 +103,12 @@ class _Reading:
             self.keep_alive = self.parser.should_keep_alive()
 
 
-async def read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
-    """The answer and whether the connection may carry another request."""
-    reading = _Reading()
+async def read_answer(
+    reader: asyncio.StreamReader, max_body: int = MAX_BODY
+) -> tuple[Answer, bool]:
+    """The answer (its body at most `max_body` bytes) and whether the connection may carry
+    another request."""
+    reading = _Reading(max_body)
     received = 0
     while not reading.complete:
         try:
@@ -121,7 +127,7 @@ async def read_answer(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             raise WireError(f"not a well-formed HTTP/1.1 answer: {exc}") from exc
         if reading.too_big:
-            raise WireError(f"an answer's body over {MAX_BODY} bytes")
+            raise WireError(f"an answer's body over {max_body} bytes")
         if reading.head_size > MAX_HEAD or (not reading.head_done and received > MAX_HEAD):
             raise WireError(f"an answer's head over {MAX_HEAD} bytes")
     answer = Answer(reading.status, bytes(reading.body), reading.retry_after)

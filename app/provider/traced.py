@@ -24,14 +24,13 @@ _T = TypeVar("_T")
 
 
 async def traced_call(
-    call: str, provider_key: str, path: str, send: Callable[[str | None], Awaitable[_T]]
+    call: str, provider_key: str | None, path: str, send: Callable[[str | None], Awaitable[_T]]
 ) -> _T:
-    """`send(traceparent)` under a client span of the provider call `call`."""
-    attributes = {
-        "payments.provider_call": call,
-        "payments.provider_key": provider_key,
-        "url.path": path,
-    }
+    """`send(traceparent)` under a client span of the provider call `call`; a read of the
+    provider's books that is not by key (a listing page, a report) has no `provider_key`."""
+    attributes = {"payments.provider_call": call, "url.path": path}
+    if provider_key is not None:
+        attributes["payments.provider_key"] = provider_key
     current = child_span(f"provider {call}", kind=SpanKind.CLIENT, attributes=attributes)
     if current is None:  # a trace not sampled: the provider is told so, and continues it
         return await send(traceparent())

@@ -2,7 +2,9 @@
 
 Every provider call is one small request and one small JSON answer on a kept-alive
 connection: a charge or refund is `POST <path>` with a JSON body and an `Idempotency-Key`, a
-lookup `GET <path>?idempotency_key=K`. Each carries the merchant's secret key, when the
+lookup `GET <path>?idempotency_key=K`. Settlement's reads of the provider's books (`read`: a
+listing page, a day's settlement report) are GETs with a query too, on the same pool, with a
+larger bound on the answer's body. Each carries the merchant's secret key, when the
 provider has one, as `Authorization: Bearer <key>` (the key is in no error, log or repr of
 this module's). Through httpx, httpcore and h11 such a call cost more
 CPU than the rest of a payment's client-side work (request, URL, cookie and pool objects per
@@ -39,7 +41,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from urllib.parse import quote, urlsplit
+from collections.abc import Mapping
+from urllib.parse import quote, urlencode, urlsplit
 
 from app.provider.reading import MAX_BODY, MAX_HEAD, Answer, Dropped, WireError, read_answer
 
@@ -166,6 +169,26 @@ class WireClient:
         head = f"GET {target} HTTP/1.1\r\n{self._headers}{_trace_header(traceparent)}\r\n"
         return await self._request(head.encode(), Progress(), again=True)
 
+    async def read(
+        self,
+        path: str,
+        query: Mapping[str, str],
+        *,
+        traceparent: str | None = None,
+        max_body: int = MAX_BODY,
+    ) -> Answer:
+        """GET `path?query` (each value quoted), an answer of at most `max_body` bytes; raises
+        `WireError` (or `NotSent`) without an answer.
+
+        A read of the provider's books changes nothing: asked again on a new connection when
+        a pooled one fails, as a lookup is.
+        """
+        target = f"{self._prefix}{path}"
+        if query:
+            target += f"?{urlencode(query, safe='', quote_via=quote)}"
+        head = f"GET {target} HTTP/1.1\r\n{self._headers}{_trace_header(traceparent)}\r\n"
+        return await self._request(head.encode(), Progress(), again=True, max_body=max_body)
+
     async def post(
         self,
         path: str,
@@ -194,7 +217,9 @@ class WireClient:
         for conn in idle:
             conn.close()
 
-    async def _request(self, request: bytes, progress: Progress, *, again: bool) -> Answer:
+    async def _request(
+        self, request: bytes, progress: Progress, *, again: bool, max_body: int = MAX_BODY
+    ) -> Answer:
         """Send `request` on a pooled connection, or a new one; `again`: once more on a new
         connection should the pooled one fail (only for a request that changes nothing)."""
         try:
@@ -205,15 +230,17 @@ class WireClient:
                 f"all {self._max_connections} connections to the provider stayed busy"
             ) from exc
         try:
-            return await self._exchange_pooled(request, progress, again=again)
+            return await self._exchange_pooled(request, progress, again=again, max_body=max_body)
         finally:
             self._slots.release()
 
-    async def _exchange_pooled(self, request: bytes, progress: Progress, *, again: bool) -> Answer:
+    async def _exchange_pooled(
+        self, request: bytes, progress: Progress, *, again: bool, max_body: int
+    ) -> Answer:
         conn = self._reuse()
         if conn is not None:
             try:
-                return await self._exchange(conn, request, progress)
+                return await self._exchange(conn, request, progress, max_body)
             except Dropped as exc:
                 # Most likely closed by the provider while idle, but perhaps after it read the
                 # request. What that attempt wrote stays in `progress`.
@@ -221,7 +248,7 @@ class WireClient:
                     raise WireError(str(exc)) from exc
         conn = await self._connect(progress)
         try:
-            return await self._exchange(conn, request, progress)
+            return await self._exchange(conn, request, progress, max_body)
         except Dropped as exc:
             raise WireError(str(exc)) from exc
 
@@ -255,7 +282,9 @@ class WireClient:
             raise NotSent(detail) from exc
         return _Connection(reader, writer)
 
-    async def _exchange(self, conn: _Connection, request: bytes, progress: Progress) -> Answer:
+    async def _exchange(
+        self, conn: _Connection, request: bytes, progress: Progress, max_body: int
+    ) -> Answer:
         """One request and its answer; the connection goes back to the pool only whole."""
         kept = False
         try:
@@ -264,7 +293,7 @@ class WireClient:
                 conn.writer.write(request)
             except (OSError, RuntimeError) as exc:  # uvloop: RuntimeError on a closed transport
                 raise Dropped(f"write failed: {type(exc).__name__}: {exc}") from exc
-            answer, reusable = await read_answer(conn.reader)
+            answer, reusable = await read_answer(conn.reader, max_body)
             if reusable and len(self._idle) < self._max_idle:
                 conn.idle_since = time.monotonic()
                 self._idle.append(conn)

@@ -1,14 +1,15 @@
-"""A provider's books as settlement reconciliation reads them: listings, lookups, reports.
+"""A provider's books as a settlement run reads them: listings, lookups, reports.
 
 Each configured provider (`Settings.provider_specs()`) has its own books, read by a
-`ProviderBooks` on a client of its own (its URL), named as the registry names it.
-
-Reconciliation is a batch read, far from the request path, so it talks to the provider with
-plain httpx rather than the payment path's wire client: a day's charges and refunds page by
-page (`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`), a record
-by its idempotency key (`GET /charges?idempotency_key=K`: a record of ours made on another
-day, or not at all), and a day's settlement report (`GET /settlements/{day}`). Any failure
-raises `BooksUnavailable`: a run never concludes anything from an answer it did not get.
+`ProviderBooks` through that provider's client (`app/provider/client.py`), named as the
+registry names it: the one client every provider call goes through, with the provider's
+`api_key`, its deadline (at least `BOOKS_DEADLINE_S` for a read of the books), its pool,
+tracing and error tree. A day's charges and refunds page by page
+(`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`), a record by
+its idempotency key (`GET /charges?idempotency_key=K`: a record of ours made on another day,
+or not at all), and a day's settlement report (`GET /settlements/{day}`). Any failure (the
+client's `LookupFailed`, or an answer whose records are malformed) raises `BooksUnavailable`:
+a run never concludes anything from an answer it did not get.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-import httpx
-
-from app.provider.registry import DEFAULT_NAME
+from app.provider.client import ProviderClient
+from app.provider.errors import ProviderError
+from app.provider.registry import DEFAULT_NAME, Providers
 from app.settlement.rows import RecordType
 
 PAGE_SIZE = 1000
@@ -122,35 +123,15 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
 
 
 class ProviderBooks:
-    """Reads one provider's books over `http` (its base URL set), translating every failure;
-    `name` is the provider's, as payments' routes and refunds name it. `api_key`, the
-    provider's secret key, goes with every read (`Authorization: Bearer`), as with a charge:
-    the books are the merchant's."""
+    """Reads one provider's books through its `client`, translating every failure; `name`
+    is the provider's, as payments' routes and refunds name it."""
 
     def __init__(
-        self,
-        http: httpx.AsyncClient,
-        *,
-        name: str = DEFAULT_NAME,
-        page_size: int = PAGE_SIZE,
-        api_key: str | None = None,
+        self, client: ProviderClient, *, name: str = DEFAULT_NAME, page_size: int = PAGE_SIZE
     ) -> None:
         self.name = name
-        self._http = http
+        self._client = client
         self._page_size = page_size
-        self._headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
-
-    async def _get(self, path: str, params: dict[str, str] | None = None) -> httpx.Response:
-        try:
-            response = await self._http.get(path, params=params, headers=self._headers)
-        except httpx.HTTPError as exc:
-            raise BooksUnavailable(f"GET {path}: {type(exc).__name__}") from exc
-        if response.status_code == 401:
-            raise BooksUnavailable(
-                f"GET {path}: provider {self.name!r} refused the service's credentials (401); "
-                "check its api_key (PAYMENTS_PROVIDERS) or PAYMENTS_PROVIDER_API_KEY"
-            )
-        return response
 
     async def created_on(self, record_type: RecordType, day: date) -> list[TheirRecord]:
         """Every record of `record_type` the provider made on `day`, page by page."""
@@ -158,41 +139,39 @@ class ProviderBooks:
         records: list[TheirRecord] = []
         after: str | None = None
         while True:
-            params = {
-                "created_gte": start.isoformat(),
-                "created_lt": end.isoformat(),
-                "limit": str(self._page_size),
-            }
-            if after is not None:
-                params["starting_after"] = after
-            response = await self._get(_PATHS[record_type], params)
-            if response.status_code != 200:
-                raise BooksUnavailable(
-                    f"listing {record_type.value}s answered {response.status_code}"
+            try:
+                page = await self._client.list_records(
+                    _PATHS[record_type],
+                    created_gte=start,
+                    created_lt=end,
+                    limit=self._page_size,
+                    starting_after=after,
                 )
-            page = response.json()
-            records.extend(_record(record_type, body) for body in page["data"])
-            if not page["has_more"] or not page["data"]:
+            except ProviderError as exc:
+                raise BooksUnavailable(f"listing {record_type.value}s: {exc}") from exc
+            try:
+                data, more = list(page["data"]), bool(page["has_more"])
+            except (KeyError, TypeError) as exc:
+                raise BooksUnavailable(f"a page of {record_type.value}s is malformed") from exc
+            records.extend(_record(record_type, body) for body in data)
+            if not more or not data:
                 return records
             after = records[-1].provider_id
 
     async def find(self, record_type: RecordType, provider_key: str) -> TheirRecord | None:
         """The record under `provider_key`, or None when the provider has none."""
-        response = await self._get(_PATHS[record_type], {"idempotency_key": provider_key})
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise BooksUnavailable(f"lookup answered {response.status_code}")
-        return _record(record_type, response.json())
+        try:
+            body = await self._client.find_record(_PATHS[record_type], provider_key)
+        except ProviderError as exc:
+            raise BooksUnavailable(f"lookup of {provider_key}: {exc}") from exc
+        return None if body is None else _record(record_type, body)
 
     async def report(self, day: date) -> Report:
         """What the provider settled on `day`."""
-        response = await self._get(f"/settlements/{day.isoformat()}")
-        if response.status_code != 200:
-            raise BooksUnavailable(
-                f"the settlement report of {day} answered {response.status_code}"
-            )
-        body = response.json()
+        try:
+            body = await self._client.settlement_report(day)
+        except ProviderError as exc:
+            raise BooksUnavailable(f"the settlement report of {day}: {exc}") from exc
         try:
             lines = {
                 line["id"]: Settled(
@@ -211,3 +190,11 @@ class ProviderBooks:
             return Report(day=day, lag_days=int(body["settlement_lag_days"]), lines=lines)
         except (KeyError, TypeError, ValueError) as exc:
             raise BooksUnavailable(f"the settlement report of {day} is malformed") from exc
+
+
+def every_providers_books(
+    providers: Providers, *, page_size: int = PAGE_SIZE
+) -> list[ProviderBooks]:
+    """The books of every provider of `providers`, in their configured order, each read
+    through that provider's client."""
+    return [ProviderBooks(providers[name], name=name, page_size=page_size) for name in providers]

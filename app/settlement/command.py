@@ -15,18 +15,19 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import date, timedelta
-
-import httpx
 
 from app.clock import utcnow
 from app.db.database import open_database
-from app.provider.registry import ProviderSpec
+from app.provider.client import ProviderClient
+from app.provider.registry import Providers
+from app.provider.wire import CONNECT_SHARE, WireClient
 from app.settings import Settings
-from app.settlement.books import BooksUnavailable, ProviderBooks
+from app.settlement.books import BooksUnavailable, ProviderBooks, every_providers_books
 from app.settlement.rows import ItemKind
 from app.settlement.run import settle_day
+from app.settlement.sides import LOOKUP_CONCURRENCY
 from app.settlement.summary import DayTaken, LagDiffers, Summary
 
 
@@ -35,33 +36,30 @@ def actor() -> str:
     return f"settle:{socket.gethostname()}:{os.getpid()}"
 
 
-def books_client(spec: ProviderSpec, settings: Settings) -> httpx.AsyncClient:
-    """An HTTP client on one provider, at its own URL, for reading its books."""
-    timeout_s = spec.timeout_s or settings.provider_timeout_s
-    return httpx.AsyncClient(
-        base_url=spec.url,
-        timeout=httpx.Timeout(max(timeout_s, 30.0)),
-        limits=httpx.Limits(max_connections=32),
-    )
-
-
 @asynccontextmanager
 async def open_books(settings: Settings) -> AsyncIterator[list[ProviderBooks]]:
     """Every configured provider's books (`Settings.provider_specs()`, in their order), each
-    on a client of its own, closed on the way out."""
-    async with AsyncExitStack() as stack:
-        books = []
+    read through a provider client of its own as the API's and the worker's are (its URL,
+    api_key and deadline; no circuit breaker: reads never go through one), closed on the
+    way out."""
+    clients: dict[str, ProviderClient] = {}
+    wires: list[WireClient] = []
+    try:
         for spec in settings.provider_specs():
-            http = await stack.enter_async_context(books_client(spec, settings))
-            books.append(
-                ProviderBooks(
-                    http,
-                    name=spec.name,
-                    page_size=settings.settlement_page_size,
-                    api_key=spec.secret_key(),
-                )
+            assert spec.timeout_s is not None  # filled in by `provider_specs`
+            wire = WireClient(
+                spec.url,
+                api_key=spec.secret_key(),
+                connect_timeout_s=spec.timeout_s * CONNECT_SHARE,
+                max_connections=LOOKUP_CONCURRENCY,
+                max_idle=LOOKUP_CONCURRENCY,
             )
-        yield books
+            wires.append(wire)
+            clients[spec.name] = ProviderClient(wire, deadline_s=spec.timeout_s, name=spec.name)
+        yield every_providers_books(Providers(clients), page_size=settings.settlement_page_size)
+    finally:
+        for wire in wires:
+            await wire.aclose()
 
 
 async def run_day(settings: Settings, day: date) -> Summary:

@@ -107,7 +107,7 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
 
 
 def _instrument(environ: Mapping[str, str]) -> None:
-    """httpx (the webhook sender, the settlement books) and the statements (the pool's
+    """httpx (the webhook sender) and the statements (the pool's
     cursors, `statements.py`), unless OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names them."""
     raw = environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
     disabled = {name.strip().lower() for name in raw.split(",")}
