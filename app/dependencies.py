@@ -16,6 +16,7 @@ from fastapi import Depends
 
 from app.admin import router as admin_router
 from app.admin.operators import OperatorDesk
+from app.admin.search import Records
 from app.db.database import Database
 from app.events import router as events_router
 from app.http.state import get_services
@@ -44,6 +45,10 @@ class Services:
     metrics: Metrics
     api_keys: ApiKeyCache
     operators: OperatorDesk
+    # The business objects' parts of the operators' search (`app/admin/search.py`), in
+    # the order their branches join its statement: the operators' desk knows no payment
+    # code, so they are handed to it from here.
+    search_records: tuple[Records, ...]
     rate_limiter: TenantRateLimiter
     unauthenticated: UnauthenticatedLimiter
 

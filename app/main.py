@@ -32,8 +32,10 @@ from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.operations.values import OperationName
 from app.payments import router as payments_router
+from app.payments import search as payment_search
 from app.payments.service import PaymentService
 from app.refunds import router as refunds_router
+from app.refunds import search as refund_search
 from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
@@ -94,6 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
                     lease_s=settings.lease_s,
                     key_ttl_s=settings.key_ttl_s,
                 ),
+                search_records=(payment_search, refund_search),
                 rate_limiter=TenantRateLimiter(
                     rate_per_s=settings.tenant_rate_limit_per_s,
                     burst=settings.tenant_rate_limit_burst,

@@ -43,6 +43,9 @@ class Needs(Protocol):
     @property
     def operators(self) -> OperatorDesk: ...
 
+    @property
+    def search_records(self) -> tuple[search.Records, ...]: ...
+
 
 ServicesDep = Annotated[Needs, Depends(get_services)]
 
@@ -121,7 +124,7 @@ async def search_records(
     and refund ids, provider keys, merchant references, account ids. `{data: [...]}`,
     newest first; exact matches only."""
     async with services.db.connection() as conn:
-        hits = await search.search(conn, q)
+        hits = await search.search(conn, q, records=services.search_records)
     return _json({"data": [search.hit_json(hit) for hit in hits]})
 
 

@@ -12,28 +12,38 @@ the records that hold it:
                                 payments.merchant_reference         ix_payments_merchant_reference
                                 payments.account_id, newest first   ix_payments_account_created
                                 payments.provider_key               uq_payments_provider_key
-    payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key
-                                whose attempt n it names
                                 refunds.provider_refund_id          ix_refunds_provider_refund_id
                                 refunds.provider_key                uq_refunds_provider_key
+    payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key
+                                whose attempt n it names
 
 Matches are exact (case and all): every key here is machine-made or copied, and an exact
 match is what an index answers in microseconds. An account's payments are capped at
 `limit`, newest first; the payments list filtered by account shows them all.
+
+Each table's branches are written by the package that owns the table, as `Fragment`s:
+`app/operations/operator_reads.py`, `app/payments/search.py`, `app/refunds/search.py`,
+`app/events/reads.py`, `app/webhooks/operator_reads.py`. This module only puts them into one
+statement (a UNION ALL, ordered and answered as one query, one round trip), and parses the
+text. The payments' and refunds' parts are handed in by the callers (`Records`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from app.clock import iso
 from app.db.database import Connection
+from app.db.fragments import Fragment, merge_params
+from app.events import reads as event_reads
 from app.events.views import parse_id as parse_event_id
 from app.events.views import public_id as event_public_id
-from app.provider.keys import split_attempt_key
+from app.operations import operator_reads
+from app.webhooks import operator_reads as delivery_reads
 from app.webhooks.views import DELIVERY_PREFIX
 from app.webhooks.views import parse_id as parse_webhook_id
 
@@ -69,75 +79,43 @@ class Hit:
 
 _COLUMNS = "kind, matched, id, tenant_id, operation_id, payment_id, state, amount_minor,"
 _COLUMNS += " currency, created_at"
-_OPERATION = (
-    "SELECT 'operation', '{m}', id, tenant_id, id, payment_id, state, NULL::bigint,"
-    " NULL::text, created_at FROM operations WHERE {where}"
-)
-_PAYMENT = (
-    "SELECT 'payment', '{m}', id, tenant_id, operation_id, id, status, amount_minor,"
-    " currency::text, created_at FROM payments WHERE {where}"
-)
-_REFUND = (
-    "SELECT 'refund', '{m}', id, tenant_id, operation_id, payment_id, status, amount_minor,"
-    " currency::text, created_at FROM refunds WHERE {where}"
-)
-_EVENT = (
-    "SELECT 'event', '{m}', id, tenant_id, operation_id, NULL::uuid, type, NULL::bigint,"
-    " NULL::text, created_at FROM events WHERE {where}"
-)
-_DELIVERY = (
-    "SELECT 'delivery', '{m}', d.id, d.tenant_id, e.operation_id, NULL::uuid, d.status,"
-    " NULL::bigint, NULL::text, d.created_at FROM webhook_deliveries d"
-    " JOIN events e ON e.id = d.event_id WHERE {where}"
-)
-
-# The branches for any text, each capped (an account or a reused reference may hold many).
-_BY_TEXT = (
-    (_OPERATION, "idempotency_key", "idempotency_key = %(text)s", ""),
-    (_PAYMENT, "provider_charge_id", "provider_charge_id = %(text)s", ""),
-    (_PAYMENT, "merchant_reference", "merchant_reference = %(text)s", ""),
-    (_PAYMENT, "account_id", "account_id = %(text)s", " ORDER BY created_at DESC, id DESC"),
-    (_PAYMENT, "provider_key", "provider_key = %(text)s", ""),
-    (_REFUND, "provider_refund_id", "provider_refund_id = %(text)s", ""),
-    (_REFUND, "provider_key", "provider_key = %(text)s", ""),
-)
-_BY_UUID = (
-    (_OPERATION, "id = %(uuid)s"),
-    (_PAYMENT, "id = %(uuid)s"),
-    (_REFUND, "id = %(uuid)s"),
-    (_EVENT, "id = %(uuid)s"),
-)
 
 
-def search_sql(text: str, *, limit: int) -> tuple[str, dict[str, Any]]:
+class Records(Protocol):
+    """A business object's part of the search, from its own package (`app/payments/search.py`,
+    `app/refunds/search.py`): each branch one SELECT of `_COLUMNS`. The callers (the admin
+    router, the console) hand these in: the operators' desk knows no payment code
+    (tests/test_architecture.py)."""
+
+    def by_text(self, text: str, *, limit: int) -> list[Fragment]: ...
+
+    def by_id(self, record_id: uuid.UUID) -> Fragment: ...
+
+    def by_attempt_key(self, text: str) -> Fragment | None: ...
+
+
+def search_sql(text: str, *, limit: int, records: Sequence[Records]) -> tuple[str, dict[str, Any]]:
     """The statement for `text` (stripped), and its parameters: only the branches that the
-    text could match, so a uuid is never compared to a text column's index for nothing."""
-    branches: list[str] = []
-    params: dict[str, Any] = {"text": text, "limit": limit}
-    for template, matched, where, order in _BY_TEXT:
-        branch = template.format(m=matched, where=where)
-        branches.append(f"({branch}{order} LIMIT %(limit)s)")
+    text could match, so a uuid is never compared to a text column's index for nothing.
+    Each table's branch is its owner's; this only puts them in one statement."""
+    # The branches for any text, each capped (an account or a reused reference may hold many).
+    parts = [operator_reads.search_by_key(text, limit=limit)]
+    parts += [part for source in records for part in source.by_text(text, limit=limit)]
     as_uuid = _uuid(text)
     if as_uuid is not None:
-        params["uuid"] = as_uuid
-        branches.extend(f"({t.format(m='id', where=w)})" for t, w in _BY_UUID)
+        parts.append(operator_reads.search_by_id(as_uuid))
+        parts += [source.by_id(as_uuid) for source in records]
+        parts.append(event_reads.search_by_id(as_uuid))
     event_id = parse_event_id(text)
     if event_id is not None:
-        params["event"] = event_id
-        branches.append("(" + _EVENT.format(m="id", where="id = %(event)s") + ")")
-    attempt = split_attempt_key(text)
-    if attempt is not None:
-        # The key of a payment's later attempt (another provider's): its payment.
-        params["attempt_of"] = attempt[0]
-        where = "provider_key = %(attempt_of)s"
-        branches.append("(" + _PAYMENT.format(m="provider_key", where=where) + ")")
+        parts.append(event_reads.search_by_id(event_id))
+    parts += [part for source in records if (part := source.by_attempt_key(text)) is not None]
     delivery_id = parse_webhook_id(text, DELIVERY_PREFIX)
     if delivery_id is not None:
-        params["delivery"] = delivery_id
-        branches.append("(" + _DELIVERY.format(m="id", where="d.id = %(delivery)s") + ")")
-    sql = f"SELECT {_COLUMNS} FROM (" + " UNION ALL ".join(branches) + ")"
+        parts.append(delivery_reads.search_by_id(delivery_id))
+    sql = f"SELECT {_COLUMNS} FROM (" + " UNION ALL ".join(f"({p.sql})" for p in parts) + ")"
     sql += " AS hits(" + _COLUMNS + ") ORDER BY created_at DESC"
-    return sql, params
+    return sql, merge_params(parts)
 
 
 def _uuid(text: str) -> uuid.UUID | None:
@@ -150,13 +128,15 @@ def _uuid(text: str) -> uuid.UUID | None:
         return None
 
 
-async def search(conn: Connection, text: str, *, limit: int = DEFAULT_LIMIT) -> list[Hit]:
+async def search(
+    conn: Connection, text: str, *, records: Sequence[Records], limit: int = DEFAULT_LIMIT
+) -> list[Hit]:
     """Every record holding `text` as an id or key, newest first; [] for blank text, and for
     text with a NUL character, which no PostgreSQL text value can hold."""
     text = text.strip()[:MAX_QUERY]
     if not text or "\x00" in text:
         return []
-    sql, params = search_sql(text, limit=limit)
+    sql, params = search_sql(text, limit=limit, records=records)
     rows = await (await conn.execute(sql, params)).fetchall()
     return [Hit(*row) for row in rows]
 

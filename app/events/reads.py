@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection
+from app.db.fragments import Fragment
 
 _COLUMNS = "id, tenant_id, type, data, created_at"
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
@@ -39,6 +40,13 @@ _FEED_AFTER = f"""
     LIMIT %(limit)s
 """
 _ONE = f"SELECT {_COLUMNS} FROM events WHERE tenant_id = %(tenant_id)s AND id = %(id)s"
+# The event's part of the operators' search (`app/admin/search.py`), in the search's columns:
+# kind, matched, id, tenant_id, operation_id, payment_id, state, amount_minor, currency,
+# created_at.
+_SEARCHED = (
+    "SELECT 'event', 'id', id, tenant_id, operation_id, NULL::uuid, type, NULL::bigint,"
+    " NULL::text, created_at FROM events WHERE id = %(event_id)s"
+)
 _EXISTS = "SELECT EXISTS (SELECT FROM events WHERE tenant_id = %(tenant_id)s AND id = %(id)s)"
 
 
@@ -72,3 +80,8 @@ async def get(conn: Connection, *, tenant_id: uuid.UUID, event_id: uuid.UUID) ->
     """The tenant's event; None for another tenant's or none."""
     row = await (await conn.execute(_ONE, {"tenant_id": tenant_id, "id": event_id})).fetchone()
     return None if row is None else EventRow(*row)
+
+
+def search_by_id(event_id: uuid.UUID) -> Fragment:
+    """Any tenant's event with this id (typed as a uuid or as `evt_...`), by primary key."""
+    return Fragment(_SEARCHED, {"event_id": event_id})

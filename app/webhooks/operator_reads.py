@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.db.database import Connection
+from app.db.fragments import Fragment
 
 MAX_PAGE = 100
 
@@ -66,6 +67,14 @@ _COUNT_FAILED = """
     WHERE d.status = 'failed' AND e.deleted_at IS NULL
 """
 _EVENT_TENANT = "SELECT tenant_id FROM events WHERE id = %(id)s"
+# The delivery's part of the operators' search (`app/admin/search.py`), in the search's
+# columns: kind, matched, id, tenant_id, operation_id (its event's), payment_id, state,
+# amount_minor, currency, created_at.
+_SEARCHED = (
+    "SELECT 'delivery', 'id', d.id, d.tenant_id, e.operation_id, NULL::uuid, d.status,"
+    " NULL::bigint, NULL::text, d.created_at FROM webhook_deliveries d"
+    " JOIN events e ON e.id = d.event_id WHERE d.id = %(delivery_id)s"
+)
 
 
 @dataclass(frozen=True)
@@ -148,3 +157,9 @@ async def event_tenant(conn: Connection, event_id: uuid.UUID) -> uuid.UUID | Non
     """The tenant whose event this is; None if there is no such event."""
     row = await (await conn.execute(_EVENT_TENANT, {"id": event_id})).fetchone()
     return None if row is None else uuid.UUID(str(row[0]))
+
+
+def search_by_id(delivery_id: uuid.UUID) -> Fragment:
+    """Any tenant's delivery with this id (typed as `wd_...`), by primary key, with its
+    event's operation."""
+    return Fragment(_SEARCHED, {"delivery_id": delivery_id})

@@ -14,6 +14,8 @@ import psycopg
 from psycopg.rows import DictRow
 
 from app.admin.search import search_sql
+from app.payments import search as payment_search
+from app.refunds import search as refund_search
 from tests.support.factories.payments import new_account, new_key, payment_body, post_payment
 from tests.support.factories.refunds import post_refund, refund_body
 from tests.support.fixtures.plans import plan
@@ -30,7 +32,7 @@ TEXT_INDEXES = (
 
 
 def _plan(plan_db: psycopg.Connection[DictRow], text: str) -> str:
-    return plan(plan_db, *search_sql(text, limit=50))
+    return plan(plan_db, *search_sql(text, limit=50, records=(payment_search, refund_search)))
 
 
 def test_every_kind_of_key_is_an_index_probe(plan_db: psycopg.Connection[DictRow]) -> None:
