@@ -2,7 +2,7 @@
 
 Three jobs run through the one loop (`app/jobs/loop.py`): `reconcile` (`app/recovery/job.py`,
 every PAYMENTS_RECONCILE_INTERVAL_S), `webhooks` (`app/webhooks/dispatch.py`, every
-PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (`app/operations/expiry.py`, every
+PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (`app/idempotency/expiry.py`, every
 PAYMENTS_EXPIRE_INTERVAL_S). APScheduler ticks them: each tick starts a pass unless the last
 one is still under way (one instance of a job at a time, missed ticks coalesced into one).
 SIGTERM or SIGINT sets the stop event: no new batch is claimed, the reconciliations and
@@ -39,10 +39,10 @@ from app.backlog import refresh_backlog
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
+from app.idempotency.expiry import expire_keys
 from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
-from app.operations.expiry import expire_keys
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import every_providers_books

@@ -11,6 +11,10 @@ is. Both ages count from the operation's completion (when its outcome became kno
 key whose outcome took long to settle still replays it for a full TTL. The operation row, its
 payment and its history are kept when the key is released.
 
+The lifecycle is the keyed requests' (this package's); the two writes are the operations
+record's own (`app/operations/retention.py`), which this module calls with the TTLs. The
+package graph runs that way: idempotency sits above operations (tests/test_architecture.py).
+
 The worker runs each step as a job of its loop (`app/jobs/loop.py`), one batch after another
 until a batch comes back short: its claim is the batch's statement, which picks the due rows
 and changes them at once, so there is no lease to hold and nothing left to do per row.
@@ -27,47 +31,21 @@ from prometheus_client import Counter
 
 from app.db.database import Connection, Database
 from app.jobs.loop import Pace, WorkLoop
+from app.operations import retention
 
 logger = logging.getLogger("payments.expiry")
 
 
-def _batch(conditions: str, changes: str) -> str:
-    """Update up to `limit` rows matching `conditions`, oldest completion first."""
-    return f"""
-        WITH due AS (
-            SELECT id FROM operations WHERE {conditions}
-            ORDER BY completed_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-        )
-        UPDATE operations SET {changes}, updated_at = now()
-        WHERE id IN (SELECT id FROM due)
-        RETURNING id
-    """
-
-
-_EXPIRE_RESPONSES = _batch(
-    "state IN ('COMPLETED', 'FAILED') AND response_expired_at IS NULL"
-    " AND completed_at < now() - make_interval(secs => %(ttl_s)s)",
-    "response_body = NULL, response_headers = NULL, response_expired_at = now()",
-)
-_RELEASE_TOMBSTONES = _batch(
-    "response_expired_at IS NOT NULL AND idempotency_key IS NOT NULL"
-    " AND completed_at < now() - make_interval(secs => %(ttl_s)s)",
-    "idempotency_key = NULL, key_released_at = now()",
-)
-
-
 async def expire_responses(conn: Connection, *, key_ttl_s: int, limit: int) -> list[uuid.UUID]:
     """Drop stored responses of terminal operations past the key TTL; of which operations."""
-    cur = await conn.execute(_EXPIRE_RESPONSES, {"ttl_s": key_ttl_s, "limit": limit})
-    return [row_id for (row_id,) in await cur.fetchall()]
+    return await retention.drop_responses(conn, completed_before_s=key_ttl_s, limit=limit)
 
 
 async def release_tombstones(
     conn: Connection, *, tombstone_ttl_s: int, limit: int
 ) -> list[uuid.UUID]:
     """Free the keys of tombstones past the tombstone TTL; of which operations."""
-    cur = await conn.execute(_RELEASE_TOMBSTONES, {"ttl_s": tombstone_ttl_s, "limit": limit})
-    return [row_id for (row_id,) in await cur.fetchall()]
+    return await retention.release_keys(conn, completed_before_s=tombstone_ttl_s, limit=limit)
 
 
 Step = Callable[[Connection, int], Awaitable[list[uuid.UUID]]]
