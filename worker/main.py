@@ -10,11 +10,12 @@ webhook attempts under way finish (each bounded by its timeout), and the process
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
 
-A fourth tick, `settle` (`app/settlement/job.py`, every PAYMENTS_SETTLE_INTERVAL_S, hourly;
-0 turns it off), runs the settlement reconciliation of whole days that are due: yesterday
-once, and days still expecting settlement lines, against every configured provider's books.
-It is not part of `--once`. At the stop a settlement run under way is cancelled, and gives
-its day back, rather than holding it until its lease runs out.
+A fourth job through the same loop, `settle` (`app/settlement/job.py`, every
+PAYMENTS_SETTLE_INTERVAL_S, hourly; 0 turns it off), claims and runs the settlement of whole
+days that are due, one at a time: yesterday once, and days still expecting settlement lines,
+against every configured provider's books. It is not part of `--once`. At the stop a
+settlement run under way is cancelled, and gives its day back, rather than holding it until
+its lease runs out.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from app.observability.metrics import Metrics
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import every_providers_books
+from app.settlement.job import PACE as SETTLE_PACE
 from app.settlement.job import SettleJob
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
@@ -147,12 +149,17 @@ async def _serve(
         # Settlement reads every provider's books through the same clients as every other
         # call to it (`app/provider/client.py`): one pool, key and deadline per provider.
         books = every_providers_books(parts.providers, page_size=settings.settlement_page_size)
-        settle = SettleJob(
-            parts.db,
-            books,
-            lag_days=settings.settlement_lag_days,
-            actor=name,
-            failpoints=failpoints,
+        settle = WorkLoop(
+            SettleJob(
+                parts.db,
+                books,
+                lag_days=settings.settlement_lag_days,
+                actor=name,
+                stopping=stopping,
+                failpoints=failpoints,
+            ),
+            SETTLE_PACE,
+            stopping=stopping,
         )
 
         gc_tuning.settle()
@@ -190,11 +197,11 @@ async def _serve(
         logger.info("worker started", extra={"fields": {"worker": name}})
         await stopping.wait()
         # Order matters: shutting the scheduler down cancels running jobs, so first stop new
-        # ticks, then end the settlement run under way (it gives its day back while the
-        # database is open) and let the passes under way finish their items (they claim
-        # nothing new once `stopping` is set), and only then shut down.
+        # ticks, then let the passes under way finish their items (they claim nothing new
+        # once `stopping` is set; the settlement run under way is cancelled by it and gives
+        # its day back while the database is open), and only then shut down.
         scheduler.pause()
-        await settle.interrupt()
+        await settle.wait_idle()
         await reconcile.wait_idle()
         await webhooks.wait_idle()
         scheduler.shutdown(wait=False)

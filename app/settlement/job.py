@@ -1,18 +1,21 @@
 """The worker's daily settlement run: yesterday, once, and every day still expecting lines.
 
-Every `PAYMENTS_SETTLE_INTERVAL_S` (an hour; 0 turns it off) the worker asks which days are
-due (`days.days_due`): yesterday (UTC) until a run of it has finished, and each day
-whose expected items have reached their settlement day since its last run. Each is run as
-`payments settle` would run it, against every configured provider's books. Several workers
-may tick at once: a day is run by whichever takes its lease (`DayTaken` for the others, who
-skip it). A provider that cannot answer, or reports another lag than configured, is logged;
-the next tick tries again.
+A job of the worker's one loop (`app/jobs/loop.py`), as recovery and webhook deliveries
+are: every `PAYMENTS_SETTLE_INTERVAL_S` (an hour; 0 turns it off) a pass claims what is due
+and runs it. What is due (`days.days_due`): yesterday (UTC) until a run of it has finished,
+and each day whose expected items have reached their settlement day since its last run. A
+claim takes one such day with its lease and fence (`days.claim_day`, the rule every claim
+shares), and the day is run as `payments settle` would run it, against every configured
+provider's books. Several workers may tick at once: each day is run by whichever claims it.
+Days run one at a time (`PACE`): a run already makes its lookups 16 at a time. A provider
+that cannot answer, or reports another lag than configured, is logged, and the day is not
+claimed again in the same pass: the next tick tries again. A run whose day was taken over
+meanwhile (its lease ran out) is refused by the fence and logged.
 
-A worker told to stop (`SettleJob.interrupt`, while its database is still open) cancels the
-tick under way: the day being run is given back (`settle_day` frees it on the way out) and
-no other day is started. The next run, of this worker or another, takes the day at once
-rather than a lease (15 minutes) later. What the run wrote stays; running the day again
-redoes it.
+A worker told to stop (`stopping` set, while its database is still open) claims no other
+day and cancels the run under way: the day is given back (`run_claimed` frees it on the way
+out). The next run, of this worker or another, takes the day at once rather than a lease
+(15 minutes) later. What the run wrote stays; running the day again redoes it.
 """
 
 from __future__ import annotations
@@ -25,60 +28,23 @@ from datetime import date
 from app.clock import utcnow
 from app.db.database import Database
 from app.failpoints import Failpoints
+from app.jobs.loop import Pace
 from app.settlement import days
 from app.settlement.books import BooksUnavailable, ProviderBooks
-from app.settlement.run import settle_day
-from app.settlement.summary import DayTaken, LagDiffers, Summary
+from app.settlement.days import DayLease
+from app.settlement.run import DAY_LEASE_S, run_claimed
+from app.settlement.summary import DayLost, LagDiffers, Summary
 
 logger = logging.getLogger("payments.worker")
 
-
-async def settle_due_days(
-    db: Database,
-    books: Sequence[ProviderBooks],
-    *,
-    lag_days: int,
-    actor: str,
-    today: date | None = None,
-    failpoints: Failpoints | None = None,
-) -> list[Summary]:
-    """Run every day that is due; the summaries of the runs that finished."""
-    today = today or utcnow().date()
-    async with db.connection() as conn:
-        due = await days.days_due(conn, today, lag_days)
-    done: list[Summary] = []
-    for day in due:
-        try:
-            summary = await settle_day(
-                db, books, day, lag_days=lag_days, actor=actor, today=today, failpoints=failpoints
-            )
-        except DayTaken:
-            continue
-        except (BooksUnavailable, LagDiffers) as exc:
-            logger.warning(
-                "settlement run stopped",
-                extra={"fields": {"day": day.isoformat(), "error": str(exc)}},
-            )
-            continue
-        logger.info(
-            "settlement run finished",
-            extra={
-                "fields": {
-                    "day": summary.day,
-                    "compared": summary.compared,
-                    "found": summary.found,
-                    "auto_resolved": summary.auto_resolved,
-                    # Held by a provider no longer configured: not compared (docs/settlement.md).
-                    "unconfigured": summary.unconfigured,
-                }
-            },
-        )
-        done.append(summary)
-    return done
+# One day at a time, claimed when the last one has ended.
+PACE = Pace(window=1, batch=1, refill_at=1)
 
 
 class SettleJob:
-    """The worker's settle tick (`run`, every interval), and its end at the stop."""
+    """The worker's settle job (`app/jobs/loop.py`'s `Job`): claims due days, runs each."""
+
+    name = "settle"
 
     def __init__(
         self,
@@ -87,41 +53,88 @@ class SettleJob:
         *,
         lag_days: int,
         actor: str,
+        stopping: asyncio.Event,
         failpoints: Failpoints | None = None,
+        lease_s: float = DAY_LEASE_S,
     ):
         self._db = db
         self._books = books
         self._lag_days = lag_days
         self._actor = actor
+        self._stopping = stopping
         self._failpoints = failpoints
-        self._running: asyncio.Task[object] | None = None
-        self._interrupted = False
+        self._lease_s = lease_s
+        # The days this pass has claimed or tried to: a run that stopped (a provider down)
+        # leaves its day due, and the pass must not take it again at once. Cleared by the
+        # claim that finds nothing more, which ends the pass; nothing else depends on it.
+        self._tried: set[date] = set()
 
-    async def run(self) -> None:
-        """One tick: every day that is due, as `settle_due_days` runs them."""
-        self._running = asyncio.current_task()
-        try:
-            await settle_due_days(
+    async def claim(self, limit: int) -> list[DayLease]:
+        """Up to `limit` due days not tried in this pass, each leased to this worker."""
+        claimed: list[DayLease] = []
+        async with self._db.connection() as conn:
+            due = await days.days_due(conn, utcnow().date(), self._lag_days, skip=self._tried)
+            for day in due:
+                if len(claimed) >= limit:
+                    break
+                self._tried.add(day)
+                lease = await days.claim_day(conn, day, self._actor, self._lease_s)
+                if isinstance(lease, DayLease):
+                    claimed.append(lease)
+        if not claimed:
+            self._tried.clear()  # the pass ends: the next one may try every due day again
+        return claimed
+
+    async def handle(self, lease: DayLease) -> None:
+        """Run the day `lease` holds, until it ends or the worker is told to stop."""
+        run = asyncio.ensure_future(
+            run_claimed(
                 self._db,
                 self._books,
+                lease,
                 lag_days=self._lag_days,
                 actor=self._actor,
                 failpoints=self._failpoints,
             )
-        except asyncio.CancelledError:
-            if not self._interrupted:
-                raise  # not ours to swallow
-            # Cancelled by `interrupt`: the day under way was given back on the way out.
-            logger.info("settlement run interrupted by the stop; its day is free again")
+        )
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._running = None
-
-    async def interrupt(self) -> None:
-        """At the stop, before the database closes: cancel the run under way, if any, and
-        wait until it has given its day back."""
-        running = self._running
-        if running is None or running.done():
+            stop.cancel()
+            if not run.done():
+                # The stop (or this task's own cancellation): the run gives its day back
+                # on the way out, while the database is still open.
+                run.cancel()
+                await asyncio.wait({run})
+        if run.cancelled():
+            logger.info(
+                "settlement run interrupted by the stop; its day is free again",
+                extra={"fields": {"day": lease.day.isoformat()}},
+            )
             return
-        self._interrupted = True
-        running.cancel()
-        await asyncio.wait({running})
+        try:
+            summary = run.result()
+        except (BooksUnavailable, LagDiffers, DayLost) as exc:
+            logger.warning(
+                "settlement run stopped",
+                extra={"fields": {"day": lease.day.isoformat(), "error": str(exc)}},
+            )
+            return
+        _finished(summary)
+
+
+def _finished(summary: Summary) -> None:
+    logger.info(
+        "settlement run finished",
+        extra={
+            "fields": {
+                "day": summary.day,
+                "compared": summary.compared,
+                "found": summary.found,
+                "auto_resolved": summary.auto_resolved,
+                # Held by a provider no longer configured: not compared (docs/settlement.md).
+                "unconfigured": summary.unconfigured,
+            }
+        },
+    )

@@ -6,8 +6,9 @@
 - `reconciliation_items`: one row per difference between our record and the provider's,
   unique by (record type, provider, provider key, kind), so running a day again finds the
   same row instead of adding one. Its changes are audited in `reconciliation_item_changes`.
-- `settlement_days`: one row per creation day reconciled: who runs it (a lease, so one
-  worker at a time), when it last finished, and what it found.
+- `settlement_days`: one row per creation day settled: who runs it (a lease and a fence,
+  as every claimed row has them: one run at a time, a run whose lease was taken over
+  writes nothing), when it last finished, and what it found.
 """
 
 from __future__ import annotations
@@ -147,13 +148,17 @@ class ReconciliationItemChange(Base):
 
 
 class SettlementDay(Base):
-    """One creation day's reconciliation: its lease while a run is under way, its last result."""
+    """One creation day's settlement: its lease while a run is under way, its last result."""
 
     __tablename__ = "settlement_days"
 
     day: Mapped[date] = mapped_column(Date, primary_key=True)
-    owner: Mapped[str | None] = mapped_column(String(200))
+    # The run holding the day, until when, and its fence (`app/jobs/leases.py`): one higher
+    # with every claim, and every write of a run checks its own (`days.hold`).
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    fence: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     runs: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     last_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -3,7 +3,8 @@ every difference queued, what settled recorded.
 
 `settle_day(db, books, day, ...)`, `books` one `ProviderBooks` per configured provider:
 
-1. takes the day (`settlement_days`, a lease: one run of a day at a time, anywhere);
+1. takes the day (`settlement_days`, a lease and a fence: one run of a day at a time,
+   anywhere; `days.py`), or is handed a day already taken (`run_claimed`, the worker's);
 2. reads each provider's charges and refunds made that day, page by page, and ours once;
 3. pairs them, provider by provider: a record of ours is expected at the provider holding it
    (a payment: its route's provider at its attempt, under that attempt's key; a refund: its
@@ -21,6 +22,8 @@ every difference queued, what settled recorded.
    provider, queues the differences, auto-resolves the open items of the compared keys that
    no longer differ, stores the settled lines (fee and net of each payment and refund), and
    makes every unknown operation the provider has a record for due for the reconciler at once.
+   Each such transaction first checks the day's fence (`days.hold`): a run whose day another
+   run took over (its lease ran out while it was paused) writes nothing and stops (`DayLost`).
 
 Running a day again finds the same items (unique by record type, provider, key and kind):
 nothing is added twice, a resolved or voided item stays so, an auto-resolved one whose
@@ -42,12 +45,13 @@ from app.db.database import Database
 from app.failpoints import Failpoints
 from app.settlement import days, repository
 from app.settlement.books import BooksUnavailable, ProviderBooks, Report, TheirRecord
+from app.settlement.days import DayLease
 from app.settlement.matching import OurRecord, Verdict, judge
 from app.settlement.repository import Finding
 from app.settlement.rows import RecordType
 from app.settlement.sides import Side, read_sides
 from app.settlement.strays import judge_stray
-from app.settlement.summary import DayTaken, LagDiffers, Summary
+from app.settlement.summary import DayLost, DayTaken, LagDiffers, Summary
 
 # How long a run holds its day; a run killed midway frees it when this runs out.
 DAY_LEASE_S = 900.0
@@ -93,8 +97,9 @@ class _Reports:
 
 
 async def _settle_side(
-    db: Database, side: Side, reports: _Reports, day: date, actor: str, summary: Summary
+    db: Database, side: Side, reports: _Reports, lease: DayLease, actor: str, summary: Summary
 ) -> None:
+    day = lease.day
     await reports.load(list(side.theirs.values()))
     findings: list[Finding] = []
     lines = []
@@ -143,6 +148,8 @@ async def _settle_side(
         if owner is None or owner.operation_id not in recovering
     ]
     async with db.transaction() as conn:
+        # Fenced: nothing below lands once another run has taken the day over.
+        await days.hold(conn, lease)
         written = await repository.write_items(
             conn, side.record_type, side.provider, compared, findings, actor=actor
         )
@@ -175,16 +182,35 @@ async def settle_day(
     failpoints: Failpoints | None = None,
 ) -> Summary:
     """Reconcile the records made on `day` (UTC) against every provider's `books` (one per
-    configured provider, each named); raises `DayTaken` when another run holds it,
-    `BooksUnavailable` or `LagDiffers` when a provider's books cannot be trusted to answer
-    (nothing is concluded then: what was written stays, the day is freed)."""
+    configured provider, each named); raises `DayTaken` when another run holds it, and what
+    `run_claimed` raises."""
+    async with db.connection() as conn:
+        claimed = await days.claim_day(conn, day, actor, DAY_LEASE_S)
+    if isinstance(claimed, str):
+        raise DayTaken(f"a run of {day} is under way ({claimed})")
+    return await run_claimed(
+        db, books, claimed, lag_days=lag_days, actor=actor, today=today, failpoints=failpoints
+    )
+
+
+async def run_claimed(
+    db: Database,
+    books: Sequence[ProviderBooks],
+    lease: DayLease,
+    *,
+    lag_days: int,
+    actor: str,
+    today: date | None = None,
+    failpoints: Failpoints | None = None,
+) -> Summary:
+    """Run the day `lease` holds; raises `BooksUnavailable` or `LagDiffers` when a
+    provider's books cannot be trusted to answer (nothing is concluded then: what was
+    written stays, the day is freed), `DayLost` when another run took the day over (its
+    writes refused by the fence)."""
     assert books, "at least one provider's books"
     started = time.perf_counter()
+    day = lease.day
     summary = Summary(day=day.isoformat())
-    async with db.connection() as conn:
-        holder = await days.claim_day(conn, day, actor, DAY_LEASE_S)
-    if holder is not None:
-        raise DayTaken(f"a run of {day} is under way ({holder})")
     finished = False
     try:
         if failpoints is not None:
@@ -199,7 +225,7 @@ async def settle_day(
             for side in sides:
                 counts = summary.by_provider[side.provider]
                 counts[theirs_name], counts[ours_name] = len(side.theirs), len(side.ours)
-                await _settle_side(db, side, reports[side.provider], day, actor, summary)
+                await _settle_side(db, side, reports[side.provider], lease, actor, summary)
             theirs = sum(len(side.theirs) for side in sides)
             if record_type is RecordType.CHARGE:
                 summary.their_charges, summary.our_payments = theirs, made
@@ -207,13 +233,21 @@ async def settle_day(
                 summary.their_refunds, summary.our_refunds = theirs, made
         summary.seconds = round(time.perf_counter() - started, 3)
         async with db.connection() as conn:
-            await days.finish_day(conn, day, actor, summary.as_json())
+            await days.finish_day(conn, lease, summary.as_json())
         finished = True
         return summary
     finally:
         if not finished:
             async with db.connection() as conn:
-                await days.release_day(conn, day, actor)
+                await days.release_day(conn, lease)
 
 
-__all__ = ["BooksUnavailable", "DayTaken", "LagDiffers", "Summary", "settle_day"]
+__all__ = [
+    "BooksUnavailable",
+    "DayLost",
+    "DayTaken",
+    "LagDiffers",
+    "Summary",
+    "run_claimed",
+    "settle_day",
+]

@@ -1,4 +1,4 @@
-"""What a settlement run reports: its summary, and the two reasons it stops."""
+"""What a settlement run reports: its summary, and the reasons it stops."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ from typing import Any
 
 class DayTaken(Exception):
     """Another run holds the day."""
+
+
+class DayLost(Exception):
+    """The run's day was taken over by another run (the run's lease ran out): the run's
+    write was refused by the day's fence, and the run stops with nothing more written."""
 
 
 class LagDiffers(Exception):

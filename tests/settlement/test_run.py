@@ -289,7 +289,7 @@ def test_a_run_refuses_a_day_under_way_and_a_lag_it_was_not_told(
 ) -> None:
     day = own_day()
     db.execute(
-        "INSERT INTO settlement_days (day, owner, lease_expires_at)"
+        "INSERT INTO settlement_days (day, lease_owner, lease_expires_at)"
         " VALUES (%s, 'settle:elsewhere:1', now() + interval '1 minute')",
         (day,),
     )
@@ -305,8 +305,10 @@ def test_a_run_refuses_a_day_under_way_and_a_lag_it_was_not_told(
     assert wrong.returncode == 1
     assert "the provider settles at T+1; PAYMENTS_SETTLEMENT_LAG_DAYS is 2" in wrong.stderr
     assert items(db, other) == []
-    freed = db.execute("SELECT owner FROM settlement_days WHERE day = %s", (other,)).fetchone()
-    assert freed == {"owner": None}
+    freed = db.execute(
+        "SELECT lease_owner FROM settlement_days WHERE day = %s", (other,)
+    ).fetchone()
+    assert freed == {"lease_owner": None}
     assert set(by_key(db, str(payment["provider_key"]))) == set()
     assert summary(settle(base_env, other))["found"] == {"amount_mismatch": 1}
 

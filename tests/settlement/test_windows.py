@@ -159,7 +159,7 @@ def test_a_worker_stopped_during_a_run_gives_its_day_back_and_starts_no_other(
 
     def held() -> list[date]:
         rows = db.execute(
-            "SELECT day FROM settlement_days WHERE owner LIKE %s", (owner,)
+            "SELECT day FROM settlement_days WHERE lease_owner LIKE %s", (owner,)
         ).fetchall()
         return [row["day"] for row in rows]
 
@@ -169,10 +169,10 @@ def test_a_worker_stopped_during_a_run_gives_its_day_back_and_starts_no_other(
     # Given back at once, not held until its lease (15 minutes) runs out; nothing concluded;
     # the other day never started.
     rows = db.execute(
-        "SELECT day, owner, last_finished_at FROM settlement_days WHERE day IN (%s, %s)",
+        "SELECT day, lease_owner, last_finished_at FROM settlement_days WHERE day IN (%s, %s)",
         (first, second),
     ).fetchall()
-    assert rows == [{"day": first, "owner": None, "last_finished_at": None}]
+    assert rows == [{"day": first, "lease_owner": None, "last_finished_at": None}]
     log = worker.log()
     assert "settlement run interrupted by the stop" in log
     assert "Traceback" not in log
