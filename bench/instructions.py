@@ -41,9 +41,9 @@ BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_inst
 PUBLIC_PORT = 8000
 
 
-async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
-    """In this process: start the app, make one payment, then replay it (or look its key up)
-    `warm_up + count` times."""
+async def start_app() -> tuple[Any, asyncio.Task[None]]:
+    """In this process: `app.main.serving_app` of the environment's settings, started through
+    its lifespan; the app, and the lifespan's task (cancel it to stop the app)."""
     from app.main import serving_app
     from app.settings import Settings
 
@@ -62,48 +62,75 @@ async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
         app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, lifespan.get, life_send)  # type: ignore[arg-type]
     )
     await started.wait()
-    headers = [
+    return app, running
+
+
+def api_headers(key: bytes, body: bytes = BODY) -> list[tuple[bytes, bytes]]:
+    """A tenant's `POST /payments` headers under idempotency key `key` (the tenant's API key
+    from `INSTRUCTIONS_API_KEY`); the first two alone make a `GET`'s."""
+    return [
         (b"host", b"127.0.0.1"),
         (b"authorization", f"Bearer {os.environ['INSTRUCTIONS_API_KEY']}".encode()),
-        (b"idempotency-key", b"instructions-1"),
+        (b"idempotency-key", key),
         (b"content-type", b"application/json"),
-        (b"content-length", str(len(BODY)).encode()),
+        (b"content-length", str(len(body)).encode()),
     ]
 
+
+async def call(
+    app: Any,
+    method: str,
+    path: str,
+    headers: list[tuple[bytes, bytes]],
+    *,
+    query: bytes = b"",
+    body: bytes = b"",
+) -> int:
+    """One request to `app` on the public port, as a server would make it; its status."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": query,
+        "headers": headers,
+        "server": ("127.0.0.1", PUBLIC_PORT),
+        "client": ("127.0.0.1", 50000),
+        "state": {},
+    }
+    statuses: list[int] = []
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    await app(scope, receive, send)
+    return statuses[0]
+
+
+async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
+    """In this process: start the app, make one payment, then replay it (or look its key up)
+    `warm_up + count` times."""
+    app, running = await start_app()
+
     async def one(lookup: bool = False, key: bytes = b"instructions-1") -> int:
-        keyed = [*headers[:2], (b"idempotency-key", key), *headers[3:]]
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET" if lookup else "POST",
-            "scheme": "http",
-            "path": "/operations" if lookup else "/payments",
-            "raw_path": b"/operations" if lookup else b"/payments",
-            "root_path": "",
-            "query_string": b"idempotency_key=instructions-1" if lookup else b"",
-            "headers": headers[:2] if lookup else keyed,
-            "server": ("127.0.0.1", PUBLIC_PORT),
-            "client": ("127.0.0.1", 50000),
-            "state": {},
-        }
-        statuses: list[int] = []
-        delivered = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": BODY, "more_body": False}
-            await asyncio.Event().wait()
-            raise AssertionError("unreachable")
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)  # type: ignore[arg-type]
-        return statuses[0]
+        if lookup:
+            query = b"idempotency_key=instructions-1"
+            return await call(app, "GET", "/operations", api_headers(key)[:2], query=query)
+        return await call(app, "POST", "/payments", api_headers(key), body=BODY)
 
     first = await one()
     assert first == 201, first
