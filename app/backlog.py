@@ -1,5 +1,5 @@
 """The backlog gauges' reading: the operations record's, the webhook deliveries' and the
-reconciliation queue's.
+discrepancy queue's.
 
 `app/observability/metrics.py` holds the gauges and knows no table; this module, at the top
 of the layers, knows the operations' states, the deliveries' table and the queue's.
@@ -46,7 +46,7 @@ _WEBHOOK_BACKLOG_SQL = """
 
 async def read_backlog(conn: Connection) -> Backlog:
     """The backlog as it is now: three statements, each through indexes only (the third,
-    the reconciliation queue's open items by kind and the oldest one's age, reads the
+    the discrepancy queue's open items by kind and the oldest one's age, reads the
     partial index ix_reconciliation_items_open: `app/settlement/queue.py`)."""
     row = await (await conn.execute(_BACKLOG_SQL)).fetchone()
     assert row is not None, "an aggregate always has a row"
@@ -60,8 +60,8 @@ async def read_backlog(conn: Connection) -> Backlog:
         needs_attention=int(attention),
         webhook_events_pending=int(row[0]),
         webhook_oldest_pending_s=float(row[1]),
-        reconciliation_open=open_items,
-        reconciliation_oldest_open_s=oldest_open or 0.0,
+        discrepancies_open=open_items,
+        discrepancies_oldest_open_s=oldest_open or 0.0,
     )
 
 

@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--once", action="store_true", help="drain what is due, then exit")
     worker.set_defaults(func=_cmd_worker)
 
-    settle = sub.add_parser("settle", help="reconcile a day with the provider's books")
+    settle = sub.add_parser("settle", help="settle a day: our books against the provider's")
     settle.add_argument("--date", help="the UTC day made on, as 2025-01-31 (default: yesterday)")
     settle.add_argument("--json", action="store_true", help="print the summary as JSON")
     settle.set_defaults(func=_cmd_settle)

@@ -15,8 +15,8 @@ from starlette.types import ASGIApp
 
 from app import gc_tuning, health
 from app.admin import router as admin_router
+from app.admin.discrepancies import router as discrepancies_router
 from app.admin.operators import OperatorDesk
-from app.admin.reconciliation import router as reconciliation_router
 from app.composition import runtime
 from app.console import router as console_router
 from app.console.forms import cap_console_forms
@@ -129,7 +129,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(webhooks_router.router)
     app.include_router(health.router)
     app.include_router(admin_router.router)
-    app.include_router(reconciliation_router.router)
+    app.include_router(discrepancies_router.router)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(console_router.router)
     install_openapi_documents(app)

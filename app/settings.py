@@ -103,9 +103,9 @@ class Settings(BaseSettings):
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
-    # Settlement reconciliation (`app/settlement/`): the provider settles a record made on day
+    # Settlement (`app/settlement/`): the provider settles a record made on day
     # D on D + this many days (its reports must say the same, or a run stops); the worker
-    # reconciles yesterday once it has not been done, looking every this many seconds (0: the
+    # settles yesterday once it has not been done, looking every this many seconds (0: the
     # worker never settles; `payments settle` still does).
     settlement_lag_days: int = Field(default=1, ge=0, le=30)
     settle_interval_s: float = Field(default=3600.0, ge=0, le=86400)

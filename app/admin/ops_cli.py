@@ -61,11 +61,11 @@ class AdminApi:
         """Every operation matching `params`, page by page, with progress on stderr."""
         return self._pages("/admin/operations", params, "operation_id", "operations", size)
 
-    def reconciliation_items(
+    def discrepancies(
         self, params: dict[str, Any], *, size: int = PAGE
     ) -> Iterator[dict[str, Any]]:
-        """Every reconciliation item matching `params`, oldest first, page by page."""
-        return self._pages("/admin/reconciliation/items", params, "id", "items", size)
+        """Every discrepancy matching `params`, oldest first, page by page."""
+        return self._pages("/admin/discrepancies", params, "id", "discrepancies", size)
 
     def failed_deliveries(self, *, size: int = PAGE) -> Iterator[dict[str, Any]]:
         """Every failed webhook delivery, newest first, page by page."""
@@ -131,8 +131,8 @@ def run(args: Any) -> int:
         elif args.ops_command == "show":
             _print(api.call("GET", f"/admin/operations/{args.operation_id}"))
             _print_traces(args.operation_id)
-        elif args.ops_command == "recon":
-            _recon(api, args)
+        elif args.ops_command == "discrepancies":
+            _discrepancies(api, args)
         elif args.ops_command == "recheck":
             _print(api.call("POST", f"/admin/operations/{args.operation_id}/recheck"))
         else:
@@ -145,10 +145,10 @@ def run(args: Any) -> int:
     return 0
 
 
-def _recon(api: AdminApi, args: Any) -> None:
-    """`payments ops recon list|show|resolve|void|summary`."""
-    items = "/admin/reconciliation/items"
-    if args.recon_command == "list":
+def _discrepancies(api: AdminApi, args: Any) -> None:
+    """`payments ops discrepancies list|show|resolve|dismiss|summary`."""
+    items = "/admin/discrepancies"
+    if args.discrepancies_command == "list":
         options = {
             "state": args.state,
             "kind": args.kind,
@@ -161,19 +161,20 @@ def _recon(api: AdminApi, args: Any) -> None:
             f"{'id':36}  {'kind':17}  {'state':13}  {'record':6}  {'day':10}  first seen  "
             "provider  key"
         )
-        for item in api.reconciliation_items(params, size=args.page_size):
+        for item in api.discrepancies(params, size=args.page_size):
             print(
                 f"{item['id']:36}  {item['kind']:17}  {item['state']:13}  "
                 f"{item['record_type']:6}  {item['day']:10}  {item['first_seen_at']}  "
                 f"{item['provider']:8}  {item['provider_key']}"
             )
-    elif args.recon_command == "show":
+    elif args.discrepancies_command == "show":
         _print(api.call("GET", f"{items}/{args.item_id}"))
-    elif args.recon_command in ("resolve", "void"):
+    elif args.discrepancies_command in ("resolve", "dismiss"):
         body = {"reason": args.reason}
-        _print(api.call("POST", f"{items}/{args.item_id}/{args.recon_command}", json=body))
+        action = args.discrepancies_command
+        _print(api.call("POST", f"{items}/{args.item_id}/{action}", json=body))
     else:
-        _print(api.call("GET", "/admin/reconciliation/summary"))
+        _print(api.call("GET", f"{items}/summary"))
 
 
 def _print_traces(operation_id: str) -> None:

@@ -26,7 +26,7 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
     ops_cmd = sub.add_parser(
         "ops",
         help="operators: list, show, recheck, resolve operations; search by any id or key;"
-        " webhook deliveries; the reconciliation queue",
+        " webhook deliveries; the discrepancy queue",
     )
     ops_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
     ops_list = ops_sub.add_parser(
@@ -70,25 +70,27 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
     commands = (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver)
     for command in (*commands, ops_search):
         command.set_defaults(func=func)
-    _add_recon_parser(ops_sub, admin_options, page_size, func=func)
+    _add_discrepancies_parser(ops_sub, admin_options, page_size, func=func)
 
 
-def _add_recon_parser(
+def _add_discrepancies_parser(
     ops_sub: Any,
     admin_options: argparse.ArgumentParser,
     page_size: argparse.ArgumentParser,
     *,
     func: Callable[[argparse.Namespace], int],
 ) -> None:
-    """`payments ops recon ...`: the reconciliation queue (the values are checked by the API)."""
-    recon = ops_sub.add_parser(
-        "recon", help="the reconciliation queue: differences between our books and the provider's"
+    """`payments ops discrepancies ...`: the discrepancy queue (the values are checked by the
+    API)."""
+    queue = ops_sub.add_parser(
+        "discrepancies",
+        help="the discrepancy queue: differences between our books and the provider's",
     )
-    recon_sub = recon.add_subparsers(dest="recon_command", required=True)
-    listed = recon_sub.add_parser(
+    queue_sub = queue.add_subparsers(dest="discrepancies_command", required=True)
+    listed = queue_sub.add_parser(
         "list", parents=[admin_options, page_size], help="items, oldest first (open by default)"
     )
-    listed.add_argument("--state", help="open (default), auto_resolved, resolved, void or all")
+    listed.add_argument("--state", help="open (default), auto_resolved, resolved, dismissed or all")
     listed.add_argument(
         "--kind",
         help="missing, orphan, amount_mismatch, currency_mismatch, status_mismatch or expected",
@@ -96,21 +98,21 @@ def _add_recon_parser(
     listed.add_argument("--record-type", help="charge or refund")
     listed.add_argument("--tenant", help="only this tenant's items (its id)")
     listed.add_argument("--day", help="only items of this creation day (YYYY-MM-DD)")
-    shown = recon_sub.add_parser(
+    shown = queue_sub.add_parser(
         "show", parents=[admin_options], help="an item: both sides, what differs, its history"
     )
-    resolved = recon_sub.add_parser(
+    resolved = queue_sub.add_parser(
         "resolve", parents=[admin_options], help="close an open item: the difference is explained"
     )
-    voided = recon_sub.add_parser(
-        "void", parents=[admin_options], help="close an open item: it was never a difference"
+    dismissed = queue_sub.add_parser(
+        "dismiss", parents=[admin_options], help="close an open item: it was never a difference"
     )
-    for command in (resolved, voided):
+    for command in (resolved, dismissed):
         command.add_argument("--reason", required=True, help="why: kept in the item's history")
-    for command in (shown, resolved, voided):
+    for command in (shown, resolved, dismissed):
         command.add_argument("item_id")
-    summary = recon_sub.add_parser(
+    summary = queue_sub.add_parser(
         "summary", parents=[admin_options], help="open items by kind, the oldest, all by state"
     )
-    for command in (listed, shown, resolved, voided, summary):
+    for command in (listed, shown, resolved, dismissed, summary):
         command.set_defaults(func=func)

@@ -6,8 +6,8 @@ database keeps its hash, so any API process serves it and logout, revoking the t
 expiry ends it everywhere). Every form carries
 the session's CSRF token (the login form a double-submit one). Recheck and resolve show a
 confirmation page first; both call the same `OperatorDesk` as the admin API. The webhook
-pages (failed deliveries, redelivery) are in `deliveries.py`, the reconciliation queue's in
-`reconciliation.py`, what all share in `web.py`.
+pages (failed deliveries, redelivery) are in `deliveries.py`, the discrepancy queue's in
+`discrepancies.py`, what all share in `web.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.admin import repository as admin_auth
 from app.admin.operators import Resolution
 from app.admin.queries import OperationFilter
 from app.admin.views import admin_operation_json, detail_json
-from app.console import deliveries, lists, reconciliation, search
+from app.console import deliveries, discrepancies, lists, search
 from app.console.charts import dashboard_charts
 from app.console.pages import render
 from app.console.web import (
@@ -213,9 +213,9 @@ class _FormError(ProblemError):
     status, code, title = 422, "VALIDATION_ERROR", "Form incomplete"
 
 
-# The webhook pages (failed deliveries, redelivery) and the reconciliation queue's live in
+# The webhook pages (failed deliveries, redelivery) and the discrepancy queue's live in
 # their own modules.
 router.include_router(deliveries.router)
-router.include_router(reconciliation.router)
+router.include_router(discrepancies.router)
 router.include_router(search.router)
 router.include_router(lists.router)

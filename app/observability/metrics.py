@@ -40,10 +40,10 @@ class Backlog:
     needs_attention: int
     webhook_events_pending: int
     webhook_oldest_pending_s: float
-    # The reconciliation queue: open items by kind (every kind, zeros included), and how
+    # The discrepancy queue: open items by kind (every kind, zeros included), and how
     # long the oldest open one has been open (0 when none is).
-    reconciliation_open: Mapping[str, int]
-    reconciliation_oldest_open_s: float
+    discrepancies_open: Mapping[str, int]
+    discrepancies_oldest_open_s: float
 
 
 class Metrics:
@@ -166,17 +166,17 @@ class Metrics:
             "How long the oldest pending webhook delivery has waited",
             registry=r,
         )
-        self.reconciliation_open = Gauge(
-            "payments_reconciliation_items_open",
-            "Differences between our books and the provider's, open in the reconciliation "
+        self.discrepancies_open = Gauge(
+            "payments_discrepancies_open",
+            "Differences between our books and the provider's, open in the discrepancy "
             "queue, by kind",
             ["kind"],
             registry=r,
             multiprocess_mode="mostrecent",
         )
-        self.reconciliation_oldest_open = Gauge(
-            "payments_reconciliation_oldest_open_seconds",
-            "How long the oldest open reconciliation item has been open (0: none is)",
+        self.discrepancies_oldest_open = Gauge(
+            "payments_discrepancies_oldest_open_seconds",
+            "How long the oldest open discrepancy has been open (0: none is)",
             registry=r,
             multiprocess_mode="mostrecent",
         )
@@ -210,9 +210,9 @@ class Metrics:
         self.needs_attention.set(backlog.needs_attention)
         self.webhook_events_pending.set(backlog.webhook_events_pending)
         self.webhook_oldest_pending.set(backlog.webhook_oldest_pending_s)
-        for kind, count in backlog.reconciliation_open.items():
-            self.reconciliation_open.labels(kind).set(count)
-        self.reconciliation_oldest_open.set(backlog.reconciliation_oldest_open_s)
+        for kind, count in backlog.discrepancies_open.items():
+            self.discrepancies_open.labels(kind).set(count)
+        self.discrepancies_oldest_open.set(backlog.discrepancies_oldest_open_s)
 
     async def refresh_backlog_if_stale(self, read: Callable[[], Awaitable[Backlog]]) -> bool:
         """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.

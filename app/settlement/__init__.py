@@ -1,1 +1,1 @@
-"""Settlement reconciliation: our books against the provider's, every difference queued."""
+"""Settlement: our books against the provider's, every discrepancy queued."""

@@ -1,8 +1,8 @@
-"""An operator's change of a reconciliation item's state, with its audit row.
+"""An operator's change of a discrepancy's state, with its audit row.
 
 Every change is audited in `reconciliation_item_changes` (from state, to state, actor,
 reason, when): the settlement run writes its own (opened, auto-resolved, opened again) in
-its batch (`repository.py`); `close` is an operator's resolve or void.
+its batch (`repository.py`); `close` is an operator's resolve or dismiss.
 
 Closing is the item's `UPDATE ... WHERE state = 'open'` and its audit row's `INSERT` in one
 CTE, so both land or neither does. Two operators closing one item at once queue on its row
@@ -70,11 +70,12 @@ def check_reason(reason: str) -> str:
 async def close(
     conn: Connection, item_id: uuid.UUID, to_state: ItemState, *, actor: str, reason: str
 ) -> ItemRow:
-    """Move an open item to `to_state` (resolved or void), audited; the item as it is now.
+    """Move an open item to `to_state` (resolved or dismissed), audited; the item as it is
+    now.
 
     `NotFound` if there is no such item, `ItemNotOpen` if it is not open (nothing changed).
     """
-    assert to_state in (ItemState.RESOLVED, ItemState.VOID), to_state
+    assert to_state in (ItemState.RESOLVED, ItemState.DISMISSED), to_state
     params = {"id": item_id, "to_state": to_state.value, "actor": actor, "reason": reason}
     async with conn.cursor(row_factory=class_row(ItemRow)) as cur:
         await cur.execute(_CLOSE_SQL, params)
@@ -85,9 +86,9 @@ async def close(
         await conn.execute("SELECT state FROM reconciliation_items WHERE id = %s", (item_id,))
     ).fetchone()
     if row is None:
-        raise NotFound("no such reconciliation item")
+        raise NotFound("no such discrepancy")
     raise ItemNotOpen(
-        f"the item is {row[0]}, not open: only an open item can be resolved or voided;"
+        f"the item is {row[0]}, not open: only an open item can be resolved or dismissed;"
         " nothing was changed",
         item_id=str(item_id),
         state=row[0],

@@ -90,7 +90,7 @@ def render(summary: Summary) -> str:
     rows += [(f"  found: {kind.value}", str(summary.found.get(kind.value, 0))) for kind in ItemKind]
     rows += [
         ("items opened / reopened", f"{summary.opened} / {summary.reopened}"),
-        ("items left resolved or void", str(summary.kept_closed)),
+        ("items left resolved or dismissed", str(summary.kept_closed)),
         ("items auto-resolved", str(summary.auto_resolved)),
         ("handed to the reconciler (still unknown)", str(summary.recovering)),
         ("left to the day our row was made", str(summary.other_days)),

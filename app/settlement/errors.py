@@ -1,7 +1,7 @@
-"""The reconciliation queue's refusals, as problem errors (`app/errors.py` renders them).
+"""The discrepancy queue's refusals, as problem errors (`app/errors.py` renders them).
 
-409 RECONCILIATION_ITEM_NOT_OPEN    resolve or void of an item that is no longer open
-                                    (resolved, voided, or auto-resolved by a later run);
+409 DISCREPANCY_NOT_OPEN            resolve or dismiss of a discrepancy no longer open
+                                    (resolved, dismissed, or auto-resolved by a later run);
                                     nothing was changed
 
 A missing item is the generic `NotFound`, a reason missing or too long `ValidationFailed`.
@@ -13,4 +13,4 @@ from app.errors import ProblemError
 
 
 class ItemNotOpen(ProblemError):
-    status, code, title = 409, "RECONCILIATION_ITEM_NOT_OPEN", "Reconciliation item is not open"
+    status, code, title = 409, "DISCREPANCY_NOT_OPEN", "Discrepancy is not open"

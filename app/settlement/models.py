@@ -3,7 +3,8 @@
 - `settlement_lines`: one row per charge or refund a provider's settlement report listed,
   by provider and the provider's id of it, with its fee, net amount and payout (the fees and
   net amounts of each payment).
-- `reconciliation_items`: one row per difference between our record and the provider's,
+- `reconciliation_items`: the discrepancy queue, one row per difference between our record
+  and the provider's (the table keeps the name it was made with),
   unique by (record type, provider, provider key, kind), so running a day again finds the
   same row instead of adding one. Its changes are audited in `reconciliation_item_changes`.
 - `settlement_days`: one row per creation day settled: who runs it (a lease and a fence,
@@ -78,7 +79,8 @@ class SettlementLine(Base):
 
 
 class ReconciliationItem(Base):
-    """One difference between our books and the provider's, and what became of it."""
+    """One discrepancy: a difference between our books and the provider's, and what became
+    of it."""
 
     __tablename__ = "reconciliation_items"
     __table_args__ = (
@@ -87,7 +89,8 @@ class ReconciliationItem(Base):
         CheckConstraint(f"kind IN ({_one_of(ItemKind)})", name="kind_valid"),
         CheckConstraint(f"state IN ({_one_of(ItemState)})", name="state_valid"),
         CheckConstraint(
-            "(state IN ('resolved', 'void')) = (resolved_by IS NOT NULL)", name="resolver_given"
+            "(state IN ('resolved', 'dismissed')) = (resolved_by IS NOT NULL)",
+            name="resolver_given",
         ),
         # The queue: open items by kind, oldest first (partial: only open rows).
         Index(

@@ -1,8 +1,8 @@
-"""The reconciliation queue as operators work it: read, counted, resolved and voided.
+"""The discrepancy queue as operators work it: read, counted, resolved and dismissed.
 
 The settlement run opens items (and auto-resolves those a later run finds agreeing); an
 operator closes the others, as `resolved` (the difference is explained or fixed elsewhere)
-or `void` (it was never a real difference), always with a reason, each change audited
+or `dismissed` (it was never a real difference), always with a reason, each change audited
 (`changes.py`: one statement writes the state and its audit row, guarded against a
 concurrent change).
 
@@ -41,7 +41,7 @@ class StateFilter(StrEnum):
     OPEN = ItemState.OPEN.value
     AUTO_RESOLVED = ItemState.AUTO_RESOLVED.value
     RESOLVED = ItemState.RESOLVED.value
-    VOID = ItemState.VOID.value
+    DISMISSED = ItemState.DISMISSED.value
     ALL = "all"
 
 
@@ -172,9 +172,9 @@ async def read_item(conn: Connection, item_id: uuid.UUID) -> ItemDetail | None:
     return ItemDetail(item=item, history=history)
 
 
-class ReconciliationQueue:
+class DiscrepancyQueue:
     """The queue for operators: one implementation behind the admin API and the console
-    (and, through the admin API, the `payments ops recon` commands)."""
+    (and, through the admin API, the `payments ops discrepancies` commands)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -192,16 +192,16 @@ class ReconciliationQueue:
         async with self._db.connection() as conn:
             detail = await read_item(conn, item_id)
         if detail is None:
-            raise NotFound("no such reconciliation item")
+            raise NotFound("no such discrepancy")
         return detail
 
     async def resolve(self, item_id: uuid.UUID, actor: str, reason: str) -> ItemRow:
         """Close an open item as resolved: the difference is explained or fixed elsewhere."""
         return await self._close(item_id, ItemState.RESOLVED, actor, reason)
 
-    async def void(self, item_id: uuid.UUID, actor: str, reason: str) -> ItemRow:
-        """Close an open item as void: it was never a real difference."""
-        return await self._close(item_id, ItemState.VOID, actor, reason)
+    async def dismiss(self, item_id: uuid.UUID, actor: str, reason: str) -> ItemRow:
+        """Close an open item as dismissed: it was never a real difference."""
+        return await self._close(item_id, ItemState.DISMISSED, actor, reason)
 
     async def _close(
         self, item_id: uuid.UUID, to_state: ItemState, actor: str, reason: str
@@ -213,8 +213,8 @@ class ReconciliationQueue:
                 item = await close(conn, item_id, to_state, actor=actor, reason=text)
         except ItemNotOpen as exc:
             logger.warning(
-                "reconciliation item change refused", extra={"fields": {**fields, "code": exc.code}}
+                "discrepancy change refused", extra={"fields": {**fields, "code": exc.code}}
             )
             raise
-        logger.warning("reconciliation item closed by an operator", extra={"fields": fields})
+        logger.warning("discrepancy closed by an operator", extra={"fields": fields})
         return item

@@ -110,7 +110,7 @@ _INSERT_ITEM = """
         %(detail)s)
 """
 # Seen again: the latest of both sides; an auto-resolved item whose difference came back
-# opens again. A resolved or voided one stays as the operator left it.
+# opens again. A resolved or dismissed one stays as the operator left it.
 _SEEN_AGAIN = """
     UPDATE reconciliation_items
     SET ours = %(ours)s, theirs = %(theirs)s, detail = %(detail)s, last_seen_at = now(),

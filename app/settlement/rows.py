@@ -39,17 +39,18 @@ class ItemKind(StrEnum):
 
 
 class ItemState(StrEnum):
-    """open -> auto_resolved (a later run found no difference) / resolved (an operator) / void."""
+    """open -> auto_resolved (a later run found no difference) / resolved (an operator: the
+    difference is explained or fixed) / dismissed (an operator: it was never a real one)."""
 
     OPEN = "open"
     AUTO_RESOLVED = "auto_resolved"
     RESOLVED = "resolved"
-    VOID = "void"
+    DISMISSED = "dismissed"
 
 
 @dataclass(frozen=True)
 class ItemRow:
-    """One row of `reconciliation_items`, as read."""
+    """One discrepancy (a row of `reconciliation_items`), as read."""
 
     id: uuid.UUID
     day: date
@@ -74,7 +75,7 @@ class ItemRow:
 
 @dataclass(frozen=True)
 class ChangeRow:
-    """One row of `reconciliation_item_changes`."""
+    """One change of a discrepancy's state (a row of `reconciliation_item_changes`)."""
 
     from_state: str | None
     to_state: str

@@ -26,7 +26,7 @@ every difference queued, what settled recorded.
    run took over (its lease ran out while it was paused) writes nothing and stops (`DayLost`).
 
 Running a day again finds the same items (unique by record type, provider, key and kind):
-nothing is added twice, a resolved or voided item stays so, an auto-resolved one whose
+nothing is added twice, a resolved or dismissed item stays so, an auto-resolved one whose
 difference came back is opened again. With one provider (`PAYMENTS_PROVIDERS` unset) every
 record is `primary`'s under its stored key, and a run reads, looks up and writes what it
 did before providers had names.
@@ -181,7 +181,7 @@ async def settle_day(
     today: date | None = None,
     failpoints: Failpoints | None = None,
 ) -> Summary:
-    """Reconcile the records made on `day` (UTC) against every provider's `books` (one per
+    """Settle the records made on `day` (UTC) against every provider's `books` (one per
     configured provider, each named); raises `DayTaken` when another run holds it, and what
     `run_claimed` raises."""
     async with db.connection() as conn:

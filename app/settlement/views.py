@@ -1,4 +1,4 @@
-"""The reconciliation queue's representations: an item, its history, the summary, and both
+"""The discrepancy queue's representations: an item, its history, the summary, and both
 sides of an item field by field (what the console shows side by side)."""
 
 from __future__ import annotations

@@ -51,12 +51,12 @@ def test_admin_routes_conform_to_the_document(
             assert mode is GenerationMode.NEGATIVE, operation.label
             continue
         checked.append(operation.label)
-    assert {"GET /admin/operations", "GET /admin/reconciliation/items"} <= set(checked)
+    assert {"GET /admin/operations", "GET /admin/discrepancies"} <= set(checked)
     if mode is GenerationMode.POSITIVE:
         assert {
             "POST /admin/operations/{operation_id}/resolve",
-            "GET /admin/reconciliation/summary",
-            "GET /admin/reconciliation/items/{item_id}",
-            "POST /admin/reconciliation/items/{item_id}/resolve",
-            "POST /admin/reconciliation/items/{item_id}/void",
+            "GET /admin/discrepancies/summary",
+            "GET /admin/discrepancies/{item_id}",
+            "POST /admin/discrepancies/{item_id}/resolve",
+            "POST /admin/discrepancies/{item_id}/dismiss",
         } <= set(checked)

@@ -78,7 +78,7 @@ def test_every_kind_of_id_or_key_leads_to_its_record(
             "/console",
             operation_page,
             "/console/deliveries/failed",
-            "/console/reconciliation",
+            "/console/discrepancies",
         ):
             shown = http.get(path)
             assert shown.status_code == 200, path

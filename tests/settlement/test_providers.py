@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.settlement.queue import ReconciliationQueue
+from app.settlement.queue import DiscrepancyQueue
 from app.settlement.views import detail_json
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
@@ -299,7 +299,7 @@ def test_a_refund_at_the_secondary_matches_there_and_differs_there(
     assert line == {"gross_minor": -400, "fee_minor": 0}
     # The queue's views name the provider.
     shown = detail_json(
-        async_db.run(ReconciliationQueue(async_db.db).read(refund_item["amount_mismatch"]["id"]))
+        async_db.run(DiscrepancyQueue(async_db.db).read(refund_item["amount_mismatch"]["id"]))
     )
     assert (shown["provider"], shown["record_type"]) == ("secondary", "refund")
     assert second_faults.refunds(charge_id=agreeing["provider_charge_id"])

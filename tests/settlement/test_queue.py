@@ -1,4 +1,4 @@
-"""The reconciliation queue's statements (`app/settlement/queue.py`, `changes.py`) on the
+"""The discrepancy queue's statements (`app/settlement/queue.py`, `changes.py`) on the
 test database: lists filtered and paged oldest first, the open queue read through its
 partial index (on the plan tests' seeded database), counts, an item with its history,
 closing guarded and audited in one statement; and both records field by field (`views.py`).
@@ -16,15 +16,15 @@ from psycopg.rows import DictRow
 from app.errors import NotFound, ValidationFailed
 from app.settlement.errors import ItemNotOpen
 from app.settlement.queue import (
+    DiscrepancyQueue,
     ItemFilter,
-    ReconciliationQueue,
     StateFilter,
     list_sql,
     open_by_kind,
 )
 from app.settlement.rows import ItemKind, RecordType
 from app.settlement.views import differing_fields, side_by_side
-from tests.support.factories.reconciliation import (
+from tests.support.factories.discrepancies import (
     OURS,
     RUN_ACTOR,
     THEIRS,
@@ -39,7 +39,7 @@ from tests.support.fixtures.repository import AsyncDb
 Db = psycopg.Connection[DictRow]
 
 
-def _ids(queue: ReconciliationQueue, async_db: AsyncDb, flt: ItemFilter) -> list[uuid.UUID]:
+def _ids(queue: DiscrepancyQueue, async_db: AsyncDb, flt: ItemFilter) -> list[uuid.UUID]:
     page = async_db.run(queue.list(flt, limit=100))
     assert not page.has_more
     return [item.id for item in page.items]
@@ -54,7 +54,7 @@ def test_lists_filter_and_page_oldest_first(db: Db, async_db: AsyncDb) -> None:
     resolved = make_item(db, tenant_id=tenant, seen_ago_s=200, state="resolved")
     auto = make_item(db, tenant_id=tenant, seen_ago_s=100, state="auto_resolved")
     make_item(db, seen_ago_s=1000)  # another tenant's
-    queue = ReconciliationQueue(async_db.db)
+    queue = DiscrepancyQueue(async_db.db)
 
     # The open queue by default, oldest first.
     assert _ids(queue, async_db, ItemFilter(tenant_id=tenant)) == [oldest, refund, old_day]
@@ -94,17 +94,17 @@ def test_the_open_queue_walks_its_partial_index_in_page_order(plan_db: Db) -> No
 
 def test_counts_by_kind_and_state_and_the_oldest_open(db: Db, async_db: AsyncDb) -> None:
     empty_queue(db)
-    queue = ReconciliationQueue(async_db.db)
+    queue = DiscrepancyQueue(async_db.db)
     nothing = async_db.run(queue.summary())
     assert set(nothing.open_by_kind.values()) == {0}
     assert sorted(nothing.open_by_kind) == sorted(k.value for k in ItemKind)
     assert nothing.oldest_open_s is None
-    assert nothing.by_state == {"open": 0, "auto_resolved": 0, "resolved": 0, "void": 0}
+    assert nothing.by_state == {"open": 0, "auto_resolved": 0, "resolved": 0, "dismissed": 0}
 
     make_item(db, kind="missing", theirs=None, seen_ago_s=3600)
     make_item(db, kind="missing", theirs=None, seen_ago_s=10)
     make_item(db, kind="orphan", ours=None, seen_ago_s=20)
-    make_item(db, kind="orphan", state="void", seen_ago_s=7200)
+    make_item(db, kind="orphan", state="dismissed", seen_ago_s=7200)
     make_item(db, kind="expected", state="auto_resolved", seen_ago_s=7200)
     make_item(db, state="resolved", seen_ago_s=7200)
     summary = async_db.run(queue.summary())
@@ -116,7 +116,7 @@ def test_counts_by_kind_and_state_and_the_oldest_open(db: Db, async_db: AsyncDb)
         "status_mismatch": 0,
         "expected": 0,
     }
-    assert summary.by_state == {"open": 3, "auto_resolved": 1, "resolved": 1, "void": 1}
+    assert summary.by_state == {"open": 3, "auto_resolved": 1, "resolved": 1, "dismissed": 1}
     # The oldest open item, not the older closed ones.
     assert summary.oldest_open_s is not None
     assert 3600 <= summary.oldest_open_s < 3660
@@ -132,17 +132,17 @@ def test_counts_by_kind_and_state_and_the_oldest_open(db: Db, async_db: AsyncDb)
 
 
 def test_closing_is_guarded_and_audited_in_one_statement(db: Db, async_db: AsyncDb) -> None:
-    queue = ReconciliationQueue(async_db.db)
+    queue = DiscrepancyQueue(async_db.db)
     item_id = make_item(db)
-    closed = async_db.run(queue.void(item_id, "operator:bob", "  a test charge, never real \n"))
-    assert (closed.state, closed.resolved_by) == ("void", "operator:bob")
+    closed = async_db.run(queue.dismiss(item_id, "operator:bob", "  a test charge, never real \n"))
+    assert (closed.state, closed.resolved_by) == ("dismissed", "operator:bob")
     assert closed.resolution_reason == "a test charge, never real"
     row = item_row(db, item_id)
-    assert (row["state"], row["resolved_by"]) == ("void", "operator:bob")
+    assert (row["state"], row["resolved_by"]) == ("dismissed", "operator:bob")
     trail = changes(db, item_id)
     assert [(c["from_state"], c["to_state"], c["actor"]) for c in trail] == [
         (None, "open", RUN_ACTOR),
-        ("open", "void", "operator:bob"),
+        ("open", "dismissed", "operator:bob"),
     ]
     assert trail[-1]["reason"] == "a test charge, never real"
     assert trail[-1]["at"] == row["resolved_at"]
@@ -150,13 +150,13 @@ def test_closing_is_guarded_and_audited_in_one_statement(db: Db, async_db: Async
     # Closed: a second close changes nothing, and says what the item is.
     with pytest.raises(ItemNotOpen) as refused:
         async_db.run(queue.resolve(item_id, "operator:carol", "late"))
-    assert refused.value.extra["state"] == "void"
+    assert refused.value.extra["state"] == "dismissed"
     assert item_row(db, item_id) == row
     assert len(changes(db, item_id)) == 2
     with pytest.raises(NotFound):
         async_db.run(queue.resolve(uuid.uuid4(), "operator:carol", "no such item"))
     detail = async_db.run(queue.read(item_id))
-    assert [c.to_state for c in detail.history] == ["open", "void"]
+    assert [c.to_state for c in detail.history] == ["open", "dismissed"]
 
 
 @pytest.mark.parametrize(
@@ -168,7 +168,7 @@ def test_a_close_without_a_usable_reason_changes_nothing(
     item_id = make_item(db)
     before = item_row(db, item_id)
     with pytest.raises(ValidationFailed):
-        async_db.run(ReconciliationQueue(async_db.db).resolve(item_id, "operator:bob", reason))
+        async_db.run(DiscrepancyQueue(async_db.db).resolve(item_id, "operator:bob", reason))
     assert item_row(db, item_id) == before
     assert len(changes(db, item_id)) == 1
 
@@ -177,7 +177,7 @@ def test_a_reason_of_1000_characters_with_line_breaks_is_kept(db: Db, async_db: 
     item_id = make_item(db)
     reason = "line one\n\tline two " + "x" * 981
     assert len(reason) == 1000
-    closed = async_db.run(ReconciliationQueue(async_db.db).resolve(item_id, "operator:a", reason))
+    closed = async_db.run(DiscrepancyQueue(async_db.db).resolve(item_id, "operator:a", reason))
     assert closed.resolution_reason == reason
 
 

@@ -26,9 +26,9 @@ from tests.support.control.settlement import (
 )
 from tests.support.control.spawner import Spawner
 from tests.support.control.waiting import wait_until
+from tests.support.factories.discrepancies import make_item
 from tests.support.factories.operators import flag
 from tests.support.factories.payments import new_key, payment_body, post_payment
-from tests.support.factories.reconciliation import make_item
 from tests.support.readers.operations import operation, payment_for, wait_past_last_send
 
 Db = psycopg.Connection[DictRow]

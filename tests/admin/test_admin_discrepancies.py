@@ -1,10 +1,10 @@
-"""The admin API's reconciliation queue against the real API process and database.
+"""The admin API's discrepancy queue against the real API process and database.
 
 - admin tokens only; listed by state (open by default), kind, record type, tenant and day,
   oldest first, in keyset pages; unknown parameters refused;
 - the summary's counts, exact from an empty queue;
 - an item with both sides, the fields that differ and its history;
-- resolve and void with a reason, audited with the operator's name; without a usable
+- resolve and dismiss with a reason, audited with the operator's name; without a usable
   reason `422`, of an item that is not open `409`, of none `404`: nothing changed by any;
 - ten operators resolving one item at once: exactly one wins, one audit row.
 """
@@ -22,8 +22,7 @@ import pytest
 from psycopg.rows import DictRow
 
 from tests.support.control.processes import Process
-from tests.support.factories.operators import AdminHandle, make_admin
-from tests.support.factories.reconciliation import (
+from tests.support.factories.discrepancies import (
     OURS,
     RUN_ACTOR,
     changes,
@@ -31,10 +30,11 @@ from tests.support.factories.reconciliation import (
     item_row,
     make_item,
 )
+from tests.support.factories.operators import AdminHandle, make_admin
 from tests.support.factories.tenants import TenantHandle
 
 Db = psycopg.Connection[DictRow]
-ITEMS = "/admin/reconciliation/items"
+ITEMS = "/admin/discrepancies"
 
 
 def _ids(admin_client: httpx.Client, **params: Any) -> list[str]:
@@ -49,7 +49,7 @@ def test_the_queue_takes_only_admin_tokens(api: Process, tenant: TenantHandle, d
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=str(api.admin_url), headers=headers) as http:
             assert http.get(ITEMS).status_code == 401
-            assert http.get("/admin/reconciliation/summary").status_code == 401
+            assert http.get("/admin/discrepancies/summary").status_code == 401
             assert http.get(f"{ITEMS}/{item_id}").status_code == 401
             resolve = http.post(f"{ITEMS}/{item_id}/resolve", json={"reason": "r"})
             assert resolve.status_code == 401
@@ -68,11 +68,16 @@ def test_items_are_listed_filtered_and_paged_oldest_first(
     )
     refund = str(make_item(db, tenant_id=uuid.UUID(tenant), record_type="refund", seen_ago_s=40))
     old_day = str(make_item(db, tenant_id=uuid.UUID(tenant), day=yesterday, seen_ago_s=30))
-    void = str(make_item(db, tenant_id=uuid.UUID(tenant), state="void", seen_ago_s=20))
+    dismissed = str(make_item(db, tenant_id=uuid.UUID(tenant), state="dismissed", seen_ago_s=20))
 
     assert _ids(admin_client, tenant_id=tenant) == [missing, refund, old_day]
-    assert _ids(admin_client, tenant_id=tenant, state="all") == [missing, refund, old_day, void]
-    assert _ids(admin_client, tenant_id=tenant, state="void") == [void]
+    assert _ids(admin_client, tenant_id=tenant, state="all") == [
+        missing,
+        refund,
+        old_day,
+        dismissed,
+    ]
+    assert _ids(admin_client, tenant_id=tenant, state="dismissed") == [dismissed]
     assert _ids(admin_client, tenant_id=tenant, kind="missing") == [missing]
     assert _ids(admin_client, tenant_id=tenant, record_type="refund") == [refund]
     assert _ids(admin_client, tenant_id=tenant, day=yesterday.isoformat()) == [old_day]
@@ -89,7 +94,7 @@ def test_items_are_listed_filtered_and_paged_oldest_first(
         if not body["has_more"]:
             break
         after = body["data"][-1]["id"]
-    assert seen == [missing, refund, old_day, void]
+    assert seen == [missing, refund, old_day, dismissed]
 
     item = admin_client.get(ITEMS, params={"tenant_id": tenant, "kind": "missing"}).json()
     [shown] = item["data"]
@@ -109,7 +114,7 @@ def test_the_summary_counts_open_items_by_kind_and_all_by_state(
     admin_client: httpx.Client, db: Db
 ) -> None:
     empty_queue(db)
-    empty = admin_client.get("/admin/reconciliation/summary").json()
+    empty = admin_client.get("/admin/discrepancies/summary").json()
     assert empty["open"] == 0
     assert empty["oldest_open_s"] is None
     make_item(db, kind="status_mismatch", seen_ago_s=7200)
@@ -118,7 +123,7 @@ def test_the_summary_counts_open_items_by_kind_and_all_by_state(
     make_item(db, kind="expected", seen_ago_s=60)
     make_item(db, kind="expected", state="auto_resolved", seen_ago_s=90000)
     make_item(db, kind="orphan", state="resolved", seen_ago_s=90000)
-    summary = admin_client.get("/admin/reconciliation/summary").json()
+    summary = admin_client.get("/admin/discrepancies/summary").json()
     assert summary["open_by_kind"] == {
         "missing": 0,
         "orphan": 0,
@@ -128,7 +133,7 @@ def test_the_summary_counts_open_items_by_kind_and_all_by_state(
         "expected": 1,
     }
     assert summary["open"] == 4
-    assert summary["by_state"] == {"open": 4, "auto_resolved": 1, "resolved": 1, "void": 0}
+    assert summary["by_state"] == {"open": 4, "auto_resolved": 1, "resolved": 1, "dismissed": 0}
     assert 7200 <= summary["oldest_open_s"] < 7260
 
 
@@ -151,7 +156,7 @@ def test_an_item_is_read_with_both_sides_what_differs_and_its_history(
         assert answer.headers["content-type"] == "application/problem+json"
 
 
-@pytest.mark.parametrize("action", ["resolve", "void"])
+@pytest.mark.parametrize("action", ["resolve", "dismiss"])
 def test_closing_an_item_with_a_reason_is_audited_with_the_operators_name(
     action: str, admin_client: httpx.Client, admin: AdminHandle, db: Db
 ) -> None:
@@ -160,7 +165,7 @@ def test_closing_an_item_with_a_reason_is_audited_with_the_operators_name(
     answer = admin_client.post(f"{ITEMS}/{item_id}/{action}", json={"reason": reason})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    state = "resolved" if action == "resolve" else "void"
+    state = "resolved" if action == "resolve" else "dismissed"
     actor = f"operator:{admin.name}"
     assert (body["state"], body["resolved_by"], body["resolution_reason"]) == (
         state,
@@ -203,7 +208,7 @@ def test_a_close_without_a_usable_reason_is_422_and_changes_nothing(
 ) -> None:
     item_id = make_item(db)
     before = item_row(db, item_id)
-    for action in ("resolve", "void"):
+    for action in ("resolve", "dismiss"):
         answer = admin_client.post(f"{ITEMS}/{item_id}/{action}", json=body)
         assert answer.status_code == 422, answer.text
         assert answer.json()["code"] == "VALIDATION_ERROR"
@@ -215,19 +220,19 @@ def test_a_close_without_a_usable_reason_is_422_and_changes_nothing(
     assert len(changes(db, item_id)) == 1
 
 
-@pytest.mark.parametrize("state", ["resolved", "void", "auto_resolved"])
+@pytest.mark.parametrize("state", ["resolved", "dismissed", "auto_resolved"])
 def test_closing_an_item_that_is_not_open_is_409_and_changes_nothing(
     state: str, admin_client: httpx.Client, db: Db
 ) -> None:
     item_id = make_item(db, state=state)
     before, audit = item_row(db, item_id), changes(db, item_id)
-    for action in ("resolve", "void"):
+    for action in ("resolve", "dismiss"):
         answer = admin_client.post(f"{ITEMS}/{item_id}/{action}", json={"reason": "again"})
         assert answer.status_code == 409, answer.text
         problem = answer.json()
         assert answer.headers["content-type"] == "application/problem+json"
         assert (problem["code"], problem["state"], problem["item_id"]) == (
-            "RECONCILIATION_ITEM_NOT_OPEN",
+            "DISCREPANCY_NOT_OPEN",
             state,
             str(item_id),
         )
@@ -268,16 +273,16 @@ def test_the_operators_document_describes_the_queue(api: Process) -> None:
     document = httpx.get(f"{api.admin_url}/admin/openapi.json").json()
     paths = document["paths"]
     assert {
-        "/admin/reconciliation/items",
-        "/admin/reconciliation/summary",
-        "/admin/reconciliation/items/{item_id}",
-        "/admin/reconciliation/items/{item_id}/resolve",
-        "/admin/reconciliation/items/{item_id}/void",
+        "/admin/discrepancies",
+        "/admin/discrepancies/summary",
+        "/admin/discrepancies/{item_id}",
+        "/admin/discrepancies/{item_id}/resolve",
+        "/admin/discrepancies/{item_id}/dismiss",
     } <= set(paths)
-    resolve = paths["/admin/reconciliation/items/{item_id}/resolve"]["post"]
+    resolve = paths["/admin/discrepancies/{item_id}/resolve"]["post"]
     assert {"401", "404", "409", "413", "415", "422"} <= set(resolve["responses"])
-    assert "RECONCILIATION_ITEM_NOT_OPEN" in resolve["responses"]["409"]["description"]
+    assert "DISCREPANCY_NOT_OPEN" in resolve["responses"]["409"]["description"]
     schema = resolve["requestBody"]["content"]["application/json"]["schema"]
     assert schema["properties"]["reason"]["maxLength"] == 1000
     public = httpx.get(f"{api.url}/openapi.json").json()["paths"]
-    assert not [path for path in public if "reconciliation" in path]
+    assert not [path for path in public if "discrepancies" in path]

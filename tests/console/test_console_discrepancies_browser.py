@@ -1,4 +1,4 @@
-"""The reconciliation queue in a real headless Chromium: an operator finds an amount
+"""The discrepancy queue in a real headless Chromium: an operator finds an amount
 mismatch from the navigation, narrows the queue to its kind, reads both records side by
 side with the differing field highlighted, and resolves it through the form, by keyboard.
 
@@ -20,8 +20,7 @@ from tests.console.conftest import Browser
 from tests.console.test_console_browser import _shows
 from tests.support.control.processes import Process
 from tests.support.control.waiting import wait_until
-from tests.support.factories.operators import AdminHandle
-from tests.support.factories.reconciliation import (
+from tests.support.factories.discrepancies import (
     OURS,
     RUN_ACTOR,
     THEIRS,
@@ -30,6 +29,7 @@ from tests.support.factories.reconciliation import (
     item_row,
     make_item,
 )
+from tests.support.factories.operators import AdminHandle
 
 # A long value must wrap in its cell, never widen the page.
 LONG_KEY_VALUE = "ch_" + "k" * 90
@@ -57,16 +57,16 @@ def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     driver.find_element(By.ID, "token").send_keys(admin.token)
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     wait_until(lambda: driver.current_url.endswith("/console"), message="the dashboard")
-    driver.find_element(By.LINK_TEXT, "Reconciliation").click()
+    driver.find_element(By.LINK_TEXT, "Discrepancies").click()
 
-    _shows(browser, By.TAG_NAME, "h1", "Reconciliation")
+    _shows(browser, By.TAG_NAME, "h1", "Discrepancies")
     count = driver.find_element(By.CSS_SELECTOR, "[data-open-count=amount_mismatch]")
     assert count.text == "1"
     assert driver.find_element(By.ID, "open-total").text == "3"
     assert driver.find_element(By.ID, "oldest-open").text == "2 h 1 min"
     assert len(driver.find_elements(By.CSS_SELECTOR, "#queue tbody tr")) == 3
-    browser.shot("21-reconciliation-queue")
-    browser.phone_shot("22-reconciliation-queue-phone")
+    browser.shot("21-discrepancies-queue")
+    browser.phone_shot("22-discrepancies-queue-phone")
 
     # Narrowed to one kind by keyboard: the select, Tab to its button, Enter.
     Select(driver.find_element(By.ID, "kind")).select_by_value("amount_mismatch")
@@ -76,8 +76,8 @@ def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     wait_until(lambda: "kind=amount_mismatch" in driver.current_url, message="the filter")
     rows = driver.find_elements(By.CSS_SELECTOR, "#queue tbody tr")
     assert [row.get_attribute("data-item") for row in rows] == [str(item_id)]
-    browser.shot("23-reconciliation-filtered")
-    link = f"a[href='/console/reconciliation/items/{item_id}']"
+    browser.shot("23-discrepancies-filtered")
+    link = f"a[href='/console/discrepancies/{item_id}']"
     driver.find_element(By.CSS_SELECTOR, link).click()
 
     _shows(browser, By.ID, "state", "open")
@@ -90,13 +90,13 @@ def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     assert highlight != plain.value_of_css_property("background-color")
     assert "12.50 EUR" in driver.find_element(By.ID, "detail").text
     assert RUN_ACTOR in driver.find_element(By.ID, "history").text
-    browser.shot("24-reconciliation-item")
-    browser.phone_shot("25-reconciliation-item-phone", at="sides")
-    browser.phone_shot("26-reconciliation-forms-phone", at="act")
+    browser.shot("24-discrepancies-item")
+    browser.phone_shot("25-discrepancies-item-phone", at="sides")
+    browser.phone_shot("26-discrepancies-forms-phone", at="act")
 
     # A blank reason is refused by the browser: the form is not sent.
     driver.find_element(By.ID, "resolve").click()
-    assert driver.current_url.endswith(f"/console/reconciliation/items/{item_id}")
+    assert driver.current_url.endswith(f"/console/discrepancies/{item_id}")
     assert item_row(db, item_id)["state"] == "open"
 
     reason = "ticket 812: provider refunded the 2.50 EUR overcharge"
@@ -115,17 +115,17 @@ def test_an_operator_resolves_an_amount_mismatch_in_the_console(
     assert reason in history
     assert f"operator:{admin.name}" in history
     assert not driver.find_elements(By.ID, "resolve-reason")
-    browser.shot("27-reconciliation-resolved")
-    browser.phone_shot("28-reconciliation-resolved-phone")
+    browser.shot("27-discrepancies-resolved")
+    browser.phone_shot("28-discrepancies-resolved-phone")
     assert [(c["to_state"], c["actor"], c["reason"]) for c in changes(db, item_id)][-1] == (
         "resolved",
         f"operator:{admin.name}",
         reason,
     )
 
-    driver.find_element(By.LINK_TEXT, "Reconciliation").click()
-    _shows(browser, By.TAG_NAME, "h1", "Reconciliation")
+    driver.find_element(By.LINK_TEXT, "Discrepancies").click()
+    _shows(browser, By.TAG_NAME, "h1", "Discrepancies")
     count = driver.find_element(By.CSS_SELECTOR, "[data-open-count=amount_mismatch]")
     assert count.text == "0"
     assert driver.find_element(By.ID, "open-total").text == "2"
-    browser.shot("29-reconciliation-queue-after")
+    browser.shot("29-discrepancies-queue-after")

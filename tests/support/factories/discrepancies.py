@@ -1,4 +1,4 @@
-"""Reconciliation items written straight to the tables, with their audit rows, as the
+"""Discrepancies written straight to the tables, with their audit rows, as the
 settlement run would leave them (the run itself is tested on its own).
 
 Each item gets a provider key of its own, so tests never collide on the table's unique
@@ -59,9 +59,9 @@ def make_item(
     provider: str = "primary",
 ) -> uuid.UUID:
     """An item first seen `seen_ago_s` ago (database clock), opened by the run, and closed
-    (`resolved`, `void`, `auto_resolved`) a second later if `state` says so; its id."""
+    (`resolved`, `dismissed`, `auto_resolved`) a second later if `state` says so; its id."""
     item_id = uuid.uuid4()
-    closed_by = "operator:someone" if state in ("resolved", "void") else None
+    closed_by = "operator:someone" if state in ("resolved", "dismissed") else None
     db.execute(
         "INSERT INTO reconciliation_items (id, day, record_type, provider, provider_key, kind,"
         " state, tenant_id, operation_id, ours, theirs, detail, first_seen_at, last_seen_at,"
@@ -121,5 +121,5 @@ def changes(db: Db, item_id: uuid.UUID | str) -> list[dict[str, Any]]:
 
 
 def empty_queue(db: Db) -> None:
-    """Every reconciliation item gone (their changes go with them)."""
+    """Every discrepancy gone (their changes go with them)."""
     db.execute("DELETE FROM reconciliation_items")

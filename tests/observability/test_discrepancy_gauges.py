@@ -1,4 +1,4 @@
-"""The reconciliation queue's gauges on `/metrics`: open items by kind and the oldest open
+"""The discrepancy queue's gauges on `/metrics`: open items by kind and the oldest open
 item's age, read from the database like the other backlog gauges, exact.
 
 A dedicated API reads them on every scrape (`PAYMENTS_METRICS_BACKLOG_REFRESH_S=0`); the
@@ -14,12 +14,12 @@ from psycopg.rows import DictRow
 from app.settlement.rows import ItemKind
 from tests.observability.test_metrics_and_logs import _metric, _scrape
 from tests.support.control.spawner import Spawner
+from tests.support.factories.discrepancies import empty_queue, make_item
 from tests.support.factories.operators import AdminHandle
-from tests.support.factories.reconciliation import empty_queue, make_item
 
 Db = psycopg.Connection[DictRow]
-OPEN = "payments_reconciliation_items_open"
-OLDEST = "payments_reconciliation_oldest_open_seconds"
+OPEN = "payments_discrepancies_open"
+OLDEST = "payments_discrepancies_oldest_open_seconds"
 
 
 def _open_by_kind(text: str) -> dict[str, float]:
@@ -44,7 +44,7 @@ def test_the_gauges_show_the_open_queue_by_kind_and_its_oldest_item(
     make_item(db, kind="amount_mismatch", seen_ago_s=30)
     make_item(db, kind="expected", seen_ago_s=30)
     # Closed ones count for nothing, however old.
-    make_item(db, kind="orphan", state="void", seen_ago_s=90000)
+    make_item(db, kind="orphan", state="dismissed", seen_ago_s=90000)
     make_item(db, kind="status_mismatch", state="resolved", seen_ago_s=90000)
     make_item(db, kind="currency_mismatch", state="auto_resolved", seen_ago_s=90000)
     text = _scrape(api.admin_url)
@@ -61,11 +61,11 @@ def test_the_gauges_show_the_open_queue_by_kind_and_its_oldest_item(
     # The oldest resolved: the gauge moves to the next oldest, the count down by one.
     headers = {"Authorization": f"Bearer {admin.token}"}
     with httpx.Client(base_url=api.admin_url, headers=headers) as http:
-        oldest = http.get(
-            "/admin/reconciliation/items", params={"kind": "missing", "limit": 1}
-        ).json()["data"][0]
+        oldest = http.get("/admin/discrepancies", params={"kind": "missing", "limit": 1}).json()[
+            "data"
+        ][0]
         resolved = http.post(
-            f"/admin/reconciliation/items/{oldest['id']}/resolve", json={"reason": "found it"}
+            f"/admin/discrepancies/{oldest['id']}/resolve", json={"reason": "found it"}
         )
         assert resolved.status_code == 200, resolved.text
     text = _scrape(api.admin_url)
