@@ -1,2 +1,0 @@
-"""The admin API's reconciliation queue (`router.py`), beside the operations'
-(`app/admin/router.py`)."""
