@@ -1,4 +1,4 @@
-"""The settlement pass that ends a chaos run: every day the run made payments on, reconciled
+"""The settlement pass that ends a chaos run: every day the run made payments on, settled
 with the provider's books once recovery has converged, and no difference left.
 
 The run's provider settles at T+0 (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS=0`) and every
@@ -7,7 +7,7 @@ so a record made today is in today's report: an agreed record has no settlement 
 for, and any item a run queues is our books and the provider's disagreeing after the faults.
 
 settlement_matches   `payments settle --date D` for every UTC day D the run's payments and
-                     refunds were created on exits 0, and no reconciliation item is open
+                     refunds were created on exits 0, and no discrepancy is open
                      afterwards (a key whose operation is still not final is the
                      reconciler's, and queues nothing: `operations_settled` reports it)
 """
@@ -72,7 +72,7 @@ def settle_day(
 
 
 def open_items(database_url: str) -> list[dict[str, Any]]:
-    """Every open reconciliation item of the run's database."""
+    """Every open discrepancy of the run's database."""
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         rows = conn.execute(
             "SELECT day, record_type, provider_key, kind, detail FROM reconciliation_items"
