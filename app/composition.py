@@ -1,13 +1,14 @@
 """Builds and wires the service's shared parts, for the API and the worker alike.
 
-    pool -> Database ──────────┬─> one driver per operation kind (providers, routing,
-    one client per provider ───┘      failpoints) └─> its Reconciler (policy), its Subject
+    pool -> Database ──────────┬─> one kind object per operation kind (providers, routing)
+    one client per provider ───┘      └─> its Driver (failpoints) └─> its Reconciler (policy)
     (wire, breaker, deadline)
 
 `KINDS` registers every operation kind (`app/operations/kinds.py`): one line per kind. The
-loop in `runtime` builds each one's driver (`build_driver`), its reconciler and what
-operators may act on, by operation name: the worker hands every operation it claims to the
-reconciler its name picks, the operators' desk to the subject its name picks.
+loop in `runtime` builds each one (`build`), its driver and its reconciler, by operation
+name: the worker hands every operation it claims to the reconciler its name picks, the
+keyed flow and the operators to the same one (the reconciler's `driver`, the driver's
+`kind`).
 
 `runtime(settings, ...)` builds them, hands them over, and closes the provider's connections
 and the engine when the block ends. Nothing here runs at import time.
@@ -15,19 +16,17 @@ and the engine when the block ends. Nothing here runs at import time.
 
 from __future__ import annotations
 
-import functools
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from app.admin.targets import Subject
 from app.db.database import Database, open_database
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
-from app.operations.kinds import Described, DriverParts, OperationKind
-from app.payments.kind import PAYMENT
+from app.operations.driver import Driver
+from app.operations.kinds import KindParts, OperationKind
+from app.payments.kind import PaymentKind
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
 from app.provider.registry import Providers, ProviderSpec
@@ -35,51 +34,23 @@ from app.provider.routing import RoutingTable
 from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
-from app.refunds.kind import REFUND
+from app.refunds.kind import RefundKind
 from app.settings import Settings
 
 # Every operation kind the service runs; a new kind adds its line here.
-KINDS: tuple[OperationKind[Any], ...] = (PAYMENT, REFUND)
+KINDS: tuple[type[OperationKind[Any, Any, Any]], ...] = (PaymentKind, RefundKind)
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What both processes share: sessions, each kind's driver and recovery, the policy."""
+    """What both processes share: sessions, each kind's recovery (its driver, its kind)."""
 
     db: Database
     policy: RecoveryPolicy
     providers: Providers
     routing: RoutingTable
-    # By operation name: each kind's driver, the reconciler of that driver, and what
-    # operators may act on (`app/admin/operators.py`).
-    drivers: Mapping[str, Any]
+    # By operation name: each kind's reconciler, its `driver`, the driver's `kind`.
     reconcilers: Mapping[str, Reconciler[Any, Any]]
-    subjects: Mapping[str, Subject]
-
-
-def operator_subject(
-    kind: OperationKind[Any],
-    *,
-    db: Database,
-    providers: Providers,
-    driver: Any,
-    reconciler: Reconciler[Any, Any],
-) -> Subject:
-    """What operators may do with operations of `kind`."""
-
-    async def describe(operation_id: uuid.UUID) -> Described | None:
-        async with db.connection() as conn:
-            return await kind.describe(conn, operation_id)
-
-    return Subject(
-        describe=describe,
-        find_at_provider=functools.partial(kind.find_at_provider, providers),
-        driver=driver,
-        reconciler=reconciler,
-        record_name=kind.record_name,
-        took_effect=kind.took_effect,
-        show=kind.show,
-    )
 
 
 def provider_connections(settings: Settings) -> int:
@@ -140,36 +111,29 @@ async def runtime(
     providers = Providers({name: client for name, (client, _) in built.items()})
     try:
         async with open_database(settings, application_name=application_name) as db:
-            parts = DriverParts(
-                db=db,
-                providers=providers,
-                routing=routing,
-                lease_s=settings.lease_s,
-                failpoints=Failpoints.parse(settings.failpoints),
-                on_failover=metrics.failed_over,
-            )
+            parts = KindParts(providers=providers, routing=routing, metrics=metrics)
+            failpoints = Failpoints.parse(settings.failpoints)
             policy = RecoveryPolicy(
                 max_attempts=settings.max_attempts,
                 backoff_base_s=settings.backoff_base_s,
                 backoff_max_s=settings.backoff_max_s,
             )
-            drivers: dict[str, Any] = {}
             reconcilers: dict[str, Reconciler[Any, Any]] = {}
-            subjects: dict[str, Subject] = {}
             for kind in KINDS:
-                driver = drivers[kind.name] = kind.build_driver(parts)
-                reconciler = reconcilers[kind.name] = Reconciler(driver=driver, policy=policy)
-                subjects[kind.name] = operator_subject(
-                    kind, db=db, providers=providers, driver=driver, reconciler=reconciler
+                driver = Driver(
+                    kind.build(parts),
+                    db=db,
+                    lease_s=settings.lease_s,
+                    failpoints=failpoints,
+                    on_failover=metrics.failed_over,
                 )
+                reconcilers[kind.name] = Reconciler(driver=driver, policy=policy)
             yield Runtime(
                 db=db,
                 policy=policy,
                 providers=providers,
                 routing=routing,
-                drivers=drivers,
                 reconcilers=reconcilers,
-                subjects=subjects,
             )
     finally:
         for _, wire in built.values():

@@ -15,17 +15,17 @@ from typing import Annotated
 from fastapi import Depends
 
 from app.admin import router as admin_router
-from app.admin.operators import OperatorDesk
-from app.admin.search import Records
+from app.admin.operators import OperatorActions
 from app.db.database import Database
 from app.events import router as events_router
 from app.http.state import get_services
+from app.idempotency.flow import KeyedFlow
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
-from app.payments.service import PaymentService
+from app.payments.schemas import CreatePaymentCommand
 from app.refunds import router as refunds_router
-from app.refunds.service import RefundService
+from app.refunds.schemas import CreateRefundCommand
 from app.settings import Settings
 from app.tenants.bearer import TenantGate
 from app.tenants.cache import ApiKeyCache
@@ -40,15 +40,11 @@ class Services:
 
     settings: Settings
     db: Database
-    payments: PaymentService
-    refunds: RefundService
+    payments: KeyedFlow[CreatePaymentCommand]
+    refunds: KeyedFlow[CreateRefundCommand]
     metrics: Metrics
     api_keys: ApiKeyCache
-    operators: OperatorDesk
-    # The business objects' parts of the operators' search (`app/admin/search.py`), in
-    # the order their branches join its statement: the operators' desk knows no payment
-    # code, so they are handed to it from here.
-    search_records: tuple[Records, ...]
+    operators: OperatorActions
     rate_limiter: TenantRateLimiter
     unauthenticated: UnauthenticatedLimiter
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -16,7 +17,7 @@ from starlette.types import ASGIApp
 from app import gc_tuning, health
 from app.admin import router as admin_router
 from app.admin.discrepancies import router as discrepancies_router
-from app.admin.operators import OperatorDesk
+from app.admin.operators import OperatorActions
 from app.composition import runtime
 from app.console import router as console_router
 from app.console.forms import cap_console_forms
@@ -28,15 +29,12 @@ from app.http.fast_path import Table, fast_route, with_fast_routes
 from app.http.listeners import by_listener, operators_only, public_only
 from app.http.middleware import ObserveRequests
 from app.http.openapi import install_openapi_documents
+from app.idempotency.flow import KeyedFlow
 from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.operations.values import OperationName
 from app.payments import router as payments_router
-from app.payments import search as payment_search
-from app.payments.service import PaymentService
 from app.refunds import router as refunds_router
-from app.refunds import search as refund_search
-from app.refunds.service import RefundService
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
 from app.tenants.rate_limit import TenantRateLimiter
@@ -66,37 +64,31 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with runtime(settings, metrics=metrics, application_name="payments-api") as parts:
+
+            def flow(name: str) -> KeyedFlow[Any]:
+                """The keyed flow of one operation kind: its claim, call and recovery."""
+                return KeyedFlow(
+                    reconciler=parts.reconcilers[name],
+                    db=parts.db,
+                    policy=parts.policy,
+                    lease_s=settings.lease_s,
+                    key_ttl_s=settings.key_ttl_s,
+                    metrics=metrics,
+                )
+
             app.state.services = Services(
                 settings=settings,
                 db=parts.db,
-                payments=PaymentService(
-                    db=parts.db,
-                    driver=parts.drivers[OperationName.CREATE_PAYMENT],
-                    routing=parts.routing,
-                    reconciler=parts.reconcilers[OperationName.CREATE_PAYMENT],
-                    policy=parts.policy,
-                    lease_s=settings.lease_s,
-                    key_ttl_s=settings.key_ttl_s,
-                    metrics=metrics,
-                ),
-                refunds=RefundService(
-                    db=parts.db,
-                    driver=parts.drivers[OperationName.CREATE_REFUND],
-                    reconciler=parts.reconcilers[OperationName.CREATE_REFUND],
-                    policy=parts.policy,
-                    lease_s=settings.lease_s,
-                    key_ttl_s=settings.key_ttl_s,
-                    metrics=metrics,
-                ),
+                payments=flow(OperationName.CREATE_PAYMENT),
+                refunds=flow(OperationName.CREATE_REFUND),
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db, max_entries=settings.api_key_cache_size),
-                operators=OperatorDesk(
+                operators=OperatorActions(
                     db=parts.db,
-                    subjects=parts.subjects,
+                    reconcilers=parts.reconcilers,
                     lease_s=settings.lease_s,
                     key_ttl_s=settings.key_ttl_s,
                 ),
-                search_records=(payment_search, refund_search),
                 rate_limiter=TenantRateLimiter(
                     rate_per_s=settings.tenant_rate_limit_per_s,
                     burst=settings.tenant_rate_limit_burst,

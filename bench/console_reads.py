@@ -20,7 +20,7 @@ import psycopg
 from app.admin import activity
 from app.admin.queries import OperationFilter, list_operations
 from app.db.database import Connection
-from app.payments import failovers
+from app.payments import attempts
 from app.payments.operator_reads import Cursor, RecordFilter, list_payments
 from app.refunds.operator_reads import list_refunds
 
@@ -98,7 +98,7 @@ async def reads(conn: Connection) -> dict[str, Read]:
         "chart: payments, day": lambda c, r: activity.payments(c, activity.WINDOWS["day"]),
         "chart: backlog, day": lambda c, r: activity.recovery_backlog(c, activity.WINDOWS["day"]),
         "chart: webhooks, day": lambda c, r: activity.webhook_attempts(c, activity.WINDOWS["day"]),
-        "chart: failovers, day": lambda c, r: failovers.counts(c, 86400),
+        "chart: failovers, day": lambda c, r: attempts.counts(c, 86400),
     }
 
 

@@ -31,7 +31,7 @@ from psycopg.rows import dict_row
 from chaos.checks import Violation, attempt_of, route_of, split_key
 
 MIN_COMPLETED_SHARE = 0.95
-# The failover's cause, from its audit reason (app/payments/driver.py writes them).
+# The failover's cause, from its audit reason (app/payments/kind.py writes them).
 CAUSES = ("declined", "not_processed", "circuit_open")
 
 

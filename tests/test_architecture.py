@@ -149,8 +149,8 @@ def test_the_layout_is_found() -> None:
     assert "app.operations.repository" in MODULES
     assert "worker.main" in MODULES
     assert "app.jobs.loop" in MODULES
-    assert "app.idempotency.flow" in _imports(MODULES["app.refunds.service"])
-    assert "app.operations.driver" in _imports(MODULES["app.payments.driver"])
+    assert "app.operations.kinds" in _imports(MODULES["app.payments.kind"])
+    assert "app.operations.kinds" in _imports(MODULES["app.refunds.kind"])
 
 
 def test_the_package_graph_is_a_dag() -> None:
@@ -216,6 +216,76 @@ def test_every_operation_name_is_one_registered_kind() -> None:
     assert names == sorted(OperationName), "each OperationName is the name of exactly one kind"
 
 
+# The machinery that drives every kind alike, and the places a new kind is registered in it
+# (docs/architecture.md, "Adding an operation kind"): the one enum of operation names, and
+# the lookup's default operation (`create_payment`, as the API documents it).
+GENERIC = (
+    "app.operations",
+    "app.idempotency",
+    "app.recovery",
+    "app.jobs",
+    "app.admin",
+    "app.events",
+    "app.webhooks",
+    "app.db",
+    "app.http",
+)
+KIND_REGISTRATIONS = ("app.operations.values", "app.operations.schemas")
+
+
+def _names_in_code(path: Path) -> set[str]:
+    """The identifiers, imported modules and string constants of a module's code (its
+    docstrings left out: prose may speak of payments)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                found.add(node.value)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_no_kind_is_named_in_the_generic_machinery() -> None:
+    # A new kind costs its own folder and the registrations the docs list: the flow,
+    # recovery, the driver, the operators and the record drive every kind through its
+    # object, so none of them may name one (its operation name, its enum member, its class,
+    # or its package).
+    from app.composition import KINDS
+    from app.operations.values import OperationName
+
+    marks: dict[str, str] = {}
+    for kind in KINDS:
+        package = kind.__module__.rsplit(".", 1)[0]
+        for mark in (kind.name, OperationName(kind.name).name, kind.__name__, package):
+            marks[mark] = kind.__name__
+    found = [
+        f"{name} names {mark!r} ({marks[mark]})"
+        for name, path in sorted(MODULES.items())
+        if name.startswith(GENERIC) and name not in KIND_REGISTRATIONS
+        for used in sorted(_names_in_code(path))
+        for mark in marks
+        if used == mark or used.startswith(mark + ".") or mark in used.split()
+    ]
+    assert not found, "\n".join(found)
+
+
 def test_the_operations_record_depends_on_no_one_above_it() -> None:
     # The read API's router is the edge: it takes the tenant from the dependencies.
     assert not _violations(
@@ -242,19 +312,19 @@ def test_recovery_knows_no_payment_or_refund_code() -> None:
 
 
 def test_the_keyed_flow_knows_no_kind_of_operation() -> None:
-    # Payments and refunds hand the flow their claim and their driver; it knows neither.
+    # Each kind's object (`app/operations/kinds.py`) reaches the flow through its reconciler's
+    # driver; the flow knows no kind by name.
     assert not _violations(
         "app.idempotency", ("app.payments", "app.refunds", "app.dependencies", "app.main", "worker")
     )
 
 
-def test_the_drivers_are_mechanism_without_policy() -> None:
-    assert not _violations(
-        "app.payments.driver", ("app.recovery", "app.payments.service", "app.idempotency.flow")
-    )
-    assert not _violations(
-        "app.refunds.driver", ("app.recovery", "app.refunds.service", "app.idempotency.flow")
-    )
+def test_a_kind_never_calls_back_into_the_machinery() -> None:
+    # The flow, the driver and recovery call the kind (`app/operations/kinds.py`); the kind
+    # answers with values and imports none of them.
+    machinery = ("app.recovery", "app.idempotency.flow", "app.operations.driver")
+    assert not _violations("app.payments.kind", machinery)
+    assert not _violations("app.refunds.kind", machinery)
 
 
 def test_payments_know_nothing_of_refunds() -> None:
@@ -310,7 +380,7 @@ def test_the_http_primitives_know_no_business_code() -> None:
     )
 
 
-def test_nothing_below_the_operators_desk_knows_it() -> None:
+def test_nothing_below_the_operators_actions_knows_them() -> None:
     # Operators act through the same verbs as everyone else; no lower layer calls them back.
     lower = (
         "app.operations",
@@ -325,8 +395,8 @@ def test_nothing_below_the_operators_desk_knows_it() -> None:
         assert not _violations(package, ("app.admin", "app.console")), package
 
 
-def test_the_operators_desk_knows_no_payment_code() -> None:
-    # Business objects reach it through `app/admin/targets.py`, wired by the composition root.
+def test_the_operators_actions_know_no_payment_code() -> None:
+    # Business objects reach it through each kind's object, wired by the composition root.
     assert not _violations(
         "app.admin", ("app.payments", "app.console", "worker"), except_=("app.admin.router",)
     )
@@ -334,7 +404,7 @@ def test_the_operators_desk_knows_no_payment_code() -> None:
 
 
 def test_the_events_outbox_knows_only_the_operations_record() -> None:
-    # Drivers (payments, refunds) hand their event to the operations verbs; the outbox
+    # Kinds (payments, refunds) hand their event to the operations verbs; the outbox
     # itself knows no business object and nothing that delivers it.
     assert not _violations(
         "app.events",
@@ -349,8 +419,8 @@ def test_webhooks_know_events_but_no_business_object() -> None:
         "app.webhooks",
         ("app.payments", "app.refunds", "app.recovery", "app.operations", "worker"),
     )
-    assert "app.events.outbox" in _imports(MODULES["app.payments.driver"])
-    assert "app.events.outbox" in _imports(MODULES["app.refunds.driver"])
+    assert "app.events.outbox" in _imports(MODULES["app.payments.kind"])
+    assert "app.events.outbox" in _imports(MODULES["app.refunds.kind"])
 
 
 def test_the_processes_load_neither_sqlalchemy_nor_alembic() -> None:

@@ -1,7 +1,7 @@
 """The dashboard's series over the last hour or day: payments by outcome (and, for the
 whole window, by provider), the recovery backlog and its age, webhook delivery attempts by
 result. Each bucket is counted on the database clock; bucket 0 is the most recent. The
-window's failovers are counted by `app/payments/failovers.py`.
+window's failovers are counted by `app/payments/attempts.py`.
 
     series               read from                          by the index
     payments             payments.created_at in the window  ix_payments_created (0012)

@@ -20,7 +20,7 @@ from app.webhooks.operator_reads import EventDeliveries, FailedDelivery
 logger = logging.getLogger("payments.operators")
 
 
-class DeliveryDesk:
+class DeliveryActions:
     """Webhook deliveries for operators: reads across tenants, and redelivery."""
 
     def __init__(self, *, db: Database) -> None:

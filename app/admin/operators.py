@@ -35,7 +35,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.admin import queries
-from app.admin.deliveries import DeliveryDesk
+from app.admin.deliveries import DeliveryActions
 from app.admin.errors import (
     NotFlagged,
     OperationBusy,
@@ -45,7 +45,6 @@ from app.admin.errors import (
     SendTooRecent,
 )
 from app.admin.rows import Operator
-from app.admin.targets import Subject
 from app.db.database import Database
 from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
@@ -54,6 +53,7 @@ from app.operations.outcomes import FencedOut, Outcome
 from app.operations.states import TERMINAL, State
 from app.operations.values import OwnedRef, Snapshot
 from app.provider.errors import ProviderError
+from app.recovery.reconcile import Reconciler
 from app.settlement.changes import check_reason
 from app.webhooks.operator_reads import EventDeliveries
 
@@ -61,10 +61,12 @@ logger = logging.getLogger("payments.operators")
 
 
 class Resolution(StrEnum):
-    """What an operator says happened at the provider."""
+    """What an operator says happened at the provider: the operation took effect (a charge,
+    a refund) or it took none. The values are the API's (`charged`, `not_charged`), for
+    every kind."""
 
-    CHARGED = "charged"
-    NOT_CHARGED = "not_charged"
+    TOOK_EFFECT = "charged"
+    NO_EFFECT = "not_charged"
 
 
 @dataclass(frozen=True)
@@ -89,22 +91,25 @@ class Detail:
     events: tuple[EventDeliveries, ...] = ()
 
 
-class OperatorDesk:
+class OperatorActions:
     """Reads, rechecks and resolutions, as the operation's owner where it writes."""
 
     def __init__(
         self,
         *,
         db: Database,
-        subjects: Mapping[str, Subject],
+        reconcilers: Mapping[str, Reconciler[Any, Any]],
         lease_s: float,
         key_ttl_s: int,
     ) -> None:
         self._db = db
-        self._subjects = subjects
+        # By operation name: each kind's reconciler, its driver and its kind.
+        self._reconcilers = reconcilers
+        # Each kind's part of the search, in the order their branches join its statement.
+        self.search_records = tuple(r.driver.kind.search for r in reconcilers.values())
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
-        self.deliveries = DeliveryDesk(db=db)
+        self.deliveries = DeliveryActions(db=db)
 
     async def list(self, flt: queries.OperationFilter, *, limit: int) -> queries.Page:
         async with self._db.connection() as conn:
@@ -138,19 +143,21 @@ class OperatorDesk:
 
     async def _detail(self, snapshot: Snapshot) -> Detail:
         operation_id = snapshot.operation.id
-        subject = self._subjects.get(snapshot.operation.operation_name)
-        if subject is None:
+        reconciler = self._reconcilers.get(snapshot.operation.operation_name)
+        if reconciler is None:
             return Detail(snapshot, None, None)
-        described = await subject.describe(operation_id)
+        kind = reconciler.driver.kind
+        async with self._db.connection() as conn:
+            described = await kind.describe(conn, operation_id)
         if described is None:
             return Detail(snapshot, None, None)
-        name = subject.record_name
+        name = kind.record_name
         try:
-            found = await subject.find_at_provider(described.row)
+            found = await kind.look_up(described.row)
         except ProviderError as exc:
             view = ProviderView(reachable=False, record_name=name, error=str(exc))
             return Detail(snapshot, described, view)
-        record = None if found is None else subject.show(found)
+        record = None if found is None else kind.show(found)
         return Detail(snapshot, described, ProviderView(True, name, record))
 
     async def recheck(
@@ -164,9 +171,9 @@ class OperatorDesk:
                 "certainly not charged: it waits for the client's retry with the same key",
                 operation_id=operation_id,
             )
-        subject = self._subject(snapshot)
+        reconciler = self._reconciler(snapshot)
         ref = await self._take(snapshot, operator)
-        outcome = await subject.reconciler.reconcile(ref, actor=operator.actor)
+        outcome = await reconciler.reconcile(ref, actor=operator.actor)
         return outcome, await self.read(operation_id)
 
     async def resolve(
@@ -201,7 +208,8 @@ class OperatorDesk:
                 "only an operation that needs attention can be resolved; recheck it instead",
                 operation_id=operation_id,
             )
-        subject = self._subject(snapshot)
+        driver = self._reconciler(snapshot).driver
+        kind = driver.kind
         ref = await self._take(snapshot, operator)
         written = False
         try:
@@ -209,7 +217,7 @@ class OperatorDesk:
             # believed when it finds nothing.
             wait_s = await self._call_may_be_in_flight(ref)
             try:
-                found, record = await subject.driver.lookup(ref)
+                subject, record = await driver.lookup(ref)
             except ProviderError as exc:
                 raise ProviderLookupFailed(
                     f"the provider could not be asked ({exc}); nothing was changed",
@@ -217,13 +225,13 @@ class OperatorDesk:
                 ) from None
             how = f"resolved by {operator.actor} as {resolution.value}: {reason}"
             outcome: Outcome
-            if record is not None and (resolution is Resolution.CHARGED) == (
-                subject.took_effect(record)
+            if record is not None and (resolution is Resolution.TOOK_EFFECT) == (
+                kind.took_effect(record)
             ):
-                outcome = await subject.driver.record_found(
-                    ref, found, record, actor=operator.actor, how=f"{how}; provider lookup"
+                outcome = await driver.record_found(
+                    ref, subject, record, actor=operator.actor, how=f"{how}; provider lookup"
                 )
-            elif record is None and resolution is Resolution.NOT_CHARGED:
+            elif record is None and resolution is Resolution.NO_EFFECT:
                 if wait_s is not None:
                     raise SendTooRecent(
                         f"the provider was called less than a lease ago and may still charge;"
@@ -231,15 +239,15 @@ class OperatorDesk:
                         operation_id=ref.id,
                         headers={"retry-after": str(wait_s)},
                     )
-                outcome = await subject.driver.record_not_charged(
+                outcome = await driver.record_no_effect(
                     ref,
-                    found,
+                    subject,
                     actor=operator.actor,
-                    reason=f"{how}; provider lookup: no {subject.record_name}",
+                    reason=f"{how}; provider lookup: no {kind.record_name}",
                 )
             else:
-                name = subject.record_name
-                status = None if record is None else subject.show(record)["status"]
+                name = kind.record_name
+                status = None if record is None else kind.show(record)["status"]
                 held = f"no {name}" if status is None else f"a {status} {name}"
                 raise ProviderDisagrees(
                     f"the provider holds {held} under this operation's key; nothing was changed",
@@ -280,14 +288,14 @@ class OperatorDesk:
             )
         return ref
 
-    def _subject(self, snapshot: Snapshot) -> Subject:
-        subject = self._subjects.get(snapshot.operation.operation_name)
-        if subject is None:
+    def _reconciler(self, snapshot: Snapshot) -> Reconciler[Any, Any]:
+        reconciler = self._reconcilers.get(snapshot.operation.operation_name)
+        if reconciler is None:
             raise OperationBusy(
                 f"operations of kind {snapshot.operation.operation_name!r} cannot be acted on here",
                 operation_id=snapshot.operation.id,
             )
-        return subject
+        return reconciler
 
     @staticmethod
     def _refuse_final(snapshot: Snapshot) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from app.admin import repository as admin_tokens
 from app.admin import search
 from app.admin.delivery_views import failed_json
-from app.admin.operators import OperatorDesk, Resolution
+from app.admin.operators import OperatorActions, Resolution
 from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.rows import Operator
 from app.admin.schemas import ResolveIn
@@ -41,10 +41,7 @@ class Needs(Protocol):
     def db(self) -> Database: ...
 
     @property
-    def operators(self) -> OperatorDesk: ...
-
-    @property
-    def search_records(self) -> tuple[search.Records, ...]: ...
+    def operators(self) -> OperatorActions: ...
 
 
 ServicesDep = Annotated[Needs, Depends(get_services)]
@@ -124,7 +121,7 @@ async def search_records(
     and refund ids, provider keys, merchant references, account ids. `{data: [...]}`,
     newest first; exact matches only."""
     async with services.db.connection() as conn:
-        hits = await search.search(conn, q, records=services.search_records)
+        hits = await search.search(conn, q, records=services.operators.search_records)
     return _json({"data": [search.hit_json(hit) for hit in hits]})
 
 

@@ -34,11 +34,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from app.clock import iso
 from app.db.database import Connection
-from app.db.fragments import Fragment, merge_params
+from app.db.fragments import Searchable, merge_params
 from app.events import reads as event_reads
 from app.events.views import parse_id as parse_event_id
 from app.events.views import public_id as event_public_id
@@ -81,20 +81,9 @@ _COLUMNS = "kind, matched, id, tenant_id, operation_id, payment_id, state, amoun
 _COLUMNS += " currency, created_at"
 
 
-class Records(Protocol):
-    """A business object's part of the search, from its own package (`app/payments/search.py`,
-    `app/refunds/search.py`): each branch one SELECT of `_COLUMNS`. The callers (the admin
-    router, the console) hand these in: the operators' desk knows no payment code
-    (tests/test_architecture.py)."""
-
-    def by_text(self, text: str, *, limit: int) -> list[Fragment]: ...
-
-    def by_id(self, record_id: uuid.UUID) -> Fragment: ...
-
-    def by_attempt_key(self, text: str) -> Fragment | None: ...
-
-
-def search_sql(text: str, *, limit: int, records: Sequence[Records]) -> tuple[str, dict[str, Any]]:
+def search_sql(
+    text: str, *, limit: int, records: Sequence[Searchable]
+) -> tuple[str, dict[str, Any]]:
     """The statement for `text` (stripped), and its parameters: only the branches that the
     text could match, so a uuid is never compared to a text column's index for nothing.
     Each table's branch is its owner's; this only puts them in one statement."""
@@ -129,7 +118,7 @@ def _uuid(text: str) -> uuid.UUID | None:
 
 
 async def search(
-    conn: Connection, text: str, *, records: Sequence[Records], limit: int = DEFAULT_LIMIT
+    conn: Connection, text: str, *, records: Sequence[Searchable], limit: int = DEFAULT_LIMIT
 ) -> list[Hit]:
     """Every record holding `text` as an id or key, newest first; [] for blank text, and for
     text with a NUL character, which no PostgreSQL text value can hold."""

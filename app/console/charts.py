@@ -21,7 +21,7 @@ from app.admin import activity
 from app.console.pages import duration
 from app.dependencies import Services
 from app.observability.metrics import Metrics
-from app.payments import causes, failovers
+from app.payments import attempts as payment_attempts
 
 WIDTH, HEIGHT, PAD = 600, 140, 24
 COLOURS = {
@@ -121,11 +121,11 @@ def _ms(seconds: float) -> str:
 
 
 BREAKER_STATES = {0: "closed", 1: "half-open", 2: "open"}
-# A failover's cause (`app/payments/causes.py`), for a person.
+# A failover's cause (`app/payments/attempts.py`), for a person.
 CAUSE_NAMES = {
-    causes.DECLINED: "declined, retryable elsewhere",
-    causes.NOT_PROCESSED: "send not processed",
-    causes.CIRCUIT_OPEN: "held back by its circuit breaker",
+    payment_attempts.DECLINED: "declined, retryable elsewhere",
+    payment_attempts.NOT_PROCESSED: "send not processed",
+    payment_attempts.CIRCUIT_OPEN: "held back by its circuit breaker",
 }
 
 
@@ -173,7 +173,7 @@ async def dashboard_charts(services: Services, window_name: str) -> dict[str, An
         made_by = await activity.payment_activity(conn, window)
         attempts = await activity.webhook_attempts(conn, window)
         backlog = await activity.recovery_backlog(conn, window)
-        moved = await failovers.counts(conn, window.span_s)
+        moved = await payment_attempts.counts(conn, window.span_s)
     payments = made_by.series
     outcomes = ["succeeded", "declined", "failed", "pending"]
     made = sum(sum(b.values()) for b in payments)

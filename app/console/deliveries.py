@@ -1,7 +1,7 @@
 """The console's webhook pages: deliveries that gave up, across tenants, and redelivering
 an event (with a confirmation page first, as recheck and resolve have).
 
-Both call the same `DeliveryDesk` (`app/admin/deliveries.py`) as the admin API.
+Both call the same `DeliveryActions` (`app/admin/deliveries.py`) as the admin API.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@ operations that made them, their events and webhook deliveries, and one timeline
 
 The timeline is the audit trail of the payment's operation and of each refund's, merged by
 time, with the events written along the way: what an operator reads to answer "what
-happened to this payment". Read with the desk's own reads (no provider lookup: that is on
+happened to this payment". Read with the operators' own reads (no provider lookup: that is on
 each operation's page, one click away).
 
 The payment's attempts come from its row (`route`, `attempt`): each with its provider and
 key, and where it stands; an attempt left by a failover carries its failover's record
-(`app/payments/failovers.py`), as does the timeline's failover transition.
+(`app/payments/attempts.py`), as does the timeline's failover transition.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.admin.operators import OperatorDesk
+from app.admin.operators import OperatorActions
 from app.db.database import Database
 from app.errors import NotFound
 from app.operations.values import Snapshot
-from app.payments import failovers
+from app.payments import attempts as payment_attempts
 from app.payments import operator_reads as records
-from app.payments.failovers import FailoverRecord
+from app.payments.attempts import FailoverRecord
 from app.payments.rows import PaymentRow
 from app.refunds import repository as refunds_repository
 from app.refunds.rows import RefundRow
@@ -117,7 +117,9 @@ def _moments(
     return found
 
 
-async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUID) -> Dossier:
+async def payment_dossier(
+    operators: OperatorActions, db: Database, payment_id: uuid.UUID
+) -> Dossier:
     """The payment's dossier; `NotFound` if there is no such payment."""
     async with db.connection() as conn:
         payment = await records.payment_by_id(conn, payment_id)
@@ -126,16 +128,18 @@ async def payment_dossier(desk: OperatorDesk, db: Database, payment_id: uuid.UUI
         refunds = await refunds_repository.list_for_payment(
             conn, tenant_id=payment.tenant_id, payment_id=payment.id, limit=MAX_REFUNDS
         )
-        moved = await failovers.of_payment(conn, payment.tenant_id, payment.id)
-    operation = await desk.read(payment.operation_id)
+        moved = await payment_attempts.of_payment(conn, payment.tenant_id, payment.id)
+    operation = await operators.read(payment.operation_id)
     tenant = payment.tenant_id
-    own = await desk.deliveries.for_operation(tenant_id=tenant, operation_id=operation.operation.id)
+    own = await operators.deliveries.for_operation(
+        tenant_id=tenant, operation_id=operation.operation.id
+    )
     timeline = _moments("payment", operation, own, moved)
     events = [("payment", event) for event in own]
     with_snapshots: list[tuple[RefundRow, Snapshot]] = []
     for refund in refunds:
-        snapshot = await desk.read(refund.operation_id)
-        theirs = await desk.deliveries.for_operation(
+        snapshot = await operators.read(refund.operation_id)
+        theirs = await operators.deliveries.for_operation(
             tenant_id=tenant, operation_id=refund.operation_id
         )
         subject = f"refund {refund.id}"

@@ -11,7 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from app.clock import utcnow
-from app.payments.failovers import summary
+from app.payments.attempts import summary
 from app.payments.money import format_minor_units
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +63,7 @@ def environment() -> Environment:
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty
     env.filters["money"] = money
-    # A failover's cause and detail, in a few words (`app/payments/failovers.py`).
+    # A failover's cause and detail, in a few words (`app/payments/attempts.py`).
     env.filters["failover_summary"] = lambda shown: summary(shown["cause"], shown["detail"])
     return env
 

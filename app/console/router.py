@@ -1,11 +1,11 @@
-"""The web console at `/console`: server-rendered pages over the operators' desk.
+"""The web console at `/console`: server-rendered pages over the operators' actions.
 
 Login exchanges an admin token for a session (a random id in an `HttpOnly`,
 `SameSite=Strict` cookie, always `Secure` but under `payments dev` over plain http; the
 database keeps its hash, so any API process serves it and logout, revoking the token or its
 expiry ends it everywhere). Every form carries
 the session's CSRF token (the login form a double-submit one). Recheck and resolve show a
-confirmation page first; both call the same `OperatorDesk` as the admin API. The webhook
+confirmation page first; both call the same `OperatorActions` as the admin API. The webhook
 pages (failed deliveries, redelivery) are in `deliveries.py`, the discrepancy queue's in
 `discrepancies.py`, what all share in `web.py`.
 """

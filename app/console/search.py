@@ -2,7 +2,7 @@
 
 A single match goes straight to its page; several are listed, newest first; none says so.
 The statement and what it looks in are `app/admin/search.py`'s, shared with the admin API
-(the payments' and refunds' parts from `Services.search_records`).
+(each operation kind's part from `OperatorActions.search_records`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ async def search_page(request: Request, services: ServicesDep, q: str = "") -> R
         return redirect("/console/login")
     text = q.strip()[:MAX_QUERY]
     async with services.db.connection() as conn:
-        hits = await search(conn, text, records=services.search_records)
+        hits = await search(conn, text, records=services.operators.search_records)
     if len(hits) == 1:
         return redirect(href(hits[0]))
     rows = [(hit, href(hit)) for hit in hits]

@@ -8,9 +8,10 @@ assembler joins the parts and merges their parameters (`merge_params`).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -32,3 +33,16 @@ def merge_params(fragments: Iterable[Fragment]) -> dict[str, Any]:
                 raise ValueError(f"parameter {name!r} given two values")
             merged[name] = value
     return merged
+
+
+class Searchable(Protocol):
+    """A business object's part of the operators' search (`app/admin/search.py`), from its
+    own package (`app/payments/search.py`, `app/refunds/search.py`), handed over by its
+    operation kind (`OperationKind.search`): each branch one SELECT of the search's columns.
+    """
+
+    def by_text(self, text: str, *, limit: int) -> list[Fragment]: ...
+
+    def by_id(self, record_id: uuid.UUID) -> Fragment: ...
+
+    def by_attempt_key(self, text: str) -> Fragment | None: ...

@@ -1,11 +1,11 @@
 """The keyed flow: claim the idempotency key, or answer from what the key already holds.
 
-Every operation a client creates with an `Idempotency-Key` goes through this one flow; only
-the claim (what the winner writes), the driver (what it sends to the provider) and the
-operation's kind (`app/operations/kinds.py`: its name, its noun, the ids its problems show)
-are the operation's own.
+Every operation a client creates with an `Idempotency-Key` goes through this one flow, for
+every kind alike: the kind (`app/operations/kinds.py`) says what the claim writes of its
+business object (or why it refuses), the driver (`app/operations/driver.py`) makes the
+provider call and records what came of it, the reconciler takes over what is stalled.
 
-first request with a key     claim (one transaction) -> drive the provider call
+first request with a key     claim (one statement) -> drive the provider call
 same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
 expired key                  422 IDEMPOTENCY_KEY_EXPIRED
 COMPLETED / FAILED           the stored answer, byte for byte (`Replay`)
@@ -23,23 +23,23 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from app.clock import utcnow
 from app.db.database import Database
 from app.idempotency.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
+from app.idempotency.fingerprint import fingerprint
 from app.idempotency.replies import Answer, Pending, Replay, operation_location, retry_after_s
 from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
-from app.operations.driver import OperationDriver
-from app.operations.kinds import OperationKind
+from app.operations import repository as operations
+from app.operations.kinds import ClaimKey, OperationKind, Refused
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown, reconciled_as
 from app.operations.states import TERMINAL, Trigger
-from app.operations.values import OwnedRef, Snapshot, stored_response
+from app.operations.values import Claimed, OwnedRef, Snapshot, stored_response
 from app.operations.views import operation_json
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
@@ -52,49 +52,37 @@ MAX_WAIT_S = 10.0
 _WAIT_FIRST_S = 0.05
 _WAIT_MAX_S = 0.5
 
-SubjectT = TypeVar("SubjectT")
+CommandT = TypeVar("CommandT", bound="Canonical")
 
 
-def new_owner(role: str) -> str:
-    """A unique name for one owner (one request, one worker pass) in leases and history."""
-    return f"{role}:{uuid.uuid4().hex[:12]}"
+def request_owner() -> str:
+    """A unique owner name for one request, in leases and history (`api:` and 12 hex)."""
+    return f"api:{uuid.uuid4().hex[:12]}"
 
 
-@dataclass(frozen=True)
-class Won(Generic[SubjectT]):
-    """The claim won: the owner's reference, the business object it created, and the ids
-    a problem about it shows (its kind's `links`)."""
+class Canonical(Protocol):
+    """A command the flow fingerprints: its canonical form (`canonical()`)."""
 
-    ref: OwnedRef
-    subject: SubjectT
-    links: Mapping[str, str]
+    def canonical(self) -> Mapping[str, Any]: ...
 
 
-# A claim, given the owner's name: `Won`; or the row holding the key (a `Snapshot`); or
-# None when that row is not visible yet (read it again). It may raise a refusal (a problem
-# error) when the operation may not be created at all; it then stores nothing.
-Claim = Callable[[str], Awaitable["Won[SubjectT] | Snapshot | None"]]
-
-
-class KeyedFlow(Generic[SubjectT]):
+class KeyedFlow(Generic[CommandT]):
     """Runs one kind of operation exactly once per scoped idempotency key."""
 
     def __init__(
         self,
         *,
-        kind: OperationKind[Any],
+        reconciler: Reconciler[Any, Any],
         db: Database,
-        driver: OperationDriver[SubjectT],
-        reconciler: Reconciler[SubjectT, Any],
         policy: RecoveryPolicy,
         lease_s: float,
         key_ttl_s: int,
         metrics: Metrics,
     ):
-        self._kind = kind
-        self._db = db
-        self._driver = driver
         self._reconciler = reconciler
+        self._driver = reconciler.driver
+        self._kind: OperationKind[CommandT, Any, Any] = reconciler.driver.kind
+        self._db = db
         self._policy = policy
         self._lease_s = lease_s
         self._key_ttl_s = key_ttl_s
@@ -105,25 +93,71 @@ class KeyedFlow(Generic[SubjectT]):
         *,
         tenant_id: uuid.UUID,
         idempotency_key: str,
-        digest: str,
-        claim: Claim[SubjectT],
+        command: CommandT,
         wait_s: float = 0.0,
     ) -> Answer:
         """Answer one request; `wait_s` is the (already capped) `Prefer: wait`."""
-        owner = new_owner("api")
+        digest = fingerprint(self._kind.name, command.canonical())
+        owner = request_owner()
         bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
         while True:
-            claimed = await claim(owner)
-            if isinstance(claimed, Won):
-                bind(operation_id=str(claimed.ref.id))
-                sent = await self._driver.call(claimed.ref, claimed.subject, actor=owner)
-                return await self._settle_own_attempt(sent, claimed.links, owner)
+            key = ClaimKey(uuid.uuid4(), tenant_id, idempotency_key)
+            claimed = await self._claim(key, command, digest, owner)
+            if isinstance(claimed, tuple):
+                ref, subject = claimed
+                bind(operation_id=str(ref.id))
+                sent = await self._driver.call(ref, subject, actor=owner)
+                return await self._conclude_own_send(sent, owner)
             answer = await self._answer_existing(
                 tenant_id, idempotency_key, digest, owner, wait_s, seen=claimed
             )
             if answer is not None:
                 return answer
             # The key was released between our claim and our read: claim it again.
+
+    async def _claim(
+        self, key: ClaimKey, command: CommandT, digest: str, owner: str
+    ) -> tuple[OwnedRef, Any] | Snapshot | None:
+        """Claim the key with the kind's business object, in one statement.
+
+        The owner's reference and the object the claim made; or the row holding the key (a
+        `Snapshot`); or None when that row is not visible yet (read it again). A request
+        the kind refuses raises its problem, unless the key already holds an operation,
+        which then answers; a refusal stores nothing.
+        """
+        kind = self._kind
+        begin = self._db.transaction if kind.claims_in_transaction else self._db.connection
+        async with begin() as conn:
+            prepared = await kind.prepare(conn, key, command)
+            if isinstance(prepared, Refused):
+                existing = await reads.find_by_key(
+                    conn,
+                    tenant_id=key.tenant_id,
+                    operation_name=kind.name,
+                    idempotency_key=key.idempotency_key,
+                    key_ttl_s=self._key_ttl_s,
+                )
+                if existing is not None:
+                    return existing
+                raise prepared.problem
+            claimed = await operations.claim(
+                conn,
+                operation_id=key.operation_id,
+                tenant_id=key.tenant_id,
+                operation_name=kind.name,
+                idempotency_key=key.idempotency_key,
+                fingerprint=digest,
+                payment_id=prepared.payment_id,
+                refund_id=prepared.refund_id,
+                owner=owner,
+                lease_s=self._lease_s,
+                key_ttl_s=self._key_ttl_s,
+                subject=prepared.write,
+                send_reason=prepared.send_reason,
+            )
+        if not isinstance(claimed, Claimed):
+            return claimed
+        return claimed.ref, prepared.claimed(claimed.at)
 
     async def find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
         """The tenant's operation of this kind holding `idempotency_key`, if any."""
@@ -213,8 +247,7 @@ class KeyedFlow(Generic[SubjectT]):
         if drives_again(ref.state):
             # Definitely not processed before: drive the same operation, same provider key.
             sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
-            links = self._kind.links(snapshot.operation)
-            return await self._settle_own_attempt(sent, links, owner)
+            return await self._conclude_own_send(sent, owner)
         # Inline, in the request: the reconcile is part of the request's trace.
         attributes = {"payments.operation_id": str(ref.id), "payments.fence": ref.fence}
         with span("reconcile", attributes=attributes | {"payments.attempt": ref.attempts}):
@@ -222,12 +255,7 @@ class KeyedFlow(Generic[SubjectT]):
         self._metrics.reconciled(reconciled_as(outcome), source="inline")
         return await self._present(outcome)
 
-    async def _settle_own_attempt(
-        self,
-        sent: Final | Indefinite | FencedOut,
-        links: Mapping[str, str],
-        owner: str,
-    ) -> Answer:
+    async def _conclude_own_send(self, sent: Final | Indefinite | FencedOut, owner: str) -> Answer:
         """Decide what a client's own send came to, and record an indefinite answer."""
         outcome: Outcome
         if not isinstance(sent, Indefinite):
@@ -235,7 +263,7 @@ class KeyedFlow(Generic[SubjectT]):
         elif own_send_trigger(sent) is Trigger.DEFER:
             # Certainly not processed, and nothing of ours is still on its way: the client
             # may retry with the same key (503), which drives this again.
-            outcome = await self._driver.defer(sent, noun=self._kind.noun, links=links, actor=owner)
+            outcome = await self._driver.defer(sent, actor=owner)
         else:
             schedule = self._policy.after_send(sent.ref.attempts)
             outcome = await self._driver.record_unknown(

@@ -1,17 +1,16 @@
-"""What every driver does as an operation's owner, whatever the operation acts on.
+"""Driving one operation of any kind through its provider call, as the operation's owner.
 
-A driver (`payments/driver.py`, `refunds/driver.py`) owns the provider calls of one kind
-of operation. The steps that are the same for every kind live here, once:
-1. commit PROVIDER_REQUEST_SENT (fenced) before the call (`send`), or, right after a claim
-   that committed it, go straight to the call (`call`);
-2. the call itself, with no transaction open (`_call`): the subclass makes the request
-   (`_request`); what the provider's answer or error means is decided here, once;
-3. record what came of it, fenced: a final outcome with its stored answer and the business
-   object's write in one statement (`_record_final`), FAILED_RETRYABLE (`defer`) or
+The driver is generic: it asks the operation's kind (`app/operations/kinds.py`) what to
+send, what the provider holds and what to write, and makes every write itself, fenced:
+1. commit PROVIDER_REQUEST_SENT before the call (`send`), or, right after a claim that
+   committed it, go straight to the call (`call`);
+2. the call itself, with no transaction open (`_call`): what the provider's answer or error
+   means is decided here, once;
+3. record what came of it, fenced: a final outcome with its stored answer, the business
+   object's write and its event in one statement (`_record`), FAILED_RETRYABLE (`defer`) or
    UNKNOWN_REQUIRES_RECOVERY on the recovery schedule (`record_unknown`); or, for a kind
    whose object has several attempts (a payment across providers), move it to its next
-   attempt when the answer proves this one charged nothing (`_failover`, `_fail_over`) and
-   call again.
+   attempt when the answer proves this one took no effect (`_fail_over`) and call again.
 A write that finds a newer owner returns `FencedOut` and leaves the operation to it.
 """
 
@@ -20,150 +19,63 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
 from app.failpoints import Failpoints
 from app.operations import reads
 from app.operations import repository as operations
+from app.operations.kinds import Failover, OperationKind, Recording
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
 from app.operations.states import Trigger
-from app.operations.values import EventWrite, OwnedRef, Schedule, StoredResponse, SubjectWrite
+from app.operations.values import OwnedRef, Schedule
 from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
 from app.tracing.spans import annotate
 
 SubjectT = TypeVar("SubjectT")
+FoundT = TypeVar("FoundT")
 logger = logging.getLogger("payments.driving")
 
-
-@dataclass(frozen=True)
-class Failover:
-    """Why an operation moves to its next attempt: `cause` is a low-cardinality label
-    (`declined`, `not_processed`, `circuit_open`) for metrics and the failover's record,
-    `reason` the audit's text, `detail` what the cause's own words are (a decline code, an
-    error), if it has any."""
-
-    cause: str
-    reason: str
-    detail: str | None = None
+# Called once per failover with (from provider, to provider, cause): the metrics' hook.
+FailoverObserver = Callable[[str, str, str], None]
 
 
-class OperationDriver(ABC, Generic[SubjectT]):
-    """The owner's writes around a provider call for one kind of operation."""
+class Driver(Generic[SubjectT, FoundT]):
+    """The owner's writes around a provider call, for the operations of one kind."""
 
-    def __init__(self, *, db: Database, lease_s: float, failpoints: Failpoints):
+    def __init__(
+        self,
+        kind: OperationKind[Any, SubjectT, FoundT],
+        *,
+        db: Database,
+        lease_s: float,
+        failpoints: Failpoints,
+        on_failover: FailoverObserver | None = None,
+    ):
+        self.kind = kind
         self._db = db
         self._lease_s = lease_s
         self._failpoints = failpoints
-
-    @abstractmethod
-    async def _load(self, conn: Connection, operation_id: uuid.UUID) -> SubjectT:
-        """The business object the operation acts on."""
+        self._on_failover = on_failover
 
     async def load_many(
         self, conn: Connection, operation_ids: list[uuid.UUID]
     ) -> dict[uuid.UUID, SubjectT]:
-        """The business objects of several operations, by operation id, in one read.
+        """The business objects of a batch of operations, read at once (the worker's claim)."""
+        return await self.kind.load_many(conn, operation_ids)
 
-        An operation whose object cannot be read is missing from the answer, and its lookup
-        reads it itself; a driver that does not override this reads every one that way.
+    async def lookup(
+        self, ref: OwnedRef, subject: SubjectT | None = None
+    ) -> tuple[SubjectT, FoundT | None]:
+        """The business object (read unless given) and what the provider holds for it.
+
+        Raises `LookupFailed` when the provider cannot say.
         """
-        return {}
-
-    @abstractmethod
-    async def _request(self, subject: SubjectT) -> Any:
-        """Make the provider call for `subject`; what the provider made (a charge, a refund).
-
-        Raises the provider client's errors: rejected, not sent, outcome unknown.
-        """
-
-    @abstractmethod
-    async def record_found(
-        self, ref: OwnedRef, subject: SubjectT, found: Any, *, actor: str, how: str
-    ) -> Final | FencedOut:
-        """The provider holds a definite result under the key: record it, COMPLETED."""
-
-    @abstractmethod
-    async def _record_rejected(
-        self, ref: OwnedRef, subject: SubjectT, detail: str, *, actor: str
-    ) -> Final | FencedOut:
-        """The provider refused the request as invalid, nothing done: record it, FAILED."""
-
-    async def _call(
-        self, sent: OwnedRef, subject: SubjectT, *, actor: str, only_send: bool
-    ) -> Final | Indefinite | FencedOut:
-        """Call the provider and record a definite answer; an indefinite one comes back.
-
-        `only_send`: nothing else was ever sent under this attempt's key (the claim's call,
-        a retry of FAILED_RETRYABLE, the first send after a failover), so a refusal proves
-        the attempt charged nothing. A kind that can fail over moves to its next attempt
-        when the answer allows it (`_failover`) and calls again, each attempt's first send
-        an only send. No transaction is open across a call: it may take up to the provider
-        timeout.
-        """
-        while True:
-            annotate(operation_id=str(sent.id), fence=sent.fence, attempt=sent.attempts)
-            try:
-                found = await self._request(subject)
-            except RequestRejected as exc:
-                return await self._record_rejected(sent, subject, str(exc), actor=actor)
-            except RequestNotSent as exc:
-                unsent = Indefinite(
-                    sent,
-                    str(exc),
-                    not_sent=True,
-                    retry_after_s=exc.retry_after,
-                    circuit_open=isinstance(exc, CircuitOpen),
-                )
-                failover = self._failover(subject, unsent) if only_send else None
-                if failover is None:
-                    return unsent
-            except OutcomeUnknown as exc:
-                # Never a failover: the attempt may have charged. A lookup decides.
-                return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
-            else:
-                failover = self._failover(subject, found)
-                if failover is None:
-                    return await self.record_found(
-                        sent, subject, found, actor=actor, how="provider answered"
-                    )
-            moved = await self._fail_over(sent, subject, failover, actor=actor)
-            if moved is None:
-                return FencedOut(sent.id, sent.fence)
-            sent, subject = moved
-            only_send = True
-
-    def _failover(self, subject: SubjectT, answer: Any) -> Failover | None:
-        """Why `subject` may move to its next attempt after `answer` (what the provider
-        made, or an `Indefinite` that certainly was not processed), or None: it may not.
-
-        A kind with one attempt never fails over (this default)."""
-        return None
-
-    async def _fail_over(
-        self, sent: OwnedRef, subject: SubjectT, failover: Failover, *, actor: str
-    ) -> tuple[OwnedRef, SubjectT] | None:
-        """Write the move to the next attempt (fenced); the new reference and subject, or
-        None when a newer owner holds the operation."""
-        raise NotImplementedError(f"{type(self).__name__} has one attempt")
-
-    async def fail_over_if_declined(
-        self, ref: OwnedRef, subject: SubjectT, found: Any, *, actor: str
-    ) -> Final | Indefinite | FencedOut | None:
-        """Recovery found `found` under the latest attempt: if it is a decline another
-        provider may take, fail over and send the next attempt (what that came to); None
-        when it is to be recorded as it is."""
-        failover = self._failover(subject, found)
-        if failover is None:
-            return None
-        moved = await self._fail_over(ref, subject, failover, actor=actor)
-        if moved is None:
-            return FencedOut(ref.id, ref.fence)
-        sent, subject = moved
-        return await self._call(sent, subject, actor=actor, only_send=True)
+        if subject is None:
+            async with self._db.connection() as conn:
+                subject = await self.kind.load(conn, ref.id)
+        return subject, await self.kind.look_up(subject)
 
     async def send(
         self, ref: OwnedRef, trigger: Trigger, *, actor: str
@@ -174,7 +86,7 @@ class OperationDriver(ABC, Generic[SubjectT]):
             sent = await operations.mark_sent(
                 conn, ref, trigger, actor=actor, lease_s=self._lease_s
             )
-            subject = await self._load(conn, ref.id)
+            subject = await self.kind.load(conn, ref.id)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
         # A client's retry of FAILED_RETRYABLE is the attempt's only send: its earlier one
@@ -189,29 +101,143 @@ class OperationDriver(ABC, Generic[SubjectT]):
         await self._failpoints.reach("after_claim")
         return await self._call(sent, subject, actor=actor, only_send=True)
 
+    async def _call(
+        self, sent: OwnedRef, subject: SubjectT, *, actor: str, only_send: bool
+    ) -> Final | Indefinite | FencedOut:
+        """Call the provider and record a definite answer; an indefinite one comes back.
+
+        `only_send`: nothing else was ever sent under this attempt's key (the claim's call,
+        a retry of FAILED_RETRYABLE, the first send after a failover), so a refusal proves
+        the attempt took no effect. A kind that can fail over moves to its next attempt
+        when the answer allows it (`OperationKind.failover`) and calls again, each attempt's
+        first send an only send. No transaction is open across a call: it may take up to
+        the provider timeout.
+        """
+        while True:
+            annotate(operation_id=str(sent.id), fence=sent.fence, attempt=sent.attempts)
+            failover: Failover | None
+            try:
+                found = await self.kind.request(subject)
+            except RequestRejected as exc:
+                recording = self.kind.rejected(subject, str(exc), operation_id=sent.id)
+                return await self._record(sent, recording, actor=actor)
+            except RequestNotSent as exc:
+                unsent = Indefinite(
+                    sent,
+                    str(exc),
+                    not_sent=True,
+                    retry_after_s=exc.retry_after,
+                    circuit_open=isinstance(exc, CircuitOpen),
+                    links=self.kind.links(subject),
+                )
+                failover = self.kind.failover(subject, unsent) if only_send else None
+                if failover is None:
+                    return unsent
+            except OutcomeUnknown as exc:
+                # Never a failover: the attempt may have taken effect. A lookup decides.
+                return Indefinite(sent, f"outcome unknown: {exc}", not_sent=False)
+            else:
+                failover = self.kind.failover(subject, found)
+                if failover is None:
+                    return await self.record_found(
+                        sent, subject, found, actor=actor, how="provider answered"
+                    )
+            moved = await self._fail_over(sent, subject, failover, actor=actor)
+            if moved is None:
+                return FencedOut(sent.id, sent.fence)
+            sent, subject = moved
+            only_send = True
+
+    async def _fail_over(
+        self, sent: OwnedRef, subject: SubjectT, failover: Failover, *, actor: str
+    ) -> tuple[OwnedRef, SubjectT] | None:
+        """Write the move to the next attempt (fenced); the new reference and subject, or
+        None when a newer owner holds the operation."""
+        move = self.kind.next_attempt(subject, failover)
+        async with self._db.connection() as conn:
+            moved = await operations.fail_over(
+                conn,
+                sent,
+                actor=actor,
+                reason=failover.reason,
+                lease_s=self._lease_s,
+                subject=move.write,
+            )
+        if moved is None:
+            return None
+        await self._failpoints.reach("after_failover")
+        if self._on_failover is not None:
+            self._on_failover(move.from_provider, move.to_provider, failover.cause)
+        fields = {"operation_id": str(sent.id), "from": move.from_provider, "to": move.to_provider}
+        logger.info(
+            f"{self.kind.noun} failed over", extra={"fields": fields | {"cause": failover.cause}}
+        )
+        return moved, move.subject
+
+    async def fail_over_if_declined(
+        self, ref: OwnedRef, subject: SubjectT, found: FoundT, *, actor: str
+    ) -> Final | Indefinite | FencedOut | None:
+        """Recovery found `found` under the latest attempt: if it is a decline another
+        provider may take, fail over and send the next attempt (what that came to); None
+        when it is to be recorded as it is."""
+        failover = self.kind.failover(subject, found)
+        if failover is None:
+            return None
+        moved = await self._fail_over(ref, subject, failover, actor=actor)
+        if moved is None:
+            return FencedOut(ref.id, ref.fence)
+        sent, subject = moved
+        return await self._call(sent, subject, actor=actor, only_send=True)
+
+    async def record_found(
+        self, ref: OwnedRef, subject: SubjectT, found: FoundT, *, actor: str, how: str
+    ) -> Final | FencedOut:
+        """The provider holds a definite result under the key: record it, COMPLETED."""
+        await self._failpoints.reach("before_record")
+        recording = self.kind.found(subject, found, operation_id=ref.id, how=how)
+        return await self._record(ref, recording, actor=actor)
+
+    async def record_no_effect(
+        self, ref: OwnedRef, subject: SubjectT, *, actor: str, reason: str
+    ) -> Final | FencedOut:
+        """Certainly took no effect, as an operator resolved it: FAILED, stored."""
+        recording = self.kind.no_effect(subject, operation_id=ref.id, reason=reason)
+        return await self._record(ref, recording, actor=actor)
+
+    async def _record(
+        self, ref: OwnedRef, recording: Recording, *, actor: str
+    ) -> Final | FencedOut:
+        """One statement: the outcome, its audit row, the stored answer, the business
+        object's result and the outcome's event, all or (fenced out) nothing."""
+        async with self._db.connection() as conn:
+            done = await operations.record_final(
+                conn,
+                ref,
+                recording.trigger,
+                actor=actor,
+                reason=recording.reason,
+                stored=recording.stored,
+                subject=recording.write,
+                event=recording.event,
+            )
+        if done is None:
+            return FencedOut(ref.id, ref.fence)
+        return recording.outcome
+
     async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
         """The operation as this owner holds it now; None if a newer owner took it."""
         async with self._db.connection() as conn:
             return await reads.owned(conn, ref)
 
-    async def defer(
-        self,
-        unsent: Indefinite,
-        *,
-        noun: str,
-        links: Mapping[str, str],
-        actor: str,
-    ) -> NotSent | FencedOut:
-        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored.
-
-        `noun` and `links` are the operation's kind's, for the problem the client gets."""
+    async def defer(self, unsent: Indefinite, *, actor: str) -> NotSent | FencedOut:
+        """The provider certainly did not process it: FAILED_RETRYABLE, nothing stored."""
         ref = unsent.ref
         async with self._db.connection() as conn:
             moved = await operations.defer(conn, ref, actor=actor, reason=unsent.reason)
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         retry_after_s = max(1, math.ceil(unsent.retry_after_s or 1))
-        return NotSent(ref.id, retry_after_s, noun, links)
+        return NotSent(ref.id, retry_after_s, self.kind.noun, unsent.links or {})
 
     async def record_unknown(
         self, ref: OwnedRef, *, actor: str, reason: str, schedule: Schedule
@@ -225,41 +251,19 @@ class OperationDriver(ABC, Generic[SubjectT]):
         async with self._db.connection() as conn:
             # Rare (past the attempts limit), so the extra read costs the hot path nothing;
             # the outbox writes the event once, on the first flag.
-            event = await self._attention_event(conn, ref) if schedule.needs_attention else None
+            event = None
+            if schedule.needs_attention:
+                try:
+                    event = self.kind.attention_event(await self.kind.load(conn, ref.id))
+                except LookupError:
+                    # A broken row (what made its reconcile fail) is still flagged; it gets
+                    # no event, and the log says why.
+                    logger.error(
+                        "no needs-attention event: operation %s has no %s", ref.id, self.kind.noun
+                    )
             moved = await operations.mark_unknown(
                 conn, ref, actor=actor, reason=reason, schedule=schedule, event=event
             )
         if moved is None:
             return FencedOut(ref.id, ref.fence)
         return Unknown(ref.id, schedule.attempts, schedule.delay_s, schedule.needs_attention)
-
-    async def _record_final(
-        self,
-        ref: OwnedRef,
-        trigger: Trigger,
-        *,
-        actor: str,
-        reason: str,
-        stored: StoredResponse,
-        result: SubjectWrite,
-        event: EventWrite,
-    ) -> bool:
-        """One statement: the outcome, its audit row, the stored answer, the business
-        object's result and the outcome's event, all or (fenced out) nothing. True when
-        this owner's write landed."""
-        async with self._db.connection() as conn:
-            done = await operations.record_final(
-                conn,
-                ref,
-                trigger,
-                actor=actor,
-                reason=reason,
-                stored=stored,
-                subject=result,
-                event=event,
-            )
-        return done is not None
-
-    async def _attention_event(self, conn: Connection, ref: OwnedRef) -> EventWrite | None:
-        """The event written when the operation is first flagged `needs_attention`, if any."""
-        return None

@@ -55,7 +55,7 @@ def tenant_history(transitions: Iterable[TransitionRow]) -> list[dict[str, Any]]
 
 def full_history(transitions: Iterable[TransitionRow]) -> list[dict[str, Any]]:
     """The trail for operators: each actor by name, the recorded reason, and each entry's
-    id (what a payment's failover record names: `app/payments/failovers.py`)."""
+    id (what a payment's failover record names: `app/payments/attempts.py`)."""
     return [
         {
             "id": t.id,

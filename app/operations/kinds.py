@@ -1,48 +1,128 @@
-"""An operation kind: what one kind of operation (a payment, a refund) hands the shared code.
+"""An operation kind: everything one kind of operation (a payment, a refund) is, in one object.
 
-Each kind defines one `OperationKind` in its own package (`app/payments/kind.py`,
-`app/refunds/kind.py`); the composition root (`app/composition.py`) registers them in
-`KINDS` and builds each one's driver, reconciler and operators' view in one loop. The keyed
-flow (`app/idempotency/flow.py`), its replies and the typed outcomes take what they say of
-the business object from the kind, so none of them names a payment or a refund.
+Each kind is one class in its own package (`app/payments/kind.py`, `app/refunds/kind.py`),
+registered on one line of `KINDS` in `app/composition.py`. The generic machinery drives
+kinds only through this interface, and the kind never calls back into it: the kind
+answers questions and returns values, the machinery does the writing.
 
-    name          the operation name its rows carry (`create_payment`)
-    noun          what a client creates with it ("payment"), as problems name it
-    links         the ids a problem about one of its operations shows (`payment_id` ...)
-    build_driver  its `OperationDriver` (provider request, lookup, loaders, stored replies
-                  and events), from the parts every driver is built with (`DriverParts`)
-    record_name, find_at_provider, took_effect, show, describe
-                  what operators see of it: the provider's record under the derived keys,
-                  what that record means, and the business object itself
+    claim       `prepare`: what the claim writes of the business object (its row, in the
+                claim's one statement) or why it is refused; `claimed`: the object as the
+                claim made it. The keyed flow (`app/idempotency/flow.py`) runs the claim.
+    request     `request`: the provider call that creates the kind's effect
+    look up     `look_up`: what the provider holds under the object's derived key(s)
+    record      `found`, `rejected`, `no_effect`, `attention_event`, `failover`,
+                `next_attempt`: what to write for each thing that can happen, as values
+                (`Recording`, `Move`); the driver (`app/operations/driver.py`) writes them,
+                fenced, in one statement each
+    load        `load`, `load_many`: the business object of one operation, of a batch
+    describe    `describe`, `body`, `show`, `took_effect`, `record_name`: what operators
+                see of it (`app/admin/operators.py`); `search`: its part of their search
+
+The kind's name is its operation name (`OperationName`), its `noun` what problems call
+what it creates ("payment"), `links` the ids a problem about one of its operations shows.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from datetime import datetime
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
-from app.db.database import Connection, Database
-from app.failpoints import Failpoints
-from app.operations.values import OperationRow
+from app.db.database import Connection
+from app.db.fragments import Searchable
+from app.errors import ProblemError
+from app.observability.metrics import Metrics
+from app.operations.outcomes import Final, Indefinite
+from app.operations.states import Trigger
+from app.operations.values import EventWrite, StoredResponse, SubjectWrite
 from app.provider.registry import Providers
 from app.provider.routing import RoutingTable
 
-DriverT = TypeVar("DriverT")
+CommandT = TypeVar("CommandT")
+SubjectT = TypeVar("SubjectT")
+FoundT = TypeVar("FoundT")
 
 
 @dataclass(frozen=True)
-class DriverParts:
-    """What the composition root hands every kind to build its driver with."""
+class KindParts:
+    """What the composition root hands every kind to build it with (`OperationKind.build`)."""
 
-    db: Database
     providers: Providers
     routing: RoutingTable
-    lease_s: float
-    failpoints: Failpoints
-    # Called once per failover with (from provider, to provider, cause).
-    on_failover: Callable[[str, str, str], None] | None = None
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class ClaimKey:
+    """The scoped key a claim is made under, and the new operation's id."""
+
+    operation_id: uuid.UUID
+    tenant_id: uuid.UUID
+    idempotency_key: str
+
+
+@dataclass(frozen=True)
+class Prepared(Generic[SubjectT]):
+    """What a kind's claim writes, made by `prepare` before the claim's statement runs.
+
+    `write` creates the business object in the claim's statement (only if the claim wins);
+    `payment_id` and `refund_id` are the ids the operations row still names; `send_reason`
+    the claim's send edge in the history (which provider, when there is a choice);
+    `claimed` builds the object as the claim made it, from the claim's database time.
+    """
+
+    write: SubjectWrite
+    payment_id: uuid.UUID
+    claimed: Callable[[datetime], SubjectT]
+    refund_id: uuid.UUID | None = None
+    send_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The request may not create its operation now (`problem`), unless its key already
+    holds one: the claim then answers from that operation instead, and stores nothing."""
+
+    problem: ProblemError
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A final outcome as a kind records it: the transition, its audit reason, the answer
+    stored for every retry, the business object's write, the outcome's event, and the typed
+    outcome the owner returns once all of it landed."""
+
+    trigger: Trigger
+    reason: str
+    stored: StoredResponse
+    write: SubjectWrite
+    event: EventWrite
+    outcome: Final
+
+
+@dataclass(frozen=True)
+class Failover:
+    """Why an operation moves to its next attempt: `cause` is a low-cardinality label
+    (`declined`, `not_processed`, `circuit_open`) for metrics and the failover's record,
+    `reason` the audit's text, `detail` the cause's own words (a decline code, an error)."""
+
+    cause: str
+    reason: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Move(Generic[SubjectT]):
+    """A move to the next attempt: the business object's write, the object after it, and
+    the providers it leaves and goes to (for the log and the metrics)."""
+
+    write: SubjectWrite
+    subject: SubjectT
+    from_provider: str
+    to_provider: str
 
 
 @dataclass(frozen=True)
@@ -55,23 +135,123 @@ class Described:
     row: Any
 
 
-@dataclass(frozen=True)
-class OperationKind(Generic[DriverT]):
-    """One kind of operation, as everything generic sees it."""
+class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
+    """One kind of operation, as everything generic sees it.
 
-    name: str
-    noun: str
-    # The ids a problem about one of its operations shows, from the operation's row.
-    links: Callable[[OperationRow], dict[str, str]]
-    build_driver: Callable[[DriverParts], DriverT]
+    `CommandT` is its canonical command (the fingerprint's input), `SubjectT` the business
+    object an operation of it acts on, `FoundT` what the provider holds for one.
+    """
+
+    name: ClassVar[str]
+    noun: ClassVar[str]
     # What the provider keeps: "charge" or "refund", the key of its record in the views.
-    record_name: str
-    # The provider's record of a business object (its row), if it holds one.
-    find_at_provider: Callable[[Providers, Any], Awaitable[Any | None]]
-    # Whether a record the provider holds means the operation took effect (a succeeded
-    # charge, any refund): what "charged" asserts and "not_charged" denies.
-    took_effect: Callable[[Any], bool]
-    # The provider's record as the admin views show it.
-    show: Callable[[Any], dict[str, Any]]
-    # The business object of an operation, None if it cannot be read.
-    describe: Callable[[Connection, uuid.UUID], Awaitable[Described | None]]
+    record_name: ClassVar[str]
+    # Its business object's part of the operators' search (`app/admin/search.py`).
+    search: ClassVar[Searchable]
+    # Whether the claim's checks need the claim's statement in one transaction with them
+    # (a refund locks its payment from the check to the claim's commit).
+    claims_in_transaction: ClassVar[bool] = False
+
+    @classmethod
+    @abstractmethod
+    def build(cls, parts: KindParts) -> Self:
+        """The kind, with what it needs of the runtime (its providers, its metrics)."""
+
+    # The claim.
+
+    @abstractmethod
+    async def prepare(
+        self, conn: Connection, key: ClaimKey, command: CommandT
+    ) -> Prepared[SubjectT] | Refused:
+        """What the claim of `command` writes, or why it is refused; runs in the claim's
+        transaction when `claims_in_transaction`, and may read (and lock) there."""
+
+    @abstractmethod
+    def links(self, subject: SubjectT) -> dict[str, str]:
+        """The ids a problem about the operation of `subject` shows (`payment_id` ...)."""
+
+    # The provider.
+
+    @abstractmethod
+    async def request(self, subject: SubjectT) -> FoundT:
+        """Make the provider call for `subject`: what the provider made.
+
+        Raises the provider client's errors: rejected, not sent, outcome unknown.
+        """
+
+    @abstractmethod
+    async def look_up(self, subject: SubjectT) -> FoundT | None:
+        """What the provider holds under `subject`'s derived key(s); None if nothing.
+
+        Raises `LookupFailed` when the provider cannot say.
+        """
+
+    # What to record.
+
+    @abstractmethod
+    def found(
+        self, subject: SubjectT, found: FoundT, *, operation_id: uuid.UUID, how: str
+    ) -> Recording:
+        """The provider holds a definite result: COMPLETED, with what it came to."""
+
+    @abstractmethod
+    def rejected(self, subject: SubjectT, detail: str, *, operation_id: uuid.UUID) -> Recording:
+        """The provider refused the request as invalid, nothing done: FAILED."""
+
+    @abstractmethod
+    def no_effect(self, subject: SubjectT, *, operation_id: uuid.UUID, reason: str) -> Recording:
+        """Certainly took no effect, as an operator resolved it after a provider lookup that
+        found nothing: FAILED, with the answer a FAILED operation of the kind replays."""
+
+    def attention_event(self, subject: SubjectT) -> EventWrite | None:
+        """The event written when the operation is first flagged `needs_attention`."""
+        return None
+
+    def failover(self, subject: SubjectT, answer: FoundT | Indefinite) -> Failover | None:
+        """Why `subject` may move to its next attempt after `answer` (what the provider
+        made, or an `Indefinite` that was certainly not processed), or None: it may not.
+        A kind with one attempt never fails over (this default)."""
+        return None
+
+    def next_attempt(self, subject: SubjectT, failover: Failover) -> Move[SubjectT]:
+        """The move to the next attempt `failover` allows."""
+        raise NotImplementedError(f"{type(self).__name__} has one attempt")
+
+    # Reading.
+
+    @abstractmethod
+    async def load(self, conn: Connection, operation_id: uuid.UUID) -> SubjectT:
+        """The business object the operation acts on; `LookupError` if there is none."""
+
+    async def load_many(
+        self, conn: Connection, operation_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, SubjectT]:
+        """The business objects of several operations, by operation id, in one read.
+
+        An operation whose object cannot be read is missing from the answer, and its
+        owner reads it itself; a kind that does not override this reads every one that way.
+        """
+        return {}
+
+    # What operators see.
+
+    async def describe(self, conn: Connection, operation_id: uuid.UUID) -> Described | None:
+        """The business object of an operation as operators see it; None if unreadable."""
+        try:
+            subject = await self.load(conn, operation_id)
+        except LookupError:
+            return None
+        return Described(self.noun, self.body(subject), subject)
+
+    @abstractmethod
+    def body(self, subject: SubjectT) -> dict[str, Any]:
+        """The business object's representation, as its reads show it."""
+
+    @abstractmethod
+    def took_effect(self, found: FoundT) -> bool:
+        """Whether a record the provider holds means the operation took effect (a succeeded
+        charge, any refund): what "charged" asserts and "not_charged" denies."""
+
+    @abstractmethod
+    def show(self, found: FoundT) -> dict[str, Any]:
+        """The provider's record as the admin views show it (with a `status`)."""

@@ -98,3 +98,6 @@ class Indefinite:
     retry_after_s: float | None = None
     # Not even tried: the circuit breaker held it back (`retry_after_s` is its cool-down).
     circuit_open: bool = False
+    # The ids a problem about the operation shows (its kind's `links`), when not sent: a
+    # client's own send that was not processed is answered 503 with them.
+    links: Mapping[str, str] | None = None

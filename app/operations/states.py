@@ -15,7 +15,7 @@ it before every write and records the edge in the audit table in the same transa
               RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --lose--> UNKNOWN       (still unknown)
     failover: RECEIVED / PROVIDER_REQUEST_SENT / UNKNOWN --failover--> PROVIDER_REQUEST_SENT
               (the payment's attempt moves to the next provider: the attempt charged
-              nothing and never will; `app/payments/driver.py`, docs/protocol.md)
+              nothing and never will; `app/payments/kind.py`, docs/protocol.md)
     operator: UNKNOWN --fail--> FAILED   (resolved "not charged": the provider's lookup finds
               no charge and no request can still be in flight; `app/admin/operators.py`)
 """

@@ -23,7 +23,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-from app.payments.causes import CAUSES
+from app.payments.attempts import CAUSES
 from app.payments.status import PaymentStatus
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
@@ -78,7 +78,7 @@ class Payment(Base):
     # (`app/provider/routing.py`): attempt n is sent to route[n] under
     # `attempt_key(provider_key, n)`, and nowhere else.
     route: Mapped[list[str]] = mapped_column(ARRAY(Text))
-    # The attempt it is at; moved on only by a fenced failover (`app/payments/driver.py`).
+    # The attempt it is at; moved on only by a fenced failover (`app/payments/kind.py`).
     # Once final, the attempt its outcome came from: route[attempt] holds its charge.
     attempt: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     status: Mapped[str] = mapped_column(String(32))
@@ -103,7 +103,7 @@ class PaymentFailover(Base):
     """A payment's move to the next provider on its route, as facts: the audited failover
     transition it belongs to says it in words (`reason`), this row in columns.
 
-    Written by the failover's own fenced statement (`app/payments/failovers.py`), so it
+    Written by the failover's own fenced statement (`app/payments/attempts.py`), so it
     exists exactly when the transition does. The dashboard counts a window's by provider and
     cause; a payment's page and the admin API say why each attempt was left behind.
     """

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
 from app.operations.values import SubjectWrite
-from app.payments import failovers
+from app.payments import attempts
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
@@ -160,7 +160,7 @@ def result_with_outcome(
 
 
 def next_attempt(payment: PaymentRow, cause: str, detail: str | None) -> SubjectWrite:
-    """The payment at its next attempt, and the failover's record (`failovers.py`), both
+    """The payment at its next attempt, and the failover's record (`attempts.py`), both
     written by the failover's fenced statement."""
     params = {
         "s_id": payment.id,
@@ -171,4 +171,4 @@ def next_attempt(payment: PaymentRow, cause: str, detail: str | None) -> Subject
         "s_cause": cause,
         "s_detail": detail,
     }
-    return SubjectWrite(_NEXT_ATTEMPT, params, also=(failovers.RECORD_SQL,))
+    return SubjectWrite(_NEXT_ATTEMPT, params, also=(attempts.RECORD_SQL,))

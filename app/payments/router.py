@@ -14,13 +14,18 @@ from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.http.state import get_services
-from app.idempotency.flow import MAX_WAIT_S
+from app.idempotency.flow import MAX_WAIT_S, KeyedFlow
 from app.idempotency.keys import parse_idempotency_key
 from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
-from app.payments.schemas import AmountError, CreatePaymentRequest, PaymentOut, to_command
-from app.payments.service import PaymentService
+from app.payments.schemas import (
+    AmountError,
+    CreatePaymentCommand,
+    CreatePaymentRequest,
+    PaymentOut,
+    to_command,
+)
 from app.payments.views import payment_json
 from app.tenants.bearer import CurrentTenant
 
@@ -32,7 +37,7 @@ class Needs(Protocol):
     def db(self) -> Database: ...
 
     @property
-    def payments(self) -> PaymentService: ...
+    def payments(self) -> KeyedFlow[CreatePaymentCommand]: ...
 
 
 ServicesDep = Annotated[Needs, Depends(get_services)]
@@ -135,7 +140,7 @@ async def create_payment(
             "the payment request is invalid", errors=[{"field": "amount", "message": str(exc)}]
         ) from None
     wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
-    answer = await services.payments.create(
+    answer = await services.payments.run(
         tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s
     )
     reply = render(answer)

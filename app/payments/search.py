@@ -13,7 +13,7 @@ probe.
 Each branch is one SELECT of the search's columns, in order: kind, matched (the field that
 holds the text), id, tenant_id, operation_id, payment_id, state, amount_minor, currency,
 created_at. The admin router and the console hand this module to the search: the
-operators' desk knows no payment code (tests/test_architecture.py).
+operators' actions know no payment code (tests/test_architecture.py).
 """
 
 from __future__ import annotations

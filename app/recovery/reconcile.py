@@ -8,59 +8,26 @@ again with the same key (the provider deduplicates, so a first request that land
 cannot make a second charge); if the provider cannot say, stay unknown and check again
 later, on the schedule the recovery policy sets.
 
-The reconciler knows the driver only by the `Driver` protocol below, so recovery depends on
-no payment or refund code: the composition root hands each reconciler its driver (the charge
-driver, the refund driver).
+The reconciler drives any kind through its generic driver (`app/operations/driver.py`),
+which asks the kind (`app/operations/kinds.py`) what to look up, send and record; recovery
+names no kind.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from app.db.database import Connection
+from app.operations.driver import Driver
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown
 from app.operations.states import State, Trigger
-from app.operations.values import OwnedRef, Schedule
+from app.operations.values import OwnedRef
 from app.provider.errors import LookupFailed
 from app.recovery.policy import RecoveryPolicy
 
 SubjectT = TypeVar("SubjectT")
 FoundT = TypeVar("FoundT")
-
-
-class Driver(Protocol[SubjectT, FoundT]):
-    """What reconciling needs from the code that owns the provider calls of an operation.
-
-    `SubjectT` is the business object the operation acts on (a payment, a refund), `FoundT`
-    what the provider's lookup by its key finds (a charge, a provider refund).
-    """
-
-    async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID], /
-    ) -> dict[uuid.UUID, SubjectT]: ...
-
-    async def lookup(
-        self, ref: OwnedRef, subject: SubjectT | None = None, /
-    ) -> tuple[SubjectT, FoundT | None]: ...
-
-    async def record_found(
-        self, ref: OwnedRef, subject: SubjectT, found: FoundT, /, *, actor: str, how: str
-    ) -> Final | FencedOut: ...
-
-    async def send(
-        self, ref: OwnedRef, trigger: Trigger, /, *, actor: str
-    ) -> Final | Indefinite | FencedOut: ...
-
-    async def fail_over_if_declined(
-        self, ref: OwnedRef, subject: SubjectT, found: FoundT, /, *, actor: str
-    ) -> Final | Indefinite | FencedOut | None: ...
-
-    async def record_unknown(
-        self, ref: OwnedRef, /, *, actor: str, reason: str, schedule: Schedule
-    ) -> Unknown | FencedOut: ...
-
-    async def refresh(self, ref: OwnedRef, /) -> OwnedRef | None: ...
 
 
 def resend_trigger(state: State) -> Trigger:
@@ -81,14 +48,14 @@ class Reconciler(Generic[SubjectT, FoundT]):
     """Finds out what happened to an owned operation and records it."""
 
     def __init__(self, *, driver: Driver[SubjectT, FoundT], policy: RecoveryPolicy):
-        self._driver = driver
+        self.driver = driver
         self._policy = policy
 
     async def load_subjects(
         self, conn: Connection, operation_ids: list[uuid.UUID]
     ) -> dict[uuid.UUID, SubjectT]:
         """The business objects of a batch of operations, read at once (the worker's claim)."""
-        return await self._driver.load_many(conn, operation_ids)
+        return await self.driver.load_many(conn, operation_ids)
 
     async def reconcile(
         self, ref: OwnedRef, *, actor: str, subject: SubjectT | None = None
@@ -99,30 +66,30 @@ class Reconciler(Generic[SubjectT, FoundT]):
         the driver that read.
         """
         try:
-            subject, found = await self._driver.lookup(ref, subject)
+            subject, found = await self.driver.lookup(ref, subject)
         except LookupFailed as exc:
             return await self._still_unknown(ref, f"provider lookup failed: {exc}", actor)
         sent: Final | Indefinite | FencedOut | None
         if found is not None:
             # A decline retryable elsewhere moves to the next attempt and sends it (its only
             # send); anything else found is the outcome.
-            sent = await self._driver.fail_over_if_declined(ref, subject, found, actor=actor)
+            sent = await self.driver.fail_over_if_declined(ref, subject, found, actor=actor)
             if sent is None:
-                return await self._driver.record_found(
+                return await self.driver.record_found(
                     ref, subject, found, actor=actor, how="found by provider lookup"
                 )
         else:
             # The provider has nothing under this key: sending it again is safe, since the
             # provider deduplicates on the same derived key should the first request land
             # late.
-            sent = await self._driver.send(ref, resend_trigger(ref.state), actor=actor)
+            sent = await self.driver.send(ref, resend_trigger(ref.state), actor=actor)
         if not isinstance(sent, Indefinite):
             return sent
         if not counts_as_check(sent):
             # Held back by the circuit breaker: nothing was sent and nothing checked, so no
             # attempt is counted; the operation is due again when the cool-down ends.
             schedule = self._policy.while_circuit_open(sent.ref.attempts, sent.retry_after_s)
-            return await self._driver.record_unknown(
+            return await self.driver.record_unknown(
                 sent.ref, actor=actor, reason=sent.reason, schedule=schedule
             )
         # Even a resend the provider certainly did not process settles nothing: an earlier
@@ -137,7 +104,7 @@ class Reconciler(Generic[SubjectT, FoundT]):
         never reach `needs_attention`. The owner may have moved the operation before the
         error (to PROVIDER_REQUEST_SENT, say), so its current state is read first.
         """
-        current = await self._driver.refresh(ref)
+        current = await self.driver.refresh(ref)
         if current is None:
             return FencedOut(ref.id, ref.fence)
         reason = f"reconcile failed: {type(error).__name__}: {error}"
@@ -145,4 +112,4 @@ class Reconciler(Generic[SubjectT, FoundT]):
 
     async def _still_unknown(self, ref: OwnedRef, reason: str, actor: str) -> Unknown | FencedOut:
         schedule = self._policy.after_check(ref.attempts)
-        return await self._driver.record_unknown(ref, actor=actor, reason=reason, schedule=schedule)
+        return await self.driver.record_unknown(ref, actor=actor, reason=reason, schedule=schedule)

@@ -14,15 +14,20 @@ from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
 from app.http.state import get_services
-from app.idempotency.flow import MAX_WAIT_S
+from app.idempotency.flow import MAX_WAIT_S, KeyedFlow
 from app.idempotency.keys import parse_idempotency_key
 from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
 from app.payments.schemas import AmountError
 from app.refunds import repository as refunds
-from app.refunds.schemas import CreateRefundRequest, RefundList, RefundOut
-from app.refunds.service import RefundService
+from app.refunds.schemas import (
+    CreateRefundCommand,
+    CreateRefundRequest,
+    RefundList,
+    RefundOut,
+    to_command,
+)
 from app.refunds.views import refund_json
 from app.tenants.bearer import CurrentTenant
 
@@ -34,7 +39,7 @@ class Needs(Protocol):
     def db(self) -> Database: ...
 
     @property
-    def refunds(self) -> RefundService: ...
+    def refunds(self) -> KeyedFlow[CreateRefundCommand]: ...
 
 
 ServicesDep = Annotated[Needs, Depends(get_services)]
@@ -118,16 +123,19 @@ async def create_refund(
         ]
         raise ValidationFailed("the refund request is invalid", errors=errors) from None
     parsed = _uuid_or_404(payment_id, "payment")
+    # The canonical command is in the payment's currency: 404 for no such payment.
+    async with services.db.connection() as conn:
+        payment = await payments.get(conn, tenant_id=tenant.id, payment_id=parsed)
+    if payment is None:
+        raise NotFound("no such payment")
     try:
-        command = await services.refunds.command_for(
-            tenant_id=tenant.id, payment_id=parsed, request=body
-        )
+        command = to_command(body, payment_id=parsed, currency=payment.currency)
     except AmountError as exc:
         raise ValidationFailed(
             "the refund request is invalid", errors=[{"field": "amount", "message": str(exc)}]
         ) from None
     wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
-    answer = await services.refunds.create(
+    answer = await services.refunds.run(
         tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s
     )
     reply = render(answer)

@@ -7,9 +7,10 @@
   request unprocessed: certainly not charged) is refused, and touches nothing.
 - A declined charge is no charge: resolving it as "charged" is refused (409, nothing
   written) and names the decline; "not_charged" then records the decline (402 stored).
-- The desk's views (`ProviderView`, `Detail`) are frozen: what the API shows of a lookup
-  cannot be changed after it was made; and the desk takes its settings and a list's limit
-  by name only (a lease and a key lifetime, both numbers, cannot be swapped by position).
+- The operators' views (`ProviderView`, `Detail`) are frozen: what the API shows of a lookup
+  cannot be changed after it was made; and the operators' actions take their settings and a
+  list's limit by name only (a lease and a key lifetime, both numbers, cannot be swapped by
+  position).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.admin.operators import Detail, OperatorDesk, ProviderView
+from app.admin.operators import Detail, OperatorActions, ProviderView
 from app.operations.values import OperationRow, Snapshot
 from tests.admin.test_admin_api import _recorded
 from tests.conftest import TEST_LEASE_S
@@ -159,7 +160,7 @@ def _snapshot() -> Snapshot:
 
 
 @pytest.mark.parametrize("view", ["provider", "detail"])
-def test_the_desks_views_are_frozen(view: str) -> None:
+def test_the_operators_views_are_frozen(view: str) -> None:
     looked_up = ProviderView(True, "charge", {"status": "succeeded"})
     made: object = looked_up if view == "provider" else Detail(_snapshot(), None, looked_up)
     name = "reachable" if view == "provider" else "provider"
@@ -168,12 +169,12 @@ def test_the_desks_views_are_frozen(view: str) -> None:
     assert getattr(made, name) is not None
 
 
-def test_the_desk_takes_its_settings_and_a_lists_limit_by_name_only() -> None:
+def test_the_operators_actions_take_its_settings_and_a_lists_limit_by_name_only() -> None:
     keyword_only = inspect.Parameter.KEYWORD_ONLY
-    made = inspect.signature(OperatorDesk.__init__).parameters
+    made = inspect.signature(OperatorActions.__init__).parameters
     assert {name: p.kind for name, p in made.items() if name != "self"} == dict.fromkeys(
-        ("db", "subjects", "lease_s", "key_ttl_s"), keyword_only
+        ("db", "reconcilers", "lease_s", "key_ttl_s"), keyword_only
     )
-    listed = inspect.signature(OperatorDesk.list).parameters
+    listed = inspect.signature(OperatorActions.list).parameters
     assert listed["flt"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
     assert listed["limit"].kind is keyword_only

@@ -20,8 +20,7 @@ from psycopg.rows import DictRow
 from app.admin.activity import _PAYMENTS
 from app.console.charts import provider_health
 from app.observability.metrics import Metrics
-from app.payments.causes import DECLINED, NOT_PROCESSED
-from app.payments.failovers import _COUNTS
+from app.payments.attempts import _COUNTS, DECLINED, NOT_PROCESSED
 from tests.console.conftest import fail_over
 from tests.console.test_console_http import _login
 from tests.support.control.faults import FaultInjector

@@ -20,9 +20,9 @@ from app.db.migrate import alembic_config
 from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import Claimed, OwnedRef
-from app.payments import failovers
+from app.payments import attempts
 from app.payments import repository as payments
-from app.payments.causes import DECLINED, NOT_PROCESSED
+from app.payments.attempts import DECLINED, NOT_PROCESSED
 from app.payments.schemas import CreatePaymentCommand
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb
@@ -114,9 +114,9 @@ def _rows(db: psycopg.Connection[DictRow], operation_id: uuid.UUID) -> tuple[Dic
 
 async def _of_payment(
     async_db: AsyncDb, tenant: TenantHandle, payment_id: uuid.UUID
-) -> list[failovers.FailoverRecord]:
+) -> list[attempts.FailoverRecord]:
     async with async_db.db.connection() as conn:
-        return await failovers.of_payment(conn, tenant.id, payment_id)
+        return await attempts.of_payment(conn, tenant.id, payment_id)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ async def _of_payment(
     [
         # A payment leaves each attempt once: its attempt only moves forward.
         (0, DECLINED, psycopg.errors.UniqueViolation),
-        # Three causes and no other (`app/payments/causes.py`).
+        # Three causes and no other (`app/payments/attempts.py`).
         (1, "bad_luck", psycopg.errors.CheckViolation),
         # The control: another attempt, a known cause.
         (1, NOT_PROCESSED, None),

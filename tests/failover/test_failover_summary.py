@@ -12,8 +12,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.payments.causes import CAUSES, CIRCUIT_OPEN, DECLINED, NOT_PROCESSED
-from app.payments.failovers import FailoverCount, FailoverRecord, summary
+from app.payments.attempts import (
+    CAUSES,
+    CIRCUIT_OPEN,
+    DECLINED,
+    NOT_PROCESSED,
+    FailoverCount,
+    FailoverRecord,
+    summary,
+)
 
 AT = datetime(2026, 11, 27, 6, 0, 0, 123456, tzinfo=UTC)
 

@@ -19,15 +19,17 @@ from psycopg.rows import dict_row
 
 from app.db.database import Connection, Database
 from app.failpoints import Failpoints
+from app.observability.metrics import Metrics
 from app.operations import leases, reads
 from app.operations import repository as operations
+from app.operations.driver import Driver
 from app.operations.outcomes import Indefinite
 from app.operations.states import TERMINAL, State, Trigger
 from app.operations.values import Claimed, OwnedRef, Snapshot
 from app.payments import replies
 from app.payments import repository as payments
 from app.payments.attempts import ChargeAt
-from app.payments.driver import ChargeDriver
+from app.payments.kind import PaymentKind
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
@@ -63,13 +65,12 @@ class Calls:
         self.wire = WireClient(provider_url, api_key=PROVIDER_KEY, connect_timeout_s=4)
         self.provider = ProviderClient(self.wire, deadline_s=10)
         self.ledger = httpx.Client(base_url=provider_url, timeout=10, headers=PROVIDER_AUTH)
-        driver = ChargeDriver(
-            db=async_db.db,
+        kind = PaymentKind(
             providers=Providers({DEFAULT_NAME: self.provider}),
             routing=single(DEFAULT_NAME),
-            lease_s=LEASE_S,
-            failpoints=Failpoints(),
+            metrics=Metrics(),
         )
+        driver = Driver(kind, db=async_db.db, lease_s=LEASE_S, failpoints=Failpoints())
         self.recovery = (driver, Reconciler(driver=driver, policy=POLICY))
 
     @classmethod
@@ -97,7 +98,7 @@ class Calls:
     def claim(
         self, tenant_id: uuid.UUID, key: str, command: CreatePaymentCommand, owner: str
     ) -> tuple[OwnedRef, PaymentRow] | None:
-        """`PaymentService`'s claim: the operation, claimed and sent, with its payment."""
+        """The keyed flow's claim of a payment: the operation, claimed and sent, with it."""
         operation_id, payment_id = uuid.uuid4(), uuid.uuid4()
         provider_key = derive_provider_key(payment_id)
         subject = payments.created_with_claim(
@@ -265,7 +266,7 @@ async def _record_final(
     charge: Charge | None,
 ) -> OwnedRef | None:
     """COMPLETED with the charge, or FAILED (rejected): the stored answer and the payment's
-    outcome in the same statement, as `ChargeDriver` records them."""
+    outcome in the same statement, as `PaymentKind` has them recorded."""
     at: datetime = payment.created_at
     if trigger is Trigger.COMPLETE:
         assert charge is not None
@@ -290,7 +291,7 @@ async def _record_final(
 
 async def _finish(
     db: Database,
-    driver: ChargeDriver,
+    driver: Driver[PaymentRow, ChargeAt],
     reconciler: Reconciler[PaymentRow, ChargeAt],
     op_id: uuid.UUID,
 ) -> State:
