@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.database import Database, open_database
+from app.events.outbox import followed_by
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.operations.driver import Driver
@@ -36,6 +37,7 @@ from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds.kind import RefundKind
 from app.settings import Settings
+from app.webhooks.fanout import DELIVERIES
 
 # Every operation kind the service runs; a new kind adds its line here.
 KINDS: tuple[type[OperationKind[Any, Any, Any]], ...] = (PaymentKind, RefundKind)
@@ -118,6 +120,8 @@ async def runtime(
                 backoff_base_s=settings.backoff_base_s,
                 backoff_max_s=settings.backoff_max_s,
             )
+            # Every event a driver writes fans out to the tenant's endpoints in its statement.
+            deliver = followed_by(DELIVERIES)
             reconcilers: dict[str, Reconciler[Any, Any]] = {}
             for kind in KINDS:
                 driver = Driver(
@@ -126,6 +130,7 @@ async def runtime(
                     lease_s=settings.lease_s,
                     failpoints=failpoints,
                     on_failover=metrics.failed_over,
+                    deliver=deliver,
                 )
                 reconcilers[kind.name] = Reconciler(driver=driver, policy=policy)
             yield Runtime(

@@ -1,10 +1,12 @@
-"""The outbox write: an event, and its webhook deliveries, in the outcome's own statement.
+"""The outbox write: an event, in the outcome's own statement.
 
-A driver that records a final outcome (the charge driver today, a refund driver alike)
-passes `outcome_event(...)` to the operations verb; the verb appends these CTEs to its
-statement. They read `changed`, the operation row the fenced write touched: a fenced-out or
-rolled-back outcome leaves no event, and a recorded one never lacks it. The event fans out
-to the tenant's endpoints subscribed to its type at that moment, one delivery each.
+Each kind hands `outcome_event(...)` to the driver with its outcome (or its needs-attention
+event); the driver passes it to the operations verb, which appends its CTEs to its
+statement. The event's CTE reads `changed`, the operation row the fenced write touched: a
+fenced-out or rolled-back outcome leaves no event, and a recorded one never lacks it. What
+else the statement writes with the event follows it as more CTEs reading it (`EVENT_CTE`),
+appended by the driver to every event it writes (`followed_by`, given by the composition
+root): the webhooks' fan-out to the tenant's endpoints (`app/webhooks/fanout.py`).
 
 `ON CONFLICT DO NOTHING` on (tenant, operation, type) keeps one event of a type per
 operation: the needs-attention event is offered with every check past the attempts limit
@@ -14,6 +16,7 @@ and written only by the first.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -21,21 +24,16 @@ from psycopg.types.json import Jsonb
 from app.events.rows import EventType
 from app.operations.values import EventWrite
 
+# The event's CTE, by name: the event written (id, tenant_id, type), or no row when the
+# outcome was fenced out or the operation already has an event of that type.
+EVENT_CTE = "event"
 _EVENT = """
     INSERT INTO events (id, tenant_id, type, operation_id, data)
     SELECT %(e_id)s, %(e_tenant_id)s, %(e_type)s, id, %(e_data)s FROM changed
     ON CONFLICT (tenant_id, operation_id, type) DO NOTHING
     RETURNING id, tenant_id, type
 """
-_FANOUT = """
-    INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
-    SELECT gen_random_uuid(), event.tenant_id, event.id, endpoint.id
-    FROM event
-    JOIN webhook_endpoints AS endpoint ON endpoint.tenant_id = event.tenant_id
-    WHERE endpoint.deleted_at IS NULL
-      AND (endpoint.event_types IS NULL OR event.type = ANY (endpoint.event_types))
-"""
-_CTES = (("event", _EVENT), ("fanout", _FANOUT))
+_CTES = ((EVENT_CTE, _EVENT),)
 
 
 def outcome_event(
@@ -55,3 +53,13 @@ def outcome_event(
             "e_data": Jsonb(data),
         },
     )
+
+
+def followed_by(*ctes: tuple[str, str]) -> Callable[[EventWrite], EventWrite]:
+    """A driver's hook for every event it writes: the event with `ctes` (`(name, sql)`,
+    each reading `EVENT_CTE` or an earlier one) after its own, in the same statement."""
+
+    def follow(event: EventWrite) -> EventWrite:
+        return EventWrite((*event.ctes, *ctes), event.params)
+
+    return follow

@@ -12,6 +12,9 @@ send, what the provider holds and what to write, and makes every write itself, f
    whose object has several attempts (a payment across providers), move it to its next
    attempt when the answer proves this one took no effect (`_fail_over`) and call again.
 A write that finds a newer owner returns `FencedOut` and leaves the operation to it.
+Every event the driver writes (an outcome's, the needs-attention one) goes through its
+`deliver` hook first, which the composition root gives: what the statement writes along
+with the event (the webhooks' fan-out) is appended to it there.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from app.operations import repository as operations
 from app.operations.kinds import Failover, OperationKind, Recording
 from app.operations.outcomes import FencedOut, Final, Indefinite, NotSent, Unknown
 from app.operations.states import Trigger
-from app.operations.values import OwnedRef, Schedule
+from app.operations.values import EventWrite, OwnedRef, Schedule
 from app.provider.errors import CircuitOpen, OutcomeUnknown, RequestNotSent, RequestRejected
 from app.tracing.spans import annotate
 
@@ -39,6 +42,9 @@ logger = logging.getLogger("payments.driving")
 
 # Called once per failover with (from provider, to provider, cause): the metrics' hook.
 FailoverObserver = Callable[[str, str, str], None]
+# Given every event the driver writes, the event to write: with what follows it in its
+# statement (`app/events/outbox.py`'s `followed_by`).
+EventHook = Callable[[EventWrite], EventWrite]
 
 
 class Driver(Generic[SubjectT, FoundT]):
@@ -52,12 +58,14 @@ class Driver(Generic[SubjectT, FoundT]):
         lease_s: float,
         failpoints: Failpoints,
         on_failover: FailoverObserver | None = None,
+        deliver: EventHook | None = None,
     ):
         self.kind = kind
         self._db = db
         self._lease_s = lease_s
         self._failpoints = failpoints
         self._on_failover = on_failover
+        self._deliver = deliver
 
     async def load_many(
         self, conn: Connection, operation_ids: list[uuid.UUID]
@@ -218,11 +226,14 @@ class Driver(Generic[SubjectT, FoundT]):
                 reason=recording.reason,
                 stored=recording.stored,
                 subject=recording.write,
-                event=recording.event,
+                event=self._delivered(recording.event),
             )
         if done is None:
             return FencedOut(ref.id, ref.fence)
         return recording.outcome
+
+    def _delivered(self, event: EventWrite) -> EventWrite:
+        return event if self._deliver is None else self._deliver(event)
 
     async def refresh(self, ref: OwnedRef) -> OwnedRef | None:
         """The operation as this owner holds it now; None if a newer owner took it."""
@@ -255,6 +266,7 @@ class Driver(Generic[SubjectT, FoundT]):
             if schedule.needs_attention:
                 try:
                     event = self.kind.attention_event(await self.kind.load(conn, ref.id))
+                    event = None if event is None else self._delivered(event)
                 except LookupError:
                     # A broken row (what made its reconcile fail) is still flagged; it gets
                     # no event, and the log says why.

@@ -22,6 +22,7 @@ from tests.support.control.system import FAST_WORKER, PROVIDER_AUTH
 from tests.support.control.waiting import wait_until
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
+from tests.support.factories.webhooks import create_endpoint, endpoint_uuid
 from tests.support.fixtures.repository import AsyncDb
 from tests.support.readers.operations import make_due, operation, wait_for_state
 
@@ -194,7 +195,9 @@ def test_a_flagged_operation_emits_needs_attention_once_then_its_outcome(
     spawn: Spawner, client: httpx.Client, faults: FaultInjector, db: Db
 ) -> None:
     """Recovery flags the operation (one event however many checks fail after), and when
-    the provider answers again the outcome's own event follows."""
+    the provider answers again the outcome's own event follows. Each fans out to the
+    tenant's endpoint, in the statement that writes it, as an outcome's does."""
+    endpoint = create_endpoint(client, "http://127.0.0.1:9/hook")
     body = payment_body()
     faults.add("error_after_commit", account_id=body["account_id"])
     faults.add("lookup_unavailable", account_id=body["account_id"], times=1000)
@@ -217,6 +220,12 @@ def test_a_flagged_operation_emits_needs_attention_once_then_its_outcome(
     wait_for_state(db, operation_id, "COMPLETED")
     types = [e["type"] for e in events_of(client)["data"]]
     assert types == ["payment.needs_attention", "payment.succeeded"]
+    delivered = db.execute(
+        "SELECT ev.type FROM webhook_deliveries AS d JOIN events AS ev ON ev.id = d.event_id"
+        " WHERE d.endpoint_id = %s ORDER BY ev.seq",
+        (endpoint_uuid(endpoint),),
+    ).fetchall()
+    assert [row["type"] for row in delivered] == types
 
 
 def test_each_refund_outcome_has_its_event_with_the_refund(
