@@ -93,6 +93,16 @@ async def revoke_key(conn: Connection, key_id_or_key: str, at: datetime) -> ApiK
         return await cur.fetchone()
 
 
+async def lock_tenant(conn: Connection, tenant_id: uuid.UUID) -> None:
+    """Lock the tenant's row until the transaction ends, `FOR NO KEY UPDATE`: another lock
+    of it waits, while rows referring to the tenant (its payments) are still inserted. A
+    per-tenant limit counts under it (the webhook endpoints', `app/webhooks/endpoints.py`)."""
+    await conn.execute(
+        "SELECT id FROM tenants WHERE id = %(tenant_id)s FOR NO KEY UPDATE",
+        {"tenant_id": tenant_id},
+    )
+
+
 async def find_key_owner(conn: Connection, api_key: str) -> KeyOwner | None:
     """Who this API key speaks for, if it is a key in force."""
     cur = await conn.execute(

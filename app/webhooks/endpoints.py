@@ -1,9 +1,10 @@
 """All SQL on webhook endpoints: create, list, read, delete, rotate the secret.
 
 A tenant has at most PAYMENTS_WEBHOOK_MAX_ENDPOINTS live endpoints. Creating one counts
-them with the tenant's row locked (`FOR NO KEY UPDATE`: payments inserting rows that refer
-to the tenant are not held up, another create is), in the transaction that inserts it, so
-concurrent creates cannot pass the limit together.
+them with the tenant's row locked (`app/tenants/repository.py`'s `lock_tenant`, `FOR NO KEY
+UPDATE`: payments inserting rows that refer to the tenant are not held up, another create
+is), in the transaction that inserts it, so concurrent creates cannot pass the limit
+together.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.db.database import Connection
+from app.tenants.repository import lock_tenant
 
 # How long the old secret keeps signing after a rotation.
 ROTATION_OVERLAP_S = 86_400
@@ -24,9 +26,6 @@ _INSERT = f"""
     RETURNING {_COLUMNS}
 """
 _LIVE = "tenant_id = %(tenant_id)s AND deleted_at IS NULL"
-# Each statement in the transaction sees what committed before it started (READ COMMITTED):
-# the count, after the lock is held, sees every endpoint a create before it inserted.
-_LOCK_TENANT = "SELECT id FROM tenants WHERE id = %(tenant_id)s FOR NO KEY UPDATE"
 _COUNT_LIVE = f"SELECT count(*) FROM webhook_endpoints WHERE {_LIVE}"
 _ONE = f"SELECT {_COLUMNS} FROM webhook_endpoints WHERE {_LIVE} AND id = %(id)s"
 _LIST = f"""
@@ -73,7 +72,10 @@ class EndpointRow:
 
 async def lock_and_count(conn: Connection, *, tenant_id: uuid.UUID) -> int:
     """Lock the tenant's row until the transaction ends; its live endpoints, counted after."""
-    await conn.execute(_LOCK_TENANT, {"tenant_id": tenant_id})
+    await lock_tenant(conn, tenant_id)
+    # Each statement in the transaction sees what committed before it started (READ
+    # COMMITTED): the count, after the lock is held, sees every endpoint a create before it
+    # inserted.
     row = await (await conn.execute(_COUNT_LIVE, {"tenant_id": tenant_id})).fetchone()
     assert row is not None, "count(*) always has a row"
     return int(row[0])
