@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection
-from app.operations.reads import SNAPSHOT_COLUMNS, snapshot_of
+from app.operations.reads import LINKS_COLUMN, SNAPSHOT_COLUMNS, snapshot_of
 from app.operations.states import State
 from app.operations.values import Snapshot
 
@@ -57,7 +57,7 @@ async def list_operations(
     """Up to `limit` operations matching `flt`, oldest first, after the cursor if any."""
     sql, params = list_sql(flt, limit=limit, key_ttl_s=key_ttl_s)
     rows = await (await conn.execute(sql, params)).fetchall()
-    items = [snapshot_of(row) for row in rows[:limit]]
+    items = [snapshot_of(row, with_links=True) for row in rows[:limit]]
     return Page(items=items, has_more=len(rows) > limit)
 
 
@@ -94,7 +94,7 @@ def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, 
         params["after"] = flt.after
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     sql = (
-        f"SELECT {SNAPSHOT_COLUMNS} FROM operations {clause}"
+        f"SELECT {SNAPSHOT_COLUMNS}, {LINKS_COLUMN} FROM operations {clause}"
         " ORDER BY created_at, id LIMIT %(limit)s"
     )
     return sql, params

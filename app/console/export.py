@@ -92,9 +92,11 @@ def _refund(r: Any) -> list[Any]:
 
 
 def _operation(o: Any) -> list[Any]:
+    links = o.links or {}
     return [
         o.id, o.tenant_id, o.operation_name, o.idempotency_key, o.state, o.needs_attention,
-        o.attempts, o.payment_id, o.refund_id, o.last_error, iso(o.created_at),
+        o.attempts, links.get("payment_id"), links.get("refund_id"), o.last_error,
+        iso(o.created_at),
         None if o.completed_at is None else iso(o.completed_at),
     ]  # fmt: skip
 

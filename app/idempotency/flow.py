@@ -147,8 +147,6 @@ class KeyedFlow(Generic[CommandT]):
                 operation_name=kind.name,
                 idempotency_key=key.idempotency_key,
                 fingerprint=digest,
-                payment_id=prepared.payment_id,
-                refund_id=prepared.refund_id,
                 owner=owner,
                 lease_s=self._lease_s,
                 key_ttl_s=self._key_ttl_s,

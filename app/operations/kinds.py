@@ -68,16 +68,14 @@ class ClaimKey:
 class Prepared(Generic[SubjectT]):
     """What a kind's claim writes, made by `prepare` before the claim's statement runs.
 
-    `write` creates the business object in the claim's statement (only if the claim wins);
-    `payment_id` and `refund_id` are the ids the operations row still names; `send_reason`
-    the claim's send edge in the history (which provider, when there is a choice);
+    `write` creates the business object in the claim's statement (only if the claim wins),
+    its row pointing at the operation (`operation_id`); `send_reason` the claim's send edge
+    in the history (which provider, when there is a choice);
     `claimed` builds the object as the claim made it, from the claim's database time.
     """
 
     write: SubjectWrite
-    payment_id: uuid.UUID
     claimed: Callable[[datetime], SubjectT]
-    refund_id: uuid.UUID | None = None
     send_reason: str | None = None
 
 

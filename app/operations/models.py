@@ -96,11 +96,6 @@ class Operation(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     fingerprint: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(32))
-    # The payment the operation acts on: the one it creates (`create_payment`, one
-    # operation per payment) or the one it refunds (`create_refund`, several per payment).
-    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
-    # The refund a `create_refund` operation creates; NULL for every other operation.
-    refund_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True), unique=True)
     # Ownership: whoever holds an unexpired lease may act on the operation; every write it
     # makes is conditional on `fence`, which grows with every new owner.
     lease_owner: Mapped[str | None] = mapped_column(String(128))

@@ -3,8 +3,8 @@ search (`app/admin/search.py` assembles them into one statement).
 
 A search part is one SELECT of the search's columns, in order: kind, matched (the field
 that holds the text), id, tenant_id, operation_id, payment_id, state, amount_minor,
-currency, created_at. An operation's payment is still read from its own `payment_id`
-column here.
+currency, created_at. An operation's payment is read from its kind's table, through the
+`operation_links` view (one probe of each kind's unique `operation_id` index).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import uuid
 from app.db.fragments import Fragment
 
 _SEARCHED = (
-    "SELECT 'operation', '{m}', id, tenant_id, id, payment_id, state, NULL::bigint,"
-    " NULL::text, created_at FROM operations WHERE {where}"
+    "SELECT 'operation', '{m}', id, tenant_id, id,"
+    " (SELECT (l.links ->> 'payment_id')::uuid FROM operation_links l"
+    "  WHERE l.operation_id = operations.id),"
+    " state, NULL::bigint, NULL::text, created_at FROM operations WHERE {where}"
 )
 
 

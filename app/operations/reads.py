@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +29,12 @@ SNAPSHOT_COLUMNS = f"""
         OR completed_at < now() - make_interval(secs => %(key_ttl_s)s)
     ) AS key_expired
 """
+# What the operation acts on, as its kind's table holds it: `operation_links` has one branch
+# per kind's table (migrations), each read by that table's unique `operation_id` index. Read
+# for the operation's representation only (`views.py`), never by the claim or a takeover.
+LINKS_COLUMN = (
+    "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
+)
 # The history rides along as one JSON array, so a read with its history is one round trip.
 _HISTORY_COLUMN = """,
     (SELECT coalesce(json_agg(json_build_object(
@@ -46,8 +53,8 @@ _OWNED = "SELECT state, attempts FROM operations WHERE id = %(id)s AND fence = %
 
 
 def _select(where: str, *, with_history: bool) -> str:
-    history = _HISTORY_COLUMN if with_history else ""
-    return f"SELECT {SNAPSHOT_COLUMNS} {history} FROM operations {where}"
+    extra = f", {LINKS_COLUMN} {_HISTORY_COLUMN}" if with_history else ""
+    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM operations {where}"
 
 
 async def find_by_key(
@@ -93,10 +100,15 @@ async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=int(row[1]))
 
 
-def snapshot_of(row: Sequence[Any]) -> Snapshot:
-    """A `Snapshot` from a row of `SNAPSHOT_COLUMNS`."""
-    *columns, lease_live, key_expired = row
-    return Snapshot(OperationRow(*columns), bool(lease_live), bool(key_expired))
+def snapshot_of(row: Sequence[Any], *, with_links: bool = False) -> Snapshot:
+    """A `Snapshot` from a row of `SNAPSHOT_COLUMNS` (and `LINKS_COLUMN`, `with_links`)."""
+    if with_links:
+        *columns, lease_live, key_expired, links = row
+        operation = replace(OperationRow(*columns), links=links)
+    else:
+        *columns, lease_live, key_expired = row
+        operation = OperationRow(*columns)
+    return Snapshot(operation, bool(lease_live), bool(key_expired))
 
 
 async def _snapshot(
@@ -107,9 +119,9 @@ async def _snapshot(
         return None
     if not with_history:
         return snapshot_of(row)
-    *columns, lease_live, key_expired, history = row
+    *columns, lease_live, key_expired, links, history = row
     return Snapshot(
-        OperationRow(*columns),
+        replace(OperationRow(*columns), links=links),
         bool(lease_live),
         bool(key_expired),
         tuple(_transition(t) for t in history),

@@ -59,12 +59,10 @@ async def claim(
     operation_name: str,
     idempotency_key: str,
     fingerprint: str,
-    payment_id: uuid.UUID,
     owner: str,
     lease_s: float,
     key_ttl_s: int,
     subject: SubjectWrite | None = None,
-    refund_id: uuid.UUID | None = None,
     send_reason: str | None = None,
 ) -> Claimed | Snapshot | None:
     """Insert the operation, claimed and sent, with the owner's lease; or read the winner's.
@@ -77,11 +75,11 @@ async def claim(
     again).
 
     ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
-    transaction and then inserts nothing. Only the winner goes on to create the payment and
-    call the provider. `payment_id` is the payment the operation acts on, `refund_id` the
-    refund a `create_refund` operation creates. Both edges (claim -> RECEIVED, send ->
-    PROVIDER_REQUEST_SENT) are the state machine's and are audited; `send_reason` is the
-    send edge's reason (which provider, when the operation has a choice).
+    transaction and then inserts nothing. Only the winner goes on to create its business
+    object (`subject`, whose row points at the operation) and call the provider. Both edges
+    (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are the state machine's and are
+    audited; `send_reason` is the send edge's reason (which provider, when the operation has
+    a choice).
     """
     sent = MACHINE.next_state(State.RECEIVED, Trigger.SEND)
     params = {
@@ -90,8 +88,6 @@ async def claim(
         "operation_name": operation_name,
         "idempotency_key": idempotency_key,
         "fingerprint": fingerprint,
-        "payment_id": payment_id,
-        "refund_id": refund_id,
         "lease_s": lease_s,
         "actor": owner,
         "received": State.RECEIVED.value,

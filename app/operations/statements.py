@@ -28,10 +28,9 @@ _AUDIT = """
 _CLAIM = """
     WITH changed AS (
         INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, payment_id, refund_id, lease_owner, lease_expires_at,
-                                fence, traceparent)
+                                state, lease_owner, lease_expires_at, fence, traceparent)
         VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
-                %(fingerprint)s, %(sent)s, %(payment_id)s, %(refund_id)s, %(actor)s,
+                %(fingerprint)s, %(sent)s, %(actor)s,
                 now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s)
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
         RETURNING id

@@ -39,7 +39,6 @@ class OperationRow:
     idempotency_key: str | None
     fingerprint: str
     state: str
-    payment_id: uuid.UUID
     lease_owner: str | None
     lease_expires_at: datetime | None
     fence: int
@@ -55,11 +54,13 @@ class OperationRow:
     completed_at: datetime | None
     response_expired_at: datetime | None
     key_released_at: datetime | None
-    # The refund a `create_refund` operation creates (`payment_id` is then the refunded one).
-    refund_id: uuid.UUID | None = None
+    # The ids of what the operation acts on, as its kind's table holds them (`payment_id`,
+    # `refund_id`: the `operation_links` view), when the read asked for them.
+    links: dict[str, str] | None = None
 
 
-OPERATION_COLUMNS = ", ".join(f.name for f in fields(OperationRow))
+# The record's own columns (the links are read from the kinds' tables, when asked for).
+OPERATION_COLUMNS = ", ".join(f.name for f in fields(OperationRow) if f.name != "links")
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ def operation_json(snapshot: Snapshot) -> dict[str, Any]:
     """The operation with its result (once terminal) and its audited history.
 
     The tenant's view: the history names neutral actors and no reasons (see
-    `app.operations.history`). The snapshot must have been read `with_history`.
+    `app.operations.history`). The snapshot must have been read `with_history` (which
+    reads its links too).
     """
     operation = snapshot.operation
+    links = operation.links or {}
     result: dict[str, Any] | None = None
     if operation.response_status is not None and operation.state in TERMINAL:
         body = None if operation.response_body is None else json.loads(operation.response_body)
@@ -27,8 +29,9 @@ def operation_json(snapshot: Snapshot) -> dict[str, Any]:
         "operation": operation.operation_name,
         "idempotency_key": operation.idempotency_key,
         "state": operation.state,
-        "payment_id": str(operation.payment_id),
-        "refund_id": None if operation.refund_id is None else str(operation.refund_id),
+        # What it acts on, as its kind's table holds it (the `operation_links` view).
+        "payment_id": links.get("payment_id"),
+        "refund_id": links.get("refund_id"),
         "attempts": operation.attempts,
         "needs_attention": operation.needs_attention,
         "next_check_at": None if operation.next_check_at is None else iso(operation.next_check_at),

@@ -101,7 +101,6 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
                 route=route,
                 command=command,
             ),
-            payment_id=payment_id,
             claimed=claimed,
             # The claim's send, as the history tells it: the provider too, when there is a
             # choice.

@@ -111,8 +111,6 @@ class RefundKind(OperationKind[CreateRefundCommand, RefundRow, ProviderRefund]):
                 provider=locked.provider,
                 command=command,
             ),
-            payment_id=command.payment_id,
-            refund_id=refund_id,
             claimed=claimed,
         )
 

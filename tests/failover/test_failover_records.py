@@ -48,7 +48,6 @@ async def _claimed(async_db: AsyncDb, tenant: TenantHandle) -> OwnedRef:
             operation_name="create_payment",
             idempotency_key=f"records-{operation_id}",
             fingerprint="0" * 64,
-            payment_id=payment_id,
             owner="api:first",
             lease_s=30,
             key_ttl_s=86400,

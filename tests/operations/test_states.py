@@ -133,7 +133,6 @@ async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
             operation_name="create_payment",
             idempotency_key=f"prop-{operation_id}",
             fingerprint="0" * 64,
-            payment_id=uuid.uuid4(),
             owner="api:first",
             lease_s=30,
             key_ttl_s=86400,

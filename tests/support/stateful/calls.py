@@ -116,7 +116,6 @@ class Calls:
                 operation_name=OPERATION,
                 idempotency_key=key,
                 fingerprint="f" * 64,
-                payment_id=payment_id,
                 owner=owner,
                 lease_s=LEASE_S,
                 key_ttl_s=86_400,
