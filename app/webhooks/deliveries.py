@@ -1,4 +1,5 @@
-"""All SQL on webhook deliveries: the workers' claim, recording an attempt, redelivery.
+"""All SQL on webhook deliveries: the workers' claim, recording an attempt, redelivery,
+what is pending (the backlog gauges').
 
 A delivery is sent by whoever holds its lease. The claim takes due deliveries with
 `FOR UPDATE SKIP LOCKED` and a fence bump (the rule operations share, `app/jobs/leases.py`),
@@ -285,3 +286,22 @@ async def redeliver(conn: Connection, *, tenant_id: uuid.UUID, event_id: uuid.UU
     assert row is not None, "the aggregate always has a row"
     found, queued = row
     return None if not found else int(queued)
+
+
+# Events with a delivery still pending, and how long the oldest has waited (since its
+# event, or its redelivery, was queued); read through ix_webhook_deliveries_due (partial:
+# pending rows only). The backlog gauges read it (`app/backlog.py`).
+PENDING_SQL = """
+    SELECT count(DISTINCT event_id),
+           coalesce(extract(epoch FROM now() - min(started_at)), 0)
+    FROM webhook_deliveries
+    WHERE status = 'pending'
+    """
+
+
+async def pending(conn: Connection) -> tuple[int, float]:
+    """Events with a delivery pending, and the oldest pending one's wait in seconds (0 when
+    none is)."""
+    row = await (await conn.execute(PENDING_SQL)).fetchone()
+    assert row is not None, "an aggregate always has a row"
+    return int(row[0]), float(row[1])

@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import DictRow
 
-from app import backlog as backlog_module
 from app.backlog import read_backlog
 from app.observability.metrics import Backlog, Metrics
+from app.operations import backlog as operations_backlog
 from app.settlement import queue
+from app.webhooks import deliveries
 from tests.support.fixtures.plans import plan_nodes
 
 
@@ -89,8 +90,8 @@ def test_the_backlog_is_read_from_indexes_not_by_scanning_tables(
     # open ones behind in the test database). The planner would scan a small table anyway;
     # forbidden, it shows what it must do.
     for sql in (
-        backlog_module._BACKLOG_SQL,
-        backlog_module._WEBHOOK_BACKLOG_SQL,
+        operations_backlog.BACKLOG_SQL,
+        deliveries.PENDING_SQL,
         queue.OPEN_BY_KIND_SQL,
     ):
         nodes = plan_nodes(plan_db, sql, off=("enable_seqscan",))
