@@ -99,7 +99,7 @@ def create_app(settings: Settings) -> FastAPI:
                 ),
             )
             app.state.readiness = health.Readiness(parts.db)
-            gc_tuning.settle()
+            gc_tuning.freeze_startup()
             yield
 
     app = FastAPI(

@@ -1,4 +1,4 @@
-"""`app.gc_tuning.settle`: what exists after start-up is left out of every later collection."""
+"""`app.gc_tuning.freeze_startup`: what exists after start-up is left out of later collections."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def unfrozen() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("unfrozen")
-def test_settle_moves_what_is_alive_out_of_the_collected_generations() -> None:
+def test_freeze_startup_moves_what_is_alive_out_of_the_collected_generations() -> None:
     made_at_startup = _StartupObject()
     assert any(o is made_at_startup for o in gc.get_objects())
 
-    gc_tuning.settle()
+    gc_tuning.freeze_startup()
 
     assert gc.get_freeze_count() > 0
     assert not any(o is made_at_startup for o in gc.get_objects())

@@ -162,7 +162,7 @@ async def _serve(
             stopping=stopping,
         )
 
-        gc_tuning.settle()
+        gc_tuning.freeze_startup()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)

@@ -33,7 +33,7 @@ from app.tracing.state import STATE
 logger = logging.getLogger("payments.worker")
 
 # A claimed operation, with its subject (payment, refund) when it could be read.
-Claimed = tuple[DueRef, Any]
+DueWork = tuple[DueRef, Any]
 
 
 def recovery_pace(settings: Settings) -> Pace:
@@ -65,7 +65,7 @@ class RecoveryJob:
         self._worker = worker
         self._metrics = metrics
 
-    async def claim(self, limit: int) -> list[Claimed]:
+    async def claim(self, limit: int) -> list[DueWork]:
         """Claim up to `limit` due operations, each with its subject when it could be read."""
         async with self._db.connection() as conn:
             owned = await leases.claim_due(
@@ -93,7 +93,7 @@ class RecoveryJob:
                 logger.exception("reading the subjects of %d operations failed", len(ids))
         return subjects
 
-    async def handle(self, claimed: Claimed) -> None:
+    async def handle(self, claimed: DueWork) -> None:
         """Reconcile one owned operation; a reconcile that raises is a check that failed.
 
         Traced (when on) as a trace of its own, linked to the request that claimed the
@@ -113,7 +113,7 @@ class RecoveryJob:
         with span("reconcile", root=True, links=links_to(stored), attributes=attributes):
             await self._reconcile(claimed)
 
-    async def _reconcile(self, claimed: Claimed) -> None:
+    async def _reconcile(self, claimed: DueWork) -> None:
         due, subject = claimed
         ref = due.ref
         new_context(operation_id=str(ref.id), worker=self._worker)

@@ -17,7 +17,7 @@ from psycopg.rows import DictRow
 
 from app.health import CHECK_INTERVAL_S
 from tests.support.control.spawner import Spawner
-from tests.support.control.statistics import read_counts, stop_and_settle
+from tests.support.control.statistics import read_counts, stop_and_wait_for_counts
 
 
 def test_many_readiness_probes_make_one_database_check_a_second(
@@ -41,7 +41,7 @@ def test_many_readiness_probes_make_one_database_check_a_second(
     ready = httpx.get(urls[0])
     assert ready.status_code == 200, ready.text
     assert ready.json()["status"] == "ready"
-    stop_and_settle(db, api)
+    stop_and_wait_for_counts(db, api)
     checks = read_counts(db, "alembic_version").since(before).scans["alembic_version"]
 
     assert answers == [200] * probes

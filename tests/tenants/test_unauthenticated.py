@@ -19,7 +19,7 @@ from psycopg.rows import DictRow
 from app.tenants.keys import KEY_LENGTH, KEY_PREFIX, generate_api_key
 from tests.support.control.processes import Process
 from tests.support.control.spawner import Spawner
-from tests.support.control.statistics import read_counts, stop_and_settle
+from tests.support.control.statistics import read_counts, stop_and_wait_for_counts
 from tests.support.factories.tenants import TenantHandle
 
 LIMITED = {"PAYMENTS_UNAUTHENTICATED_RATE_LIMIT_PER_S": "0.1"}
@@ -77,7 +77,7 @@ def test_tokens_that_cannot_be_keys_are_refused_without_a_lookup(
             assert refused.json()["code"] == "UNAUTHENTICATED"
         paid = client.post("/payments", json={}, headers=_bearer(tokens[0]))
         assert paid.status_code == 401
-    stop_and_settle(db, api)
+    stop_and_wait_for_counts(db, api)
     spent = read_counts(db, "api_keys").since(before)
 
     assert spent.scans["api_keys"] == 0
@@ -108,7 +108,7 @@ def test_unknown_keys_from_one_address_are_limited_before_any_lookup(
     other = httpx.HTTPTransport(local_address="127.0.0.2")
     with httpx.Client(base_url=_url(api), transport=other) as elsewhere:
         assert elsewhere.get("/events", headers=_bearer(generate_api_key())).status_code == 401
-    stop_and_settle(db, api)
+    stop_and_wait_for_counts(db, api)
     spent = read_counts(db, "api_keys").since(before)
 
     # The tenant's key once, the first 20 unknown keys, the other address's: no more.
@@ -152,7 +152,7 @@ def test_unknown_keys_do_not_push_a_valid_key_out_of_the_cache(
             assert refused.status_code == 401
         # Within the 4 s a valid key is remembered: no lookup for it.
         assert client.get("/events", headers=_bearer(tenant.api_key)).status_code == 200
-    stop_and_settle(db, api)
+    stop_and_wait_for_counts(db, api)
     spent = read_counts(db, "api_keys").since(before)
 
     assert spent.scans["api_keys"] == 1 + unknown, spent

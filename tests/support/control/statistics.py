@@ -3,7 +3,7 @@ database (`pg_stat_database.xact_commit`) and scans of a table (`pg_stat_user_ta
 
 A backend reports its counts when idle, at most once a second and up to ten seconds later,
 and always when it exits. So a test reads them before starting the process whose work it
-counts and again once `stop_and_settle` has stopped it and seen every backend that served
+counts and again once `stop_and_wait_for_counts` has stopped it and seen every backend that served
 it gone: everything that process did is in the second reading, whatever the timing.
 """
 
@@ -93,7 +93,7 @@ def backends_of(db: psycopg.Connection[DictRow], process: Process) -> set[int]:
     return {row["pid"] for row in rows if row["client_port"] in ports}
 
 
-def stop_and_settle(db: psycopg.Connection[DictRow], process: Process) -> None:
+def stop_and_wait_for_counts(db: psycopg.Connection[DictRow], process: Process) -> None:
     """Stop `process` and wait until every backend that served it has exited (and so has
     reported its counts)."""
     backends = backends_of(db, process)
