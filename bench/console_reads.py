@@ -20,6 +20,7 @@ import psycopg
 from app.admin import activity
 from app.admin.queries import OperationFilter, list_operations
 from app.db.database import Connection
+from app.payments import activity as payment_reads
 from app.payments import attempts
 from app.payments.operator_reads import Cursor, RecordFilter, list_payments
 from app.refunds.operator_reads import list_refunds
@@ -94,8 +95,12 @@ async def reads(conn: Connection) -> dict[str, Read]:
         "operations, one tenant": lambda c, r: list_operations(
             c, OperationFilter(tenant_id=tenant), limit=50, key_ttl_s=86400
         ),
-        "chart: payments, hour": lambda c, r: activity.payments(c, activity.WINDOWS["hour"]),
-        "chart: payments, day": lambda c, r: activity.payments(c, activity.WINDOWS["day"]),
+        "chart: payments, hour": lambda c, r: activity.payment_activity(
+            c, activity.WINDOWS["hour"], payment_reads.created
+        ),
+        "chart: payments, day": lambda c, r: activity.payment_activity(
+            c, activity.WINDOWS["day"], payment_reads.created
+        ),
         "chart: backlog, day": lambda c, r: activity.recovery_backlog(c, activity.WINDOWS["day"]),
         "chart: webhooks, day": lambda c, r: activity.webhook_attempts(c, activity.WINDOWS["day"]),
         "chart: failovers, day": lambda c, r: attempts.counts(c, 86400),

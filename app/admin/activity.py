@@ -3,24 +3,26 @@ whole window, by provider), the recovery backlog and its age, webhook delivery a
 result. Each bucket is counted on the database clock; bucket 0 is the most recent. The
 window's failovers are counted by `app/payments/attempts.py`.
 
-    series               read from                          by the index
-    payments             payments.created_at in the window  ix_payments_created (0012)
-    webhook attempts     webhook_attempts.attempted_at      ix_webhook_attempts_attempted_brin
-    recovery backlog     every entry into recovery, and     ix_operation_transitions_recovery
-                         the first transition out of it     (partial: entries only) and
-                                                            ix_operation_transitions_operation_id
+Each table's read is its owner's, with the index it walks; this module holds the windows
+and makes the series:
 
-The backlog is rebuilt from the audit trail: an operation is in it from the transition
-that took it into UNKNOWN_REQUIRES_RECOVERY (from another state) until the first one that
-took it out. Entries into recovery are incidents, a few in a thousand payments, so reading
-them all is cheap whatever the tables hold.
+    payments             app/payments/activity.py (handed in)
+    webhook attempts     app/webhooks/operator_reads.py
+    recovery backlog     app/operations/backlog.py (every entry into recovery, and the
+                         first transition out of it)
+
+The operators' code knows no payment code, so the payments' read is handed in by the
+console, which may know it (`PaymentCounts`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from app.db.database import Connection
+from app.operations.backlog import recovery_stays
+from app.webhooks import operator_reads as webhook_reads
 
 
 @dataclass(frozen=True)
@@ -52,30 +54,14 @@ OUTCOMES = {
     "PENDING": "pending",
 }
 
-# By provider too, in the same pass: the one holding the outcome (`route[attempt]`, arrays
-# counting from 1 in SQL), or for a pending payment its current attempt's.
-_PAYMENTS = """
-    SELECT floor(extract(epoch FROM now() - created_at) / %(step)s)::int, status,
-           coalesce(route[attempt + 1], '?'), count(*)
-    FROM payments WHERE created_at > now() - make_interval(secs => %(span)s)
-    GROUP BY 1, 2, 3
-"""
-_ATTEMPTS = """
-    SELECT floor(extract(epoch FROM now() - attempted_at) / %(step)s)::int, succeeded, count(*)
-    FROM webhook_attempts WHERE attempted_at > now() - make_interval(secs => %(span)s)
-    GROUP BY 1, 2
-"""
-# Seconds ago each stay in recovery began and ended (NULL: not yet).
-_RECOVERY = """
-    SELECT extract(epoch FROM now() - t.created_at)::float8,
-           (SELECT extract(epoch FROM now() - min(n.created_at))::float8
-            FROM operation_transitions n
-            WHERE n.operation_id = t.operation_id AND n.id > t.id
-              AND n.to_state <> 'UNKNOWN_REQUIRES_RECOVERY')
-    FROM operation_transitions t
-    WHERE t.to_state = 'UNKNOWN_REQUIRES_RECOVERY'
-      AND t.from_state IS DISTINCT FROM 'UNKNOWN_REQUIRES_RECOVERY'
-"""
+
+class PaymentCounts(Protocol):
+    """The payments' read (`app/payments/activity.py`'s `created`): (bucket, status,
+    provider, count) of the payments created in the last `span_s` seconds."""
+
+    async def __call__(
+        self, conn: Connection, *, step_s: int, span_s: int
+    ) -> list[tuple[int, str, str, int]]: ...
 
 
 @dataclass(frozen=True)
@@ -95,41 +81,38 @@ class PaymentActivity:
     by_provider: dict[str, dict[str, int]]
 
 
-async def payment_activity(conn: Connection, window: Window) -> PaymentActivity:
+async def payment_activity(
+    conn: Connection, window: Window, counts: PaymentCounts
+) -> PaymentActivity:
     """The window's payments by outcome per bucket, and by provider, in one read."""
     outcomes = sorted(set(OUTCOMES.values()))
     series: list[dict[str, int]] = [dict.fromkeys(outcomes, 0) for _ in range(window.buckets)]
     by_provider: dict[str, dict[str, int]] = {}
-    params = {"step": window.step_s, "span": window.span_s}
-    rows = await (await conn.execute(_PAYMENTS, params)).fetchall()
-    for ago, status, provider, count in rows:
+    for ago, status, provider, count in await counts(
+        conn, step_s=window.step_s, span_s=window.span_s
+    ):
         if 0 <= ago < window.buckets:
             outcome = OUTCOMES.get(status, "pending")
-            series[ago][outcome] += int(count)
+            series[ago][outcome] += count
             totals = by_provider.setdefault(provider, dict.fromkeys(outcomes, 0))
-            totals[outcome] += int(count)
+            totals[outcome] += count
     return PaymentActivity(series, dict(sorted(by_provider.items())))
-
-
-async def payments(conn: Connection, window: Window) -> list[dict[str, int]]:
-    """Per bucket (most recent first), payments created by outcome."""
-    return (await payment_activity(conn, window)).series
 
 
 async def webhook_attempts(conn: Connection, window: Window) -> list[dict[str, int]]:
     """Per bucket (most recent first), delivery attempts that succeeded and that failed."""
     series = [{"succeeded": 0, "failed": 0} for _ in range(window.buckets)]
-    params = {"step": window.step_s, "span": window.span_s}
-    for ago, succeeded, count in await (await conn.execute(_ATTEMPTS, params)).fetchall():
+    for ago, succeeded, count in await webhook_reads.attempts(
+        conn, step_s=window.step_s, span_s=window.span_s
+    ):
         if 0 <= ago < window.buckets:
-            series[ago]["succeeded" if succeeded else "failed"] += int(count)
+            series[ago]["succeeded" if succeeded else "failed"] += count
     return series
 
 
 async def recovery_backlog(conn: Connection, window: Window) -> list[BacklogPoint]:
     """Per bucket (most recent first), the backlog at the bucket's end (now, for bucket 0)."""
-    stays = await (await conn.execute(_RECOVERY)).fetchall()
-    return backlog_points([(float(a), None if b is None else float(b)) for a, b in stays], window)
+    return backlog_points(await recovery_stays(conn), window)
 
 
 def backlog_points(stays: list[tuple[float, float | None]], window: Window) -> list[BacklogPoint]:

@@ -21,6 +21,7 @@ from app.admin import activity
 from app.console.pages import duration
 from app.dependencies import Services
 from app.observability.metrics import Metrics
+from app.payments import activity as payment_reads
 from app.payments import attempts as payment_attempts
 
 WIDTH, HEIGHT, PAD = 600, 140, 24
@@ -170,7 +171,7 @@ async def dashboard_charts(services: Services, window_name: str) -> dict[str, An
     """Everything the dashboard draws for the window (`hour` or `day`)."""
     window = activity.WINDOWS.get(window_name, activity.WINDOWS["hour"])
     async with services.db.connection() as conn:
-        made_by = await activity.payment_activity(conn, window)
+        made_by = await activity.payment_activity(conn, window, payment_reads.created)
         attempts = await activity.webhook_attempts(conn, window)
         backlog = await activity.recovery_backlog(conn, window)
         moved = await payment_attempts.counts(conn, window.span_s)

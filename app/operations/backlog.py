@@ -1,12 +1,20 @@
-"""The operations record's backlog, as the backlog gauges read it (`app/backlog.py`).
+"""The operations record's backlog: as the backlog gauges read it (`app/backlog.py`), and
+its history, for the dashboard's chart (`app/admin/activity.py`).
 
-Each figure from an index, never a scan of the table (which holds every operation ever
+Each gauge's figure from an index, never a scan of the table (which holds every operation ever
 made): the oldest in flight is the first entry of each in-flight state in
 ix_operations_state_created (state, created_at, id), the unknown ones are counted in
 ix_operations_recovery_due (partial: only those rows), the flagged ones in
 ix_operations_needs_attention (partial too). So a scrape costs what the backlog holds,
 not what the table does: on 150,000 operations 2,500 of them in flight, one statement
 over the whole table took about 100 ms; these take well under a millisecond.
+
+The history is rebuilt from the audit trail: an operation is in the recovery backlog from
+the transition that took it into UNKNOWN_REQUIRES_RECOVERY (from another state) until the
+first one that took it out. The entries are read through ix_operation_transitions_recovery
+(partial: entries only), each one's way out through ix_operation_transitions_operation_id.
+Entries into recovery are incidents, a few in a thousand payments, so reading them all is
+cheap whatever the tables hold.
 """
 
 from __future__ import annotations
@@ -45,3 +53,23 @@ async def backlog(conn: Connection) -> Backlog:
     assert row is not None, "an aggregate always has a row"
     oldest, unknown, attention = row
     return Backlog(float(oldest), int(unknown), int(attention))
+
+
+# Seconds ago each stay in recovery began and ended (NULL: not yet).
+RECOVERY_STAYS_SQL = """
+    SELECT extract(epoch FROM now() - t.created_at)::float8,
+           (SELECT extract(epoch FROM now() - min(n.created_at))::float8
+            FROM operation_transitions n
+            WHERE n.operation_id = t.operation_id AND n.id > t.id
+              AND n.to_state <> 'UNKNOWN_REQUIRES_RECOVERY')
+    FROM operation_transitions t
+    WHERE t.to_state = 'UNKNOWN_REQUIRES_RECOVERY'
+      AND t.from_state IS DISTINCT FROM 'UNKNOWN_REQUIRES_RECOVERY'
+"""
+
+
+async def recovery_stays(conn: Connection) -> list[tuple[float, float | None]]:
+    """Every stay in recovery, as (began, ended) in seconds ago on the database clock;
+    ended is None while the operation is still in it."""
+    rows = await (await conn.execute(RECOVERY_STAYS_SQL)).fetchall()
+    return [(float(began), None if ended is None else float(ended)) for began, ended in rows]

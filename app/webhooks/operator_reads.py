@@ -1,5 +1,5 @@
 """Operators' reads of webhook deliveries, across tenants: an operation's events with their
-deliveries, and the deliveries that gave up.
+deliveries, the deliveries that gave up, and a window's attempts (the dashboard's).
 
 Reads by operation go through the tenant's keys (`events (tenant_id, operation_id, type)`,
 `webhook_deliveries (tenant_id, event_id, endpoint_id)`): the caller passes the operation's
@@ -163,3 +163,19 @@ def search_by_id(delivery_id: uuid.UUID) -> Fragment:
     """Any tenant's delivery with this id (typed as `wd_...`), by primary key, with its
     event's operation."""
     return Fragment(_SEARCHED, {"delivery_id": delivery_id})
+
+
+# The dashboard's delivery attempts (`app/admin/activity.py`): a window's, across tenants,
+# through the BRIN index on attempted_at (ix_webhook_attempts_attempted_brin).
+ATTEMPTS_SQL = """
+    SELECT floor(extract(epoch FROM now() - attempted_at) / %(step)s)::int, succeeded, count(*)
+    FROM webhook_attempts WHERE attempted_at > now() - make_interval(secs => %(span)s)
+    GROUP BY 1, 2
+"""
+
+
+async def attempts(conn: Connection, *, step_s: int, span_s: int) -> list[tuple[int, bool, int]]:
+    """(bucket, succeeded, count) of the delivery attempts made in the last `span_s`
+    seconds, in buckets of `step_s` seconds (0 the most recent, on the database clock)."""
+    rows = await (await conn.execute(ATTEMPTS_SQL, {"step": step_s, "span": span_s})).fetchall()
+    return [(int(ago), bool(succeeded), int(n)) for ago, succeeded, n in rows]

@@ -122,10 +122,10 @@ def test_the_backlog_at_each_moment_counts_the_stays_open_then() -> None:
 def test_the_backlog_reads_only_the_entries_into_recovery(
     plan_db: psycopg.Connection[DictRow],
 ) -> None:
-    from app.admin.activity import _RECOVERY
+    from app.operations.backlog import RECOVERY_STAYS_SQL
 
     # On the seeded database (tests/support/fixtures/plans.py): an audit trail as deployed,
     # with a few entries into recovery among many transitions.
-    explained = plan(plan_db, _RECOVERY)
+    explained = plan(plan_db, RECOVERY_STAYS_SQL)
     assert "ix_operation_transitions_recovery" in explained, explained
     assert "Seq Scan" not in explained, explained

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.admin.activity import _PAYMENTS
 from app.console.charts import provider_health
 from app.observability.metrics import Metrics
+from app.payments.activity import CREATED_SQL
 from app.payments.attempts import _COUNTS, DECLINED, NOT_PROCESSED
 from tests.console.conftest import fail_over
 from tests.console.test_console_http import _login
@@ -244,7 +244,7 @@ def test_a_payment_with_one_provider_shows_one_attempt(
         # The window's failovers, by time (migration 0018).
         (_COUNTS, "ix_payment_failovers_created_at"),
         # Payments by outcome and provider: the window's payments, as before providers.
-        (_PAYMENTS, "ix_payments_created"),
+        (CREATED_SQL, "ix_payments_created"),
     ],
 )
 def test_the_windows_failovers_and_payments_are_read_through_indexes(
