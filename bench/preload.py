@@ -17,10 +17,10 @@ _CHUNK = 200_000
 
 _OPERATIONS = """
 INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint, state,
-                        payment_id, fence, attempts, response_status, response_headers,
-                        response_body, created_at, updated_at, completed_at)
+                        fence, attempts, response_status, response_headers, response_body,
+                        created_at, updated_at, completed_at)
 SELECT md5('op' || g)::uuid, %(tenant)s, 'create_payment', 'preload-' || g,
-       md5(g::text) || md5('f' || g), 'COMPLETED', md5('pay' || g)::uuid, 1, 0, 201,
+       md5(g::text) || md5('f' || g), 'COMPLETED', 1, 0, 201,
        jsonb_build_object('location', '/payments/' || md5('pay' || g)::uuid::text,
                           'content-type', 'application/json'),
        json_build_object('payment_id', md5('pay' || g)::uuid, 'operation_id',

@@ -52,13 +52,11 @@ CHUNK = 200_000
 # Row g of a chunk: a payment operation unless g % 10 == 0, which refunds payment g - 1.
 _OPERATIONS = """
 INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint, state,
-                        payment_id, refund_id, fence, attempts, response_status, created_at,
-                        updated_at, completed_at)
+                        fence, attempts, response_status, created_at, updated_at,
+                        completed_at)
 SELECT md5('op' || g)::uuid, t.ids[1 + g %% %(tenants)s],
        CASE WHEN g %% 10 = 0 THEN 'create_refund' ELSE 'create_payment' END,
-       'key-' || md5('key' || g), md5(g::text) || md5('f' || g), 'COMPLETED',
-       md5('pay' || CASE WHEN g %% 10 = 0 THEN g - 1 ELSE g END)::uuid,
-       CASE WHEN g %% 10 = 0 THEN md5('ref' || g)::uuid END, 1, 0, 201,
+       'key-' || md5('key' || g), md5(g::text) || md5('f' || g), 'COMPLETED', 1, 0, 201,
        now() - make_interval(secs => %(total)s::bigint - g), now(), now()
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t

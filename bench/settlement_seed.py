@@ -183,7 +183,7 @@ def _write_ours(
     with psycopg.connect(database_url) as conn, conn.cursor() as cur:
         with cur.copy(
             "COPY operations (id, tenant_id, operation_name, idempotency_key, fingerprint,"
-            " state, payment_id, refund_id, completed_at, created_at) FROM STDIN"
+            " state, completed_at, created_at) FROM STDIN"
         ) as copy:
             for p in made:
                 command = CreatePaymentCommand(
@@ -196,7 +196,7 @@ def _write_ours(
                 digest = fingerprint(OperationName.CREATE_PAYMENT, command.canonical())
                 copy.write_row(
                     (p.operation_id, tenant_id, OperationName.CREATE_PAYMENT.value, p.key, digest,
-                     "COMPLETED", p.id, None, p.at, p.at)
+                     "COMPLETED", p.at, p.at)
                 )  # fmt: skip
             for r in backs:
                 refund = CreateRefundCommand(
@@ -208,7 +208,7 @@ def _write_ours(
                 digest = fingerprint(OperationName.CREATE_REFUND, refund.canonical())
                 copy.write_row(
                     (r.operation_id, tenant_id, OperationName.CREATE_REFUND.value, r.key, digest,
-                     "COMPLETED", r.payment.id, r.id, r.at, r.at)
+                     "COMPLETED", r.at, r.at)
                 )  # fmt: skip
         with cur.copy(
             "COPY payments (id, tenant_id, operation_id, provider_key, route, status,"

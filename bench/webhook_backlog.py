@@ -59,9 +59,8 @@ _EVENTS = """
 CREATE TEMPORARY TABLE seed_events ON COMMIT DROP AS
 SELECT DISTINCT t, k, md5('evt' || t || ':' || k)::uuid AS id FROM seed_deliveries;
 INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint, state,
-                        payment_id, fence)
-SELECT id, md5('tenant' || t)::uuid, 'create_payment', 'key-' || id, 'f', 'COMPLETED',
-       gen_random_uuid(), 1
+                        fence)
+SELECT id, md5('tenant' || t)::uuid, 'create_payment', 'key-' || id, 'f', 'COMPLETED', 1
 FROM seed_events;
 INSERT INTO events (id, tenant_id, type, operation_id, data)
 SELECT id, md5('tenant' || t)::uuid, 'payment.succeeded', id,

@@ -260,9 +260,12 @@ def read_snapshot(
     `providers` (name -> URL, in route order), every one's ledger, each charge tagged with
     its provider."""
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        # The payment each operation creates or refunds, from its kind's table.
         operations = conn.execute(
-            "SELECT id, idempotency_key, state, needs_attention, payment_id, response_status "
-            "FROM operations WHERE tenant_id = %s",
+            "SELECT o.id, o.idempotency_key, o.state, o.needs_attention,"
+            " (l.links ->> 'payment_id')::uuid AS payment_id, o.response_status"
+            " FROM operations o LEFT JOIN operation_links l ON l.operation_id = o.id"
+            " WHERE o.tenant_id = %s",
             (tenant_id,),
         ).fetchall()
         payments = conn.execute(

@@ -12,15 +12,18 @@
 
 -- 2. The claim, one statement (autocommit): the operation inserted first on the scoped key,
 --    claimed and marked sent, its two audit rows, and the payment; or the row holding the
---    key, read in the same round trip.
-WITH changed AS (
+--    key, read in the same round trip. The service mints both ids before the statement;
+--    here the first CTE does.
+WITH ids AS (
+    SELECT gen_random_uuid() AS op, gen_random_uuid() AS pay
+), changed AS (
     INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                            state, payment_id, lease_owner, lease_expires_at, fence)
-    VALUES (gen_random_uuid(), :tenant, 'create_payment', 'pgbench-' || gen_random_uuid(),
-            repeat('f', 64), 'PROVIDER_REQUEST_SENT', gen_random_uuid(), 'api-pgbench',
-            now() + make_interval(secs => 30), 1)
+                            state, lease_owner, lease_expires_at, fence)
+    SELECT op, :tenant, 'create_payment', 'pgbench-' || gen_random_uuid(), repeat('f', 64),
+           'PROVIDER_REQUEST_SENT', 'api-pgbench', now() + make_interval(secs => 30), 1
+    FROM ids
     ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
-    RETURNING id, payment_id
+    RETURNING id
 ), audit AS (
     INSERT INTO operation_transitions
         (operation_id, from_state, to_state, trigger, actor, reason, fence)
@@ -31,13 +34,14 @@ WITH changed AS (
          AS edge (step, from_state, to_state, trigger, reason)
     ORDER BY edge.step
 ), subject AS (
-    INSERT INTO payments (id, tenant_id, operation_id, provider_key, status, amount_minor,
-                          currency, account_id, merchant_reference, description, metadata)
-    SELECT payment_id, :tenant, id, 'payment-' || payment_id::text, 'PENDING', :amount, 'EUR',
-           'acc_bench', 'order-1', NULL, '{}'::jsonb
-    FROM changed
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
+                          amount_minor, currency, account_id, merchant_reference, description,
+                          metadata)
+    SELECT ids.pay, :tenant, changed.id, 'payment-' || ids.pay::text, '{primary}', 'PENDING',
+           :amount, 'EUR', 'acc_bench', 'order-1', NULL, '{}'::jsonb
+    FROM changed, ids
 )
-SELECT id AS op_id, payment_id AS pay_id, now() FROM changed \gset
+SELECT changed.id AS op_id, ids.pay AS pay_id, now() FROM changed, ids \gset
 
 -- 3. The outcome, one statement: COMPLETED with the stored reply, its audit row, the
 --    payment SUCCEEDED, and its event (the outbox) fanned out to the tenant's webhook

@@ -40,14 +40,13 @@ WITH made AS (
     FROM generate_series(%(first)s::int, %(last)s::int) AS g
 ), ops AS (
     INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint, state,
-                            payment_id, refund_id, response_status, created_at, updated_at,
-                            completed_at)
-    SELECT op, %(tenant)s, 'create_payment', 'seed-' || g, 'f', 'COMPLETED', payment, NULL,
-           201, at, at, now()
+                            response_status, created_at, updated_at, completed_at)
+    SELECT op, %(tenant)s, 'create_payment', 'seed-' || g, 'f', 'COMPLETED', 201, at, at,
+           now()
     FROM made
     UNION ALL
     SELECT refund_op, %(tenant)s, 'create_refund', 'seed-refund-' || g, 'f', 'COMPLETED',
-           payment, refund, 201, at, at, now()
+           201, at, at, now()
     FROM made WHERE %(refunds)s
     RETURNING 1
 ), pays AS (

@@ -72,11 +72,11 @@ def test_filters_export_and_the_payment_page(
         assert every.status_code == 200
         listed.append(every.text)
         flagged_payment = db.execute(
-            "SELECT payment_id FROM operations WHERE id = %s", (flagged.operation_id,)
+            "SELECT id FROM payments WHERE operation_id = %s", (flagged.operation_id,)
         ).fetchone()
         assert flagged_payment is not None
         assert _ids(every.text) == [
-            str(flagged_payment["payment_id"]),
+            str(flagged_payment["id"]),
             dollars.json()["payment_id"],
             large["payment_id"],
             small["payment_id"],
@@ -87,7 +87,7 @@ def test_filters_export_and_the_payment_page(
         assert _ids(euros.text) == [large["payment_id"]]
         listed.append(euros.text)
         attention = http.get("/console/payments", params={"tenant": tenant_id, "attention": "yes"})
-        assert _ids(attention.text) == [str(flagged_payment["payment_id"])]
+        assert _ids(attention.text) == [str(flagged_payment["id"])]
         declined = http.get("/console/payments", params={"tenant": tenant_id, "status": "DECLINED"})
         assert _ids(declined.text) == []
         assert 'id="list-empty"' in declined.text

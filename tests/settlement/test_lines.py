@@ -67,11 +67,16 @@ def test_the_migration_gives_each_stored_line_its_provider(scratch_database: str
     key = f"payment-{payment}"
     with psycopg.connect(scratch_database, autocommit=True) as conn:
         conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'old')", (tenant,))
-        for op_id, name in ((operation, "create_payment"), (refund_op, "create_refund")):
+        # The shape of 0016: each operation names its payment, a refund's its refund too,
+        # as the service wrote them (0021 checks that and drops the columns).
+        for op_id, name, refund_id in (
+            (operation, "create_payment", None),
+            (refund_op, "create_refund", refund),
+        ):
             conn.execute(
                 "INSERT INTO operations (id, tenant_id, operation_name, fingerprint, state,"
-                " payment_id) VALUES (%s, %s, %s, 'f', 'COMPLETED', %s)",
-                (op_id, tenant, name, payment),
+                " payment_id, refund_id) VALUES (%s, %s, %s, 'f', 'COMPLETED', %s, %s)",
+                (op_id, tenant, name, payment, refund_id),
             )
         conn.execute(
             "INSERT INTO payments (id, tenant_id, operation_id, provider_key, status,"

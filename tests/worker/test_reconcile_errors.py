@@ -28,9 +28,9 @@ def broken_operation(db: psycopg.Connection[DictRow], tenant: TenantHandle) -> I
     operation_id = str(uuid.uuid4())
     db.execute(
         "INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,"
-        " state, payment_id, lease_owner, lease_expires_at)"
-        " VALUES (%s, %s, 'create_payment', %s, %s, 'RECEIVED', %s, 'api:gone', now())",
-        (operation_id, tenant.id, new_key(), "0" * 64, uuid.uuid4()),
+        " state, lease_owner, lease_expires_at)"
+        " VALUES (%s, %s, 'create_payment', %s, %s, 'RECEIVED', 'api:gone', now())",
+        (operation_id, tenant.id, new_key(), "0" * 64),
     )
     yield operation_id
     db.execute("DELETE FROM operations WHERE id = %s", (operation_id,))

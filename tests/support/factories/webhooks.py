@@ -25,18 +25,20 @@ def create_endpoint(client: httpx.Client, url: str, **extra: Any) -> dict[str, A
 # A backlog written straight to the tables, as the outcome statements write it: an
 # operation, its event, and the event's delivery to one endpoint.
 _BACKLOG = """
-    WITH ops AS (
-        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, payment_id, fence)
-        SELECT gen_random_uuid(), %(tenant)s, 'create_payment', %(tag)s || g, 'f',
-               'COMPLETED', gen_random_uuid(), 1
+    WITH made AS (
+        SELECT g, gen_random_uuid() AS op, gen_random_uuid() AS payment
         FROM generate_series(1, %(n)s) AS g
-        RETURNING id, payment_id
+    ), ops AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, fence)
+        SELECT op, %(tenant)s, 'create_payment', %(tag)s || g, 'f', 'COMPLETED', 1
+        FROM made
+        RETURNING id
     ), ev AS (
         INSERT INTO events (id, tenant_id, type, operation_id, data)
-        SELECT gen_random_uuid(), %(tenant)s, %(type)s, id,
-               jsonb_build_object('payment_id', payment_id::text)
-        FROM ops
+        SELECT gen_random_uuid(), %(tenant)s, %(type)s, ops.id,
+               jsonb_build_object('payment_id', made.payment::text)
+        FROM ops JOIN made ON made.op = ops.id
         RETURNING id
     )
     INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id)
