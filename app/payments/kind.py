@@ -115,10 +115,10 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
     # The provider.
 
     async def request(self, subject: PaymentRow) -> ChargeAt:
-        annotate(provider=subject.provider, provider_attempt=subject.attempt)
-        provider = self._providers[subject.provider]
-        charge = await provider.create_charge(_charge_request(subject))
-        return ChargeAt(charge, subject.attempt, subject.provider)
+        name = subject.provider
+        annotate(provider=name, provider_attempt=subject.attempt)
+        charge = await self._providers[name].create_charge(_charge_request(subject))
+        return ChargeAt(charge, subject.attempt, name)
 
     async def look_up(self, subject: PaymentRow) -> ChargeAt | None:
         return await attempts.look_up(self._providers, subject)
@@ -133,9 +133,9 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
         # With several providers on its route, the history names the one holding the outcome.
         where = f" at {found.provider} (attempt {found.attempt})" if len(payment.route) > 1 else ""
         at = utcnow()
-        stored = replies.charged(payment, charge, operation_id=operation_id, at=at)
         succeeded = charge.status == "succeeded"
         status = PaymentStatus.SUCCEEDED if succeeded else PaymentStatus.DECLINED
+        # The payment as the outcome leaves it: its event's data and, approved, its answer.
         data = payment_json(
             payment,
             status=status.value,
@@ -143,6 +143,7 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
             decline_code=charge.decline_code,
             updated_at=at,
         )
+        stored = replies.charged(payment, charge, operation_id=operation_id, body=data)
         event_type = EventType.PAYMENT_SUCCEEDED if succeeded else EventType.PAYMENT_DECLINED
         return Recording(
             trigger=Trigger.COMPLETE,

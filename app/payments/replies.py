@@ -1,34 +1,28 @@
 """The answers stored for a payment's final outcomes (pure; rendering is `idempotency/replies.py`).
 
-The charge driver renders them inside the transaction that records the outcome, so the first
-answer and every replay are the same bytes. Nothing here touches the database.
+The payment's kind (`kind.py`) renders them before the statement that records the outcome,
+which stores them, so the first answer and every replay are the same bytes. Nothing here
+touches the database.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from typing import Any
 
 from app.errors import PROBLEM_JSON, dump_json, problem_body
 from app.idempotency.replies import JSON, stored_reply
 from app.operations.values import StoredResponse
 from app.payments.rows import PaymentRow
-from app.payments.status import PaymentStatus
-from app.payments.views import payment_json
 from app.provider.client import Charge
 
 
 def charged(
-    payment: PaymentRow, charge: Charge, *, operation_id: uuid.UUID, at: datetime
+    payment: PaymentRow, charge: Charge, *, operation_id: uuid.UUID, body: dict[str, Any]
 ) -> StoredResponse:
-    """The answer stored for a charge the provider processed: 201, or 402 if declined."""
+    """The answer stored for a charge the provider processed: 201 with `body` (the payment
+    as the outcome leaves it: `payment_json` with the charge), or 402 if declined."""
     if charge.status == "succeeded":
-        body = payment_json(
-            payment,
-            status=PaymentStatus.SUCCEEDED.value,
-            provider_charge_id=charge.charge_id,
-            updated_at=at,
-        )
         return stored_reply(201, JSON, dump_json(body), {"location": payment_location(payment.id)})
     code = charge.decline_code or "declined"
     problem = problem_body(

@@ -33,6 +33,7 @@ from app.payments.kind import PaymentKind
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
+from app.payments.views import payment_json
 from app.provider.client import Charge, ChargeRequest, ProviderClient
 from app.provider.errors import LookupFailed, ProviderError, RequestNotSent, RequestRejected
 from app.provider.keys import derive_provider_key
@@ -269,9 +270,16 @@ async def _record_final(
     at: datetime = payment.created_at
     if trigger is Trigger.COMPLETE:
         assert charge is not None
-        stored = replies.charged(payment, charge, operation_id=ref.id, at=at)
         declined = charge.status == "declined"
         status = PaymentStatus.DECLINED if declined else PaymentStatus.SUCCEEDED
+        body = payment_json(
+            payment,
+            status=status.value,
+            provider_charge_id=charge.charge_id,
+            decline_code=charge.decline_code,
+            updated_at=at,
+        )
+        stored = replies.charged(payment, charge, operation_id=ref.id, body=body)
     else:
         stored = replies.rejected(payment, "invalid", operation_id=ref.id)
         status = PaymentStatus.FAILED
