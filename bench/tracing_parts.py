@@ -1,4 +1,4 @@
-"""What each part of a traced payment costs, in process: microseconds of CPU per request.
+"""What each part of a traced payment costs, in process: CPU per request, or instructions.
 
 `bench.compare --trace-after` measures tracing's whole cost in a served API; this takes it
 apart. A stand-in request (no database, no provider: each part calls the project's own
@@ -12,10 +12,20 @@ adding one part of a payment's trace at a time:
     statements   + two statement spans, as `app/tracing/statements.py` makes them
 
 Each row is run in a fresh process, traced as `bench.compare --trace-after` traces (every
-request sampled, spans serialized as JSON lines to /dev/null, flushed before the clock
-stops); the best of three passes of `--requests` is kept. `off` is the same request untraced.
+request sampled, spans serialized as JSON lines to /dev/null, flushed before the measure
+ends); the best of three passes of `--requests` is kept. `off` is the same request untraced.
 
-    python -m bench.tracing_parts [--requests 10000]
+    python -m bench.tracing_parts [--requests 10000] [--ratio 0.05]
+    python -m bench.tracing_parts --instructions [--requests 2000] [--ratio 0.05]
+    python -m bench.tracing_parts --rows off,statements     # only those rows
+
+`--ratio` samples that share of the requests by trace id (`parentbased_traceidratio`, as a
+deployment samples); the ids come from a seeded generator, so every run samples the same
+requests. `--instructions` counts instructions under valgrind instead of timing (a process
+with `--requests` requests less one with none, divided): a figure the machine's load does not
+move. `--spans sdk` (bench only) installs the SDK's own `TracerProvider` in place of the one
+`app/tracing/setup.py` installs, to weigh a provider against it; `--spans both` runs each
+row with both.
 """
 
 from __future__ import annotations
@@ -23,9 +33,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
+import re
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 PARTS = ("server", "provider", "annotate", "transition", "statements")
@@ -39,10 +53,20 @@ SCOPE = {
     "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
 }
 STATEMENT = "WITH claimed AS (INSERT INTO operations (id) VALUES (%s) RETURNING id) SELECT 1"
+SPANS_VARIABLE = "BENCH_TRACING_SPANS"
 
 
-def measure(upto: str, requests: int) -> float:
-    """In this process: microseconds of CPU per request with the parts up to `upto`."""
+def measure(upto: str, requests: int, *, timed: bool = True) -> float:
+    """In this process: microseconds of CPU per request with the parts up to `upto` (or, not
+    `timed`, one pass of `requests` after the warm-up, for an instruction count)."""
+    random.seed(20261126)  # the same trace ids, so the same requests sampled, on every run
+    if os.environ.get(SPANS_VARIABLE) == "sdk":
+        import opentelemetry.sdk.trace
+
+        from app.tracing import lean
+
+        # `configure` imports the provider it installs when it runs: this one, then.
+        lean.LeanTracerProvider = opentelemetry.sdk.trace.TracerProvider  # type: ignore[misc, assignment]
     from app.tracing.setup import configure
 
     traced = upto != "off"
@@ -89,6 +113,10 @@ def measure(upto: str, requests: int) -> float:
     flush = getattr(trace.get_tracer_provider(), "force_flush", lambda: True)
     asyncio.run(serve(500))
     flush()
+    if not timed:
+        asyncio.run(serve(requests))
+        flush()
+        return 0.0
     best = float("inf")
     for _ in range(3):
         started = time.process_time()
@@ -98,30 +126,69 @@ def measure(upto: str, requests: int) -> float:
     return best / requests * 1e6
 
 
+def _command(part: str, requests: int, *, timed: bool) -> list[str]:
+    command = [sys.executable, "-m", "bench.tracing_parts", "--part", part]
+    return [*command, "--requests", str(requests), *([] if timed else ["--untimed"])]
+
+
+def instructions(part: str, requests: int, env: dict[str, str]) -> float:
+    """Instructions per request with the parts up to `part`, counted by valgrind."""
+    counts = []
+    for count in (0, requests):
+        out = Path(tempfile.mkdtemp()) / "callgrind.out"
+        run = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             *_command(part, count, timed=False)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        found = re.search(r"Collected : (\d+)", run.stderr)
+        if run.returncode != 0 or found is None:
+            sys.exit(f"the count of {part} failed:\n{run.stderr[-2000:]}")
+        counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) / requests
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--ratio", type=float, default=1.0, help="share of requests sampled")
+    parser.add_argument("--spans", choices=("ours", "sdk", "both"), default="ours")
+    parser.add_argument("--instructions", action="store_true", help="count, under valgrind")
+    parser.add_argument("--rows", help="comma-separated: off and parts (all by default)")
     parser.add_argument("--part", help=argparse.SUPPRESS)
+    parser.add_argument("--untimed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    default = 2_000 if args.instructions else 10_000
+    requests = default if args.requests is None else args.requests
     if args.part:
-        print(f"{measure(args.part, args.requests):.1f}")
+        print(f"{measure(args.part, requests, timed=not args.untimed):.1f}")
         return
-    from bench.compare import TRACED
+    from bench.compare import traced_env
 
-    env = {**os.environ, **TRACED, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx"}
-    print("| request with | CPU per request (us) | added by the part (us) |\n|---|---:|---:|")
-    previous = None
-    for part in ("off", *PARTS):
-        run = subprocess.run(
-            [sys.executable, "-m", "bench.tracing_parts", "--part", part, "--requests",
-             str(args.requests)],
-            env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        cost = float(run.stdout.strip())
-        added = "" if previous is None else f"{cost - previous:+.1f}"
-        label = "nothing traced" if part == "off" else f"+ {part}"
-        print(f"| {label} | {cost:.1f} | {added} |", flush=True)
-        previous = cost
+    env = {**os.environ, **traced_env(args.ratio), "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx"}
+    sides = ("ours", "sdk") if args.spans == "both" else (args.spans,)
+    unit = "instructions" if args.instructions else "CPU (us)"
+    print(f"| request with | spans | {unit} per request | added by the part |")
+    print("|---|---|---:|---:|")
+    previous: dict[str, float] = {}
+    rows = args.rows.split(",") if args.rows else ["off", *PARTS]
+    for part in rows:
+        for side in sides:
+            side_env = {**env, SPANS_VARIABLE: side}
+            if args.instructions:
+                cost = instructions(part, requests, side_env)
+                shown = f"{cost:,.0f}"
+            else:
+                run = subprocess.run(
+                    _command(part, requests, timed=True),
+                    env=side_env, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                cost = float(run.stdout.strip())
+                shown = f"{cost:.1f}"
+            added = "" if side not in previous else f"{cost - previous[side]:+,.1f}"
+            label = "nothing traced" if part == "off" else f"+ {part}"
+            print(f"| {label} | {side} | {shown} | {added} |", flush=True)
+            previous[side] = cost
 
 
 if __name__ == "__main__":
