@@ -23,9 +23,7 @@ ends); the best of three passes of `--requests` is kept. `off` is the same reque
 deployment samples); the ids come from a seeded generator, so every run samples the same
 requests. `--instructions` counts instructions under valgrind instead of timing (a process
 with `--requests` requests less one with none, divided): a figure the machine's load does not
-move. `--spans sdk` (bench only) installs the SDK's own `TracerProvider` in place of the one
-`app/tracing/setup.py` installs, to weigh a provider against it; `--spans both` runs each
-row with both.
+move.
 """
 
 from __future__ import annotations
@@ -53,20 +51,12 @@ SCOPE = {
     "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
 }
 STATEMENT = "WITH claimed AS (INSERT INTO operations (id) VALUES (%s) RETURNING id) SELECT 1"
-SPANS_VARIABLE = "BENCH_TRACING_SPANS"
 
 
 def measure(upto: str, requests: int, *, timed: bool = True) -> float:
     """In this process: microseconds of CPU per request with the parts up to `upto` (or, not
     `timed`, one pass of `requests` after the warm-up, for an instruction count)."""
     random.seed(20261126)  # the same trace ids, so the same requests sampled, on every run
-    if os.environ.get(SPANS_VARIABLE) == "sdk":
-        import opentelemetry.sdk.trace
-
-        from app.tracing import lean
-
-        # `configure` imports the provider it installs when it runs: this one, then.
-        lean.LeanTracerProvider = opentelemetry.sdk.trace.TracerProvider  # type: ignore[misc, assignment]
     from app.tracing.setup import configure
 
     traced = upto != "off"
@@ -152,7 +142,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int)
     parser.add_argument("--ratio", type=float, default=1.0, help="share of requests sampled")
-    parser.add_argument("--spans", choices=("ours", "sdk", "both"), default="ours")
     parser.add_argument("--instructions", action="store_true", help="count, under valgrind")
     parser.add_argument("--rows", help="comma-separated: off and parts (all by default)")
     parser.add_argument("--part", help=argparse.SUPPRESS)
@@ -166,29 +155,24 @@ def main() -> None:
     from bench.compare import traced_env
 
     env = {**os.environ, **traced_env(args.ratio), "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx"}
-    sides = ("ours", "sdk") if args.spans == "both" else (args.spans,)
     unit = "instructions" if args.instructions else "CPU (us)"
-    print(f"| request with | spans | {unit} per request | added by the part |")
-    print("|---|---|---:|---:|")
-    previous: dict[str, float] = {}
-    rows = args.rows.split(",") if args.rows else ["off", *PARTS]
-    for part in rows:
-        for side in sides:
-            side_env = {**env, SPANS_VARIABLE: side}
-            if args.instructions:
-                cost = instructions(part, requests, side_env)
-                shown = f"{cost:,.0f}"
-            else:
-                run = subprocess.run(
-                    _command(part, requests, timed=True),
-                    env=side_env, capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                cost = float(run.stdout.strip())
-                shown = f"{cost:.1f}"
-            added = "" if side not in previous else f"{cost - previous[side]:+,.1f}"
-            label = "nothing traced" if part == "off" else f"+ {part}"
-            print(f"| {label} | {side} | {shown} | {added} |", flush=True)
-            previous[side] = cost
+    print(f"| request with | {unit} per request | added by the part |\n|---|---:|---:|")
+    previous = None
+    for part in args.rows.split(",") if args.rows else ["off", *PARTS]:
+        if args.instructions:
+            cost = instructions(part, requests, env)
+            shown = f"{cost:,.0f}"
+        else:
+            run = subprocess.run(
+                _command(part, requests, timed=True),
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            cost = float(run.stdout.strip())
+            shown = f"{cost:.1f}"
+        added = "" if previous is None else f"{cost - previous:+,.1f}"
+        label = "nothing traced" if part == "off" else f"+ {part}"
+        print(f"| {label} | {shown} | {added} |", flush=True)
+        previous = cost
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
-from app.tracing.lean_span import LeanSpan
-
 _KINDS = {kind: kind.name.lower() for kind in SpanKind}
 _STATUSES = {code: code.name.lower() for code in StatusCode}
 
@@ -33,8 +31,7 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
     parent = span.parent
     events = span.events
     links = span.links
-    # A lean span's own dict, unchanged once ended; another span's, copied.
-    attributes = span.own_attributes if type(span) is LeanSpan else dict(span.attributes or {})
+    attributes = dict(span.attributes or {})
     return {
         "name": span.name,
         "service": span.resource.attributes.get("service.name"),

@@ -69,12 +69,11 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
         return False
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from app.tracing.lean import LeanTracerProvider
-
     attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
-    provider = LeanTracerProvider(resource=Resource.create(attributes))  # OTEL_TRACES_SAMPLER's
+    provider = TracerProvider(resource=Resource.create(attributes))  # OTEL_TRACES_SAMPLER's
     for exporter in _exporters(environ):
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)

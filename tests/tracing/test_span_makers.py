@@ -14,12 +14,11 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode, Tracer, use_span
 
-from app.tracing.lean import LeanTracerProvider
 from app.tracing.server import ServerSpans
 from app.tracing.statements import TracedCursor
 
@@ -34,7 +33,7 @@ def exporter() -> InMemorySpanExporter:
 
 @pytest.fixture
 def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = LeanTracerProvider()
+    provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider.get_tracer("test")
 
