@@ -18,8 +18,8 @@ from datetime import timedelta
 import psycopg
 
 from app.admin import activity
-from app.admin.queries import OperationFilter, list_operations
 from app.db.database import Connection
+from app.operations.operator_reads import OperationFilter, list_operations
 from app.payments import activity as payment_reads
 from app.payments import attempts
 from app.payments.operator_reads import Cursor, RecordFilter, list_payments

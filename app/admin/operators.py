@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from app.admin import queries
 from app.admin.deliveries import DeliveryActions
 from app.admin.errors import (
     NotFlagged,
@@ -48,6 +47,7 @@ from app.admin.rows import Operator
 from app.db.database import Database
 from app.errors import NotFound, ProblemError
 from app.operations import leases, reads
+from app.operations import operator_reads as operation_reads
 from app.operations.kinds import Described
 from app.operations.outcomes import FencedOut, Outcome
 from app.operations.states import TERMINAL, State
@@ -111,13 +111,17 @@ class OperatorActions:
         self._key_ttl_s = key_ttl_s
         self.deliveries = DeliveryActions(db=db)
 
-    async def list(self, flt: queries.OperationFilter, *, limit: int) -> queries.Page:
+    async def list(
+        self, flt: operation_reads.OperationFilter, *, limit: int
+    ) -> operation_reads.Page:
         async with self._db.connection() as conn:
-            return await queries.list_operations(conn, flt, limit=limit, key_ttl_s=self._key_ttl_s)
+            return await operation_reads.list_operations(
+                conn, flt, limit=limit, key_ttl_s=self._key_ttl_s
+            )
 
-    async def overview(self) -> queries.Overview:
+    async def overview(self) -> operation_reads.Overview:
         async with self._db.connection() as conn:
-            return await queries.overview(conn)
+            return await operation_reads.overview(conn)
 
     async def read(self, operation_id: uuid.UUID) -> Snapshot:
         """The operation with its history; `NotFound` if there is none."""
@@ -270,7 +274,7 @@ class OperatorActions:
         the operation can ever have. None when that is already so.
         """
         async with self._db.connection() as conn:
-            since = await queries.seconds_since_last_send(conn, ref.id)
+            since = await operation_reads.seconds_since_last_send(conn, ref.id)
         if since is None or since >= self._lease_s:
             return None
         return int(self._lease_s - since) + 1

@@ -17,7 +17,6 @@ from app.admin import repository as admin_tokens
 from app.admin import search
 from app.admin.delivery_views import failed_json
 from app.admin.operators import OperatorActions, Resolution
-from app.admin.queries import MAX_PAGE, OperationFilter
 from app.admin.rows import Operator
 from app.admin.schemas import ResolveIn
 from app.admin.views import admin_operation_json, detail_json, overview_json
@@ -29,6 +28,7 @@ from app.http.body import read_json_object
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION, problem
 from app.http.query import only_query
 from app.http.state import get_services
+from app.operations.operator_reads import MAX_PAGE, OperationFilter
 from app.operations.states import State
 from app.webhooks import operator_reads
 from app.webhooks.views import DELIVERY_PREFIX, parse_id

@@ -6,9 +6,9 @@ from typing import Any
 
 from app.admin.delivery_views import event_json
 from app.admin.operators import Detail, ProviderView
-from app.admin.queries import Overview
 from app.clock import iso
 from app.operations.history import full_history
+from app.operations.operator_reads import Overview
 from app.operations.values import Snapshot
 from app.operations.views import operation_json
 

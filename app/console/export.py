@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import Any
 
-from app.admin.queries import OperationFilter
 from app.clock import iso
 from app.dependencies import Services
+from app.operations.operator_reads import OperationFilter
 from app.payments import operator_reads as records
 from app.payments.money import format_minor_units
 from app.payments.operator_reads import RecordFilter

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from app.admin.queries import OperationFilter
 from app.console import export
+from app.operations.operator_reads import OperationFilter
 from app.operations.states import State
 from app.payments.money import InvalidAmount, UnknownCurrency, normalize_currency, to_minor_units
 from app.payments.operator_reads import Cursor, RecordFilter

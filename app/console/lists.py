@@ -1,10 +1,10 @@
 """The console's lists: operations, payments and refunds across tenants, filtered, paged by
 keyset, each with a CSV export of the same filter; and a payment's own page.
 
-The reads are shared: `app/admin/queries.py` for operations (oldest first, as in the admin
-API), `app/payments/operator_reads.py` and `app/refunds/operator_reads.py` for payments and
-refunds (newest first). The filter forms are read by `filters.py`, the exports written by
-`export.py`, a payment's page assembled by `dossier.py`.
+The reads are shared: `app/operations/operator_reads.py` for operations (oldest first, as
+in the admin API), `app/payments/operator_reads.py` and `app/refunds/operator_reads.py` for
+payments and refunds (newest first). The filter forms are read by `filters.py`, the exports
+written by `export.py`, a payment's page assembled by `dossier.py`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from fastapi import APIRouter, Form, Request, Response
 
 from app.admin import repository as admin_auth
 from app.admin.operators import Resolution
-from app.admin.queries import OperationFilter
 from app.admin.views import admin_operation_json, detail_json
 from app.console import deliveries, discrepancies, lists, search
 from app.console.charts import dashboard_charts
@@ -37,6 +36,7 @@ from app.console.web import (
 from app.dependencies import Services, ServicesDep
 from app.errors import ProblemError
 from app.http.auth import MAX_API_KEY_LENGTH
+from app.operations.operator_reads import OperationFilter
 from app.settlement.changes import check_reason
 
 router = APIRouter(prefix="/console", include_in_schema=False)

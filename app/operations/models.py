@@ -53,8 +53,8 @@ class Operation(Base):
             "lease_expires_at",
             postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
         ),
-        # The operators' lists (`app/admin/queries.py`), paged by (created_at, id): by state,
-        # by tenant, and the needs-attention queue (partial: only flagged rows).
+        # The operators' lists (`app/operations/operator_reads.py`), paged by (created_at,
+        # id): by state, by tenant, and the needs-attention queue (partial: only flagged rows).
         Index("ix_operations_state_created", "state", "created_at", "id"),
         Index("ix_operations_tenant_created", "tenant_id", "created_at", "id"),
         Index(

@@ -7,7 +7,7 @@ or `dismissed` (it was never a real difference), always with a reason, each chan
 concurrent change).
 
 Lists are paged by keyset on (first_seen_at, id), oldest first, as the operations' are
-(`app/admin/queries.py`). The open queue, by kind or not, walks the partial index
+(`app/operations/operator_reads.py`). The open queue, by kind or not, walks the partial index
 `ix_reconciliation_items_open` (kind, first_seen_at, id) WHERE state = 'open'; the state is
 written into the statement as a literal (from the enum), never a parameter, so that a
 prepared statement's generic plan may still use that partial index.

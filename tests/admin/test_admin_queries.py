@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.admin.queries import OperationFilter, list_sql
+from app.operations.operator_reads import OperationFilter, list_sql
 from app.operations.states import State
 from app.webhooks import operator_reads
 from tests.support.fixtures.plans import plan
