@@ -208,18 +208,9 @@ class ProviderClient:
         self, operation: str, path: str, query: Mapping[str, str], *, key: str | None = None
     ) -> dict[str, Any] | None:
         """A read of the books, observed and traced as every call is."""
-        started = time.perf_counter()
-        outcome = "interrupted"
-        try:
-            get = partial(self._get_books, path, query, key)
-            found = await (traced_call(operation, key, path, get) if STATE.enabled else get(None))
-            outcome = "not_found" if found is None else "found"
-            return found
-        except ProviderError as exc:
-            outcome = exc.outcome
-            raise
-        finally:
-            self._observe(operation, outcome, time.perf_counter() - started)
+        return await self._looked_up(
+            operation, path, key, partial(self._get_books, path, query, key)
+        )
 
     async def _get_books(
         self,
@@ -296,13 +287,22 @@ class ProviderClient:
         provider_key: str,
         parse: Callable[..., _Found | None],
     ) -> _Found | None:
+        get = partial(self._get, path, provider_key, parse)
+        return await self._looked_up(operation, path, provider_key, get)
+
+    async def _looked_up(
+        self,
+        operation: str,
+        path: str,
+        key: str | None,
+        get: Callable[[str | None], Awaitable[_T | None]],
+    ) -> _T | None:
+        """`get(traceparent)`, a read at the provider (a lookup by key, a read of its books),
+        traced when tracing is on and observed by outcome: found, not_found or the error's."""
         started = time.perf_counter()
         outcome = "interrupted"
         try:
-            get = partial(self._get, path, provider_key, parse)
-            found = await (
-                traced_call(operation, provider_key, path, get) if STATE.enabled else get(None)
-            )
+            found = await (traced_call(operation, key, path, get) if STATE.enabled else get(None))
             outcome = "not_found" if found is None else "found"
             return found
         except ProviderError as exc:
