@@ -48,8 +48,8 @@ def detail_json(detail: Detail) -> dict[str, Any]:
     events with their webhook deliveries."""
     body = admin_operation_json(detail.snapshot, with_history=True)
     subject = detail.subject
-    body["subject"] = None if subject is None else {"type": subject.kind, **subject.body}
-    body["payment"] = subject.body if subject is not None and subject.kind == "payment" else None
+    body["subject"] = None if subject is None else {"type": subject.noun, **subject.body}
+    body["payment"] = subject.body if subject is not None and subject.noun == "payment" else None
     body["provider"] = provider_json(detail.provider)
     body["events"] = [event_json(event) for event in detail.events]
     return body

@@ -128,7 +128,8 @@ class Described:
     """The business object as operators see it, and its row (what the provider lookup
     reads its providers and keys from)."""
 
-    kind: str
+    # What it is, as problems and the admin API name it: its kind's noun ("payment").
+    noun: str
     body: dict[str, Any]
     row: Any
 
