@@ -19,8 +19,10 @@ revisions or sides of one run only. `--traced` runs
 each revision a second time traced as `bench.compare --trace-after` traces (every request
 sampled, its spans serialized to /dev/null), and flushes the spans before counting stops.
 
-The database is the server at `DATABASE_URL` (a fresh database, dropped afterwards), or an
-embedded one.
+The database is the server at `DATABASE_URL`, or an embedded one: each revision runs on a
+fresh database of its own there, migrated by the revision's own migrations and with a
+tenant made by its own `payments tenant create`, so revisions of different schemas compare
+(each dropped afterwards).
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ import re
 import subprocess
 import sys
 import tempfile
-from contextlib import ExitStack
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_instr"}).encode()
 PUBLIC_PORT = 8000
@@ -184,6 +190,41 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: 
     return int(found.group(1))
 
 
+@contextmanager
+def revision_database(server_url: str, tree: Path, env: dict[str, str]) -> Iterator[str]:
+    """A database of its own for `tree`'s revision on the bench's server, migrated by the
+    revision's own migrations (revisions of different schemas each run on theirs); dropped
+    afterwards."""
+    name = f"payments_instructions_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    from bench.system import with_database
+
+    url = with_database(server_url, name)
+    try:
+        _tree_cli(tree, {**env, "DATABASE_URL": url}, "migrate")
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _tree_cli(tree: Path, env: dict[str, str], *args: str) -> str:
+    """`payments ARGS` as `tree`'s revision has it; its standard output, stripped."""
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=tree,
+        env={**env, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if run.returncode != 0:
+        sys.exit(f"`payments {' '.join(args)}` of {tree} failed:\n{run.stderr[-2000:]}")
+    return run.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
@@ -198,7 +239,7 @@ def main() -> None:
         asyncio.run(replay(args.serve, warm_up=50, scenario=args.scenario))
         return
     from bench.compare import TRACED, checkout, known_settings
-    from bench.system import api_env, bench_database, create_tenant, start_provider
+    from bench.system import api_env, bench_database, start_provider
 
     with ExitStack() as stack:
         trees = {rev: stack.enter_context(checkout(rev)) for rev in args.revisions}
@@ -206,15 +247,17 @@ def main() -> None:
         provider = start_provider(Path(tempfile.mkdtemp(prefix="payments-instructions-")))
         stack.callback(provider.stop)
         assert provider.url is not None
-        env = api_env(db.url, provider.url)
-        _, api_key = create_tenant(env, "instructions")
-        env = {**os.environ, **env, "INSTRUCTIONS_API_KEY": api_key}
+        env = {**os.environ, **api_env(db.url, provider.url)}
         env["PAYMENTS_ADMIN_PORT"] = str(PUBLIC_PORT + 1)
         unit = {"lookups": "lookup", "payments": "new payment"}.get(args.scenario, "replay")
         print(f"| revision | instructions per {unit} |\n|---|---:|")
         for rev, tree in trees.items():
-            # Older revisions refuse settings they do not have yet.
+            # Older revisions refuse settings they do not have yet, and each runs on a
+            # database of its own schema, migrated by its own migrations.
             tree_env = known_settings(tree, env)
+            url = stack.enter_context(revision_database(db.url, tree, tree_env))
+            tree_env = {**tree_env, "DATABASE_URL": url}
+            tree_env["INSTRUCTIONS_API_KEY"] = _tree_cli(tree, tree_env, "tenant", "create", rev)
             sides = [("", tree_env)]
             if args.traced:
                 sides.append((" traced", {**tree_env, **TRACED}))

@@ -38,7 +38,8 @@ class Database:
     embedded: bool
 
 
-def _with_database(server_url: str, name: str) -> str:
+def with_database(server_url: str, name: str) -> str:
+    """The URL of database `name` on the server of `server_url`."""
     params = psycopg.conninfo.conninfo_to_dict(server_url)
     params["dbname"] = name
     return as_url(psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items()}))
@@ -56,7 +57,7 @@ def bench_database(*, durable: bool) -> Iterator[Database]:
         name = f"payments_bench_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
-        url = _with_database(server_url, name)
+        url = with_database(server_url, name)
         try:
             upgrade_head(url)
             yield Database(url=url, postmaster_pid=None, embedded=False)
