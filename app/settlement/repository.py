@@ -17,29 +17,16 @@ from datetime import date
 from typing import Any
 
 from app.db.database import Connection
+from app.payments import books as payment_books
+from app.refunds import books as refund_books
 from app.settlement.books import Settled, day_bounds
 from app.settlement.matching import OurRecord
 from app.settlement.rows import ItemKind, ItemState, RecordType
 
-# Our records with their operations' states and the provider holding each: a payment's
-# route at its attempt (1-based arrays), and its whole route only when it names several
-# providers (a payment with one provider costs no array); a refund's provider.
-_OURS = {
-    RecordType.CHARGE: """
-        SELECT p.provider_key, p.tenant_id, p.operation_id, o.state, p.id, NULL::uuid,
-               p.status, p.amount_minor, p.currency, p.amount_refunded_minor,
-               p.provider_charge_id, p.created_at, p.route[p.attempt + 1], p.attempt,
-               CASE WHEN cardinality(p.route) > 1 THEN p.route END
-        FROM payments p JOIN operations o ON o.id = p.operation_id
-    """,
-    RecordType.REFUND: """
-        SELECT r.provider_key, r.tenant_id, r.operation_id, o.state, r.payment_id, r.id,
-               r.status, r.amount_minor, r.currency, NULL::bigint,
-               r.provider_refund_id, r.created_at, r.provider, 0, NULL::text[]
-        FROM refunds r JOIN operations o ON o.id = r.operation_id
-    """,
-}
-_ALIAS = {RecordType.CHARGE: "p", RecordType.REFUND: "r"}
+# Our records with their operations' states and the provider holding each, as the payments'
+# and the refunds' own packages read them (`books.py` of each).
+_OURS = {RecordType.CHARGE: payment_books.OURS_SQL, RecordType.REFUND: refund_books.OURS_SQL}
+_ALIAS = {RecordType.CHARGE: payment_books.ALIAS, RecordType.REFUND: refund_books.ALIAS}
 
 
 def _our_record(record_type: RecordType, row: tuple[Any, ...]) -> OurRecord:
