@@ -65,13 +65,21 @@ def _assert_never_beyond(
     assert sum(r["amount_minor"] for r in ledger) == 1000
     after = client.get(f"/payments/{payment['payment_id']}").json()
     assert (after["status"], after["amount_refunded"]) == ("REFUNDED", "10.00")
-    # The refused requests left nothing behind: one operation per refund made.
+    # The refused requests left nothing behind: one operation per refund made, and no
+    # refund operation without its refund (a claim writes both or neither).
     count = db.execute(
-        "SELECT count(*) AS n FROM operations WHERE operation_name = 'create_refund'"
-        " AND payment_id = %s",
+        "SELECT count(*) AS n FROM operations o JOIN refunds r ON r.operation_id = o.id"
+        " WHERE o.operation_name = 'create_refund' AND r.payment_id = %s",
         (payment["payment_id"],),
     ).fetchone()
     assert count == {"n": 10}
+    bare = db.execute(
+        "SELECT count(*) AS n FROM operations o WHERE o.operation_name = 'create_refund'"
+        " AND o.tenant_id = (SELECT tenant_id FROM payments WHERE id = %s)"
+        " AND NOT EXISTS (SELECT FROM refunds r WHERE r.operation_id = o.id)",
+        (payment["payment_id"],),
+    ).fetchone()
+    assert bare == {"n": 0}
 
 
 def test_concurrent_refunds_through_one_api_never_exceed_the_payment(
