@@ -17,8 +17,9 @@ its payments instead, by trace id, as a deployment would.
 
 A revision is anything `git worktree add` takes (a commit, a branch, a tag), checked out
 in a temporary worktree that is removed afterwards; `.` is the working tree as it is, copied
-to a temporary folder likewise (`checkout`). Both run on the schema of this checkout's
-migrations, so compare revisions with the same schema.
+to a temporary folder likewise (`checkout`). Each runs on a database of its own on the
+bench's server, migrated by its own migrations, with a tenant and the same payments made by
+its own API, so revisions of different schemas compare.
 Results go to `bench/results/<UTC time>-compare.md` and `.json`.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -50,8 +52,9 @@ from bench.system import (
     RESULTS_DIR,
     api_env,
     bench_database,
-    create_tenant,
+    revision_database,
     start_provider,
+    tree_cli,
 )
 from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
 from tests.support.control.system import admin_env
@@ -236,29 +239,32 @@ def compare(
         provider = start_shared_provider(trees, log_dir)
         stack.callback(provider.stop)
         assert provider.url is not None
-        env = api_env(db.url, provider.url)
-        _, api_key = create_tenant(env, "compare")
-        apis = []
-        for i, tree in enumerate(trees):
-            traced = traced_env(trace_ratio) if trace_after and i else {}
-            api = start_api(tree, {**env, **traced}, log_dir)
-            stack.callback(api.stop)
-            apis.append(api)
-        headers = {"authorization": f"Bearer {api_key}"}
-        targets = [Target.from_url(str(api.url), headers=headers) for api in apis]
+        env = {**os.environ, **api_env(db.url, provider.url)}
+        apis, targets = [], []
         tag = uuid.uuid4().hex[:8]
-        made = asyncio.run(
-            run_load(
-                targets[-1],
-                _payments(tag),
-                total=MADE,
-                concurrency=concurrency,
-                duration_s=300,
+        for i, tree in enumerate(trees):
+            # Each revision on a database of its own schema, migrated by its own migrations,
+            # with its own tenant and the same payments made (revisions of different schemas
+            # compare; the server, the machine and the provider are shared).
+            tree_env = known_settings(tree, env)
+            url = stack.enter_context(revision_database(db.url, tree, tree_env))
+            tree_env = {**tree_env, "DATABASE_URL": url}
+            api_key = tree_cli(tree, tree_env, "tenant", "create", f"compare-{i}")
+            traced = traced_env(trace_ratio) if trace_after and i else {}
+            api = start_api(tree, {**tree_env, **traced}, log_dir)
+            stack.callback(api.stop)
+            target = Target.from_url(str(api.url), headers={"authorization": f"Bearer {api_key}"})
+            made = asyncio.run(
+                run_load(
+                    target, _payments(tag), total=MADE, concurrency=concurrency, duration_s=300
+                )
             )
-        )
-        print(f"compare: {made.answered} payments made, {dict(made.statuses)}", flush=True)
+            print(f"compare: {made.answered} payments made, {dict(made.statuses)}", flush=True)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("ANALYZE")
+            apis.append(api)
+            targets.append(target)
         with psycopg.connect(db.url, autocommit=True) as conn:
-            conn.execute("ANALYZE")
             version = conn.execute("SHOW server_version").fetchone()
             durability = conn.execute(
                 "SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings"

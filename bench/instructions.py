@@ -35,13 +35,9 @@ import re
 import subprocess
 import sys
 import tempfile
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-
-import psycopg
 
 BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_instr"}).encode()
 PUBLIC_PORT = 8000
@@ -190,41 +186,6 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: 
     return int(found.group(1))
 
 
-@contextmanager
-def revision_database(server_url: str, tree: Path, env: dict[str, str]) -> Iterator[str]:
-    """A database of its own for `tree`'s revision on the bench's server, migrated by the
-    revision's own migrations (revisions of different schemas each run on theirs); dropped
-    afterwards."""
-    name = f"payments_instructions_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    from bench.system import with_database
-
-    url = with_database(server_url, name)
-    try:
-        _tree_cli(tree, {**env, "DATABASE_URL": url}, "migrate")
-        yield url
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _tree_cli(tree: Path, env: dict[str, str], *args: str) -> str:
-    """`payments ARGS` as `tree`'s revision has it; its standard output, stripped."""
-    run = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=tree,
-        env={**env, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if run.returncode != 0:
-        sys.exit(f"`payments {' '.join(args)}` of {tree} failed:\n{run.stderr[-2000:]}")
-    return run.stdout.strip()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
@@ -239,7 +200,7 @@ def main() -> None:
         asyncio.run(replay(args.serve, warm_up=50, scenario=args.scenario))
         return
     from bench.compare import TRACED, checkout, known_settings
-    from bench.system import api_env, bench_database, start_provider
+    from bench.system import api_env, bench_database, revision_database, start_provider, tree_cli
 
     with ExitStack() as stack:
         trees = {rev: stack.enter_context(checkout(rev)) for rev in args.revisions}
@@ -257,7 +218,7 @@ def main() -> None:
             tree_env = known_settings(tree, env)
             url = stack.enter_context(revision_database(db.url, tree, tree_env))
             tree_env = {**tree_env, "DATABASE_URL": url}
-            tree_env["INSTRUCTIONS_API_KEY"] = _tree_cli(tree, tree_env, "tenant", "create", rev)
+            tree_env["INSTRUCTIONS_API_KEY"] = tree_cli(tree, tree_env, "tenant", "create", rev)
             sides = [("", tree_env)]
             if args.traced:
                 sides.append((" traced", {**tree_env, **TRACED}))

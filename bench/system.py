@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -132,3 +133,36 @@ def create_tenant(env: dict[str, str], name: str) -> tuple[uuid.UUID, str]:
     assert row is not None
     tenant_id: uuid.UUID = row[0]
     return tenant_id, api_key
+
+
+@contextmanager
+def revision_database(server_url: str, tree: Path, env: dict[str, str]) -> Iterator[str]:
+    """A database of its own for `tree`'s revision on the bench's server, migrated by the
+    revision's own migrations (revisions of different schemas each run on theirs); dropped
+    afterwards."""
+    name = f"payments_instructions_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    try:
+        tree_cli(tree, {**env, "DATABASE_URL": url}, "migrate")
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def tree_cli(tree: Path, env: dict[str, str], *args: str) -> str:
+    """`payments ARGS` as `tree`'s revision has it; its standard output, stripped."""
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=tree,
+        env={**env, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if run.returncode != 0:
+        sys.exit(f"`payments {' '.join(args)}` of {tree} failed:\n{run.stderr[-2000:]}")
+    return run.stdout.strip()
