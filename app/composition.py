@@ -21,12 +21,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from app.authorizations.kinds import CaptureKind, VoidKind
 from app.db.database import Database, open_database
 from app.events.outbox import followed_by
 from app.failpoints import Failpoints
 from app.observability.metrics import Metrics
 from app.operations.driver import Driver
-from app.operations.kinds import KindParts, OperationKind
+from app.operations.kinds import KindParts, OperationKind, Upkeep
 from app.payments.kind import PaymentKind
 from app.provider.breaker import CircuitBreaker
 from app.provider.client import ProviderClient
@@ -40,7 +41,12 @@ from app.settings import Settings
 from app.webhooks.fanout import DELIVERIES
 
 # Every operation kind the service runs; a new kind adds its line here.
-KINDS: tuple[type[OperationKind[Any, Any, Any]], ...] = (PaymentKind, RefundKind)
+KINDS: tuple[type[OperationKind[Any, Any, Any]], ...] = (
+    PaymentKind,
+    RefundKind,
+    CaptureKind,
+    VoidKind,
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class Runtime:
     routing: RoutingTable
     # By operation name: each kind's reconciler, its `driver`, the driver's `kind`.
     reconcilers: Mapping[str, Reconciler[Any, Any]]
+    # The kinds' own batch jobs (`OperationKind.upkeep`), run by the worker's expiry pass.
+    upkeeps: tuple[Upkeep, ...] = ()
 
 
 def provider_connections(settings: Settings) -> int:
@@ -113,7 +121,9 @@ async def runtime(
     providers = Providers({name: client for name, (client, _) in built.items()})
     try:
         async with open_database(settings, application_name=application_name) as db:
-            parts = KindParts(providers=providers, routing=routing, metrics=metrics)
+            parts = KindParts(
+                providers=providers, routing=routing, metrics=metrics, settings=settings
+            )
             failpoints = Failpoints.parse(settings.failpoints)
             policy = RecoveryPolicy(
                 max_attempts=settings.max_attempts,
@@ -123,9 +133,13 @@ async def runtime(
             # Every event a driver writes fans out to the tenant's endpoints in its statement.
             deliver = followed_by(DELIVERIES)
             reconcilers: dict[str, Reconciler[Any, Any]] = {}
+            upkeeps: list[Upkeep] = []
             for kind in KINDS:
+                built_kind = kind.build(parts)
+                if (upkeep := built_kind.upkeep(db, deliver)) is not None:
+                    upkeeps.append(upkeep)
                 driver = Driver(
-                    kind.build(parts),
+                    built_kind,
                     db=db,
                     lease_s=settings.lease_s,
                     failpoints=failpoints,
@@ -139,6 +153,7 @@ async def runtime(
                 providers=providers,
                 routing=routing,
                 reconcilers=reconcilers,
+                upkeeps=tuple(upkeeps),
             )
     finally:
         for _, wire in built.values():

@@ -9,13 +9,15 @@ the console) take the whole of it as `ServicesDep`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends
 
 from app.admin import router as admin_router
 from app.admin.operators import OperatorActions
+from app.authorizations import router as authorizations_router
 from app.db.database import Database
 from app.events import router as events_router
 from app.http.state import get_services
@@ -42,6 +44,8 @@ class Services:
     db: Database
     payments: KeyedFlow[CreatePaymentCommand]
     refunds: KeyedFlow[CreateRefundCommand]
+    # Every kind's keyed flow, by operation name (the two above among them).
+    flows: Mapping[str, KeyedFlow[Any]]
     metrics: Metrics
     api_keys: ApiKeyCache
     operators: OperatorActions
@@ -58,9 +62,10 @@ def _provides(services: Services) -> None:
         TenantGate,
         payments_router.Needs,
         refunds_router.Needs,
+        authorizations_router.Needs,
         operations_router.Needs,
         events_router.Needs,
         webhooks_router.Needs,
         admin_router.Needs,
-    ] = (services,) * 7
+    ] = (services,) * 8
     del needs

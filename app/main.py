@@ -18,6 +18,7 @@ from app import gc_tuning, health
 from app.admin import router as admin_router
 from app.admin.discrepancies import router as discrepancies_router
 from app.admin.operators import OperatorActions
+from app.authorizations import router as authorizations_router
 from app.composition import runtime
 from app.console import router as console_router
 from app.console.forms import cap_console_forms
@@ -76,11 +77,13 @@ def create_app(settings: Settings) -> FastAPI:
                     metrics=metrics,
                 )
 
+            flows = {name: flow(name) for name in parts.reconcilers}
             app.state.services = Services(
                 settings=settings,
                 db=parts.db,
-                payments=flow(OperationName.CREATE_PAYMENT),
-                refunds=flow(OperationName.CREATE_REFUND),
+                payments=flows[OperationName.CREATE_PAYMENT],
+                refunds=flows[OperationName.CREATE_REFUND],
+                flows=flows,
                 metrics=metrics,
                 api_keys=api_key_cache(parts.db, max_entries=settings.api_key_cache_size),
                 operators=OperatorActions(
@@ -116,6 +119,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ObserveRequests, metrics=metrics)
     app.include_router(payments_router.router)
     app.include_router(refunds_router.router)
+    app.include_router(authorizations_router.router)
     app.include_router(operations_router.router)
     app.include_router(events_router.router)
     app.include_router(webhooks_router.router)

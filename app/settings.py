@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     # Development and tests only: http:// to loopback addresses (never private ones).
     webhooks_allow_local: bool = False
     key_ttl_s: int = Field(default=86_400, ge=1)
+    # How long a manual payment's authorization may be captured (`capture_before`); the
+    # worker expires the holds that lapse. At most 30 days, the longest networks keep one.
+    capture_window_s: int = Field(default=604_800, ge=1, le=30 * 86_400)
     tombstone_ttl_s: int = Field(default=2_592_000, ge=1)
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)

@@ -8,6 +8,7 @@ Migrations and the models-versus-migrations test load the metadata from here.
 from __future__ import annotations
 
 from app.admin.models import AdminToken, ConsoleSession
+from app.authorizations.models import PaymentModification
 from app.db.base import Base
 from app.events.models import Event
 from app.operations.models import Operation, OperationTransition
@@ -32,6 +33,7 @@ __all__ = [
     "OperationTransition",
     "Payment",
     "PaymentFailover",
+    "PaymentModification",
     "ReconciliationItem",
     "ReconciliationItemChange",
     "Refund",

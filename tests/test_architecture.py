@@ -134,7 +134,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.events", "app.recovery"),
     ("app.idempotency", "app.webhooks"),
     ("app.payments",),
-    ("app.refunds",),
+    ("app.refunds", "app.authorizations"),
     ("app.settlement",),
     ("app.admin",),
     ("app.backlog", "app.composition", "app.dependencies", "app.devserver", "app.tables"),

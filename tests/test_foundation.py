@@ -155,6 +155,7 @@ def test_openapi_describes_every_endpoint_header_and_error(api: Process) -> None
         "merchant_reference",
         "description",
         "metadata",
+        "capture",
     }
     assert schema["additionalProperties"] is False
     description = " ".join(r["description"] for r in create["responses"].values())

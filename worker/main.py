@@ -136,6 +136,12 @@ async def _serve(
         )
 
         async def expire() -> tuple[int, int]:
+            # The kinds' own batch jobs first (lapsed holds expire), each batch after batch
+            # until one comes back short.
+            for upkeep in parts.upkeeps:
+                while not stopping.is_set():
+                    if await upkeep.run(settings.expire_batch_size) < settings.expire_batch_size:
+                        break
             return await expire_keys(
                 parts.db,
                 key_ttl_s=settings.key_ttl_s,

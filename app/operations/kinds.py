@@ -29,9 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from app.db.database import Connection
+from app.db.database import Connection, Database
 from app.db.fragments import Searchable
 from app.errors import ProblemError
 from app.observability.metrics import Metrics
@@ -40,6 +40,7 @@ from app.operations.states import Trigger
 from app.operations.values import EventWrite, StoredResponse, SubjectWrite
 from app.provider.registry import Providers
 from app.provider.routing import RoutingTable
+from app.settings import Settings
 
 CommandT = TypeVar("CommandT")
 SubjectT = TypeVar("SubjectT")
@@ -53,6 +54,8 @@ class KindParts:
     providers: Providers
     routing: RoutingTable
     metrics: Metrics
+    # The service's settings, for what a kind lets operators set (a capture window).
+    settings: Settings
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,15 @@ class Described:
     noun: str
     body: dict[str, Any]
     row: Any
+
+
+class Upkeep(Protocol):
+    """A kind's own batch job, run by the worker with its expiry pass (`worker/main.py`):
+    each `run` does one batch of at most `limit` items and says how many it did."""
+
+    name: str
+
+    async def run(self, limit: int) -> int: ...
 
 
 class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
@@ -231,6 +243,13 @@ class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
         owner reads it itself; a kind that does not override this reads every one that way.
         """
         return {}
+
+    # Upkeep.
+
+    def upkeep(self, db: Database, deliver: Callable[[EventWrite], EventWrite]) -> Upkeep | None:
+        """The kind's batch job, if it has one (the authorizations' expiry of lapsed holds);
+        `deliver` is what the driver appends to every event, for the events it writes."""
+        return None
 
     # What operators see.
 

@@ -27,6 +27,8 @@ class OperationName(StrEnum):
 
     CREATE_PAYMENT = "create_payment"
     CREATE_REFUND = "create_refund"
+    CAPTURE_PAYMENT = "capture_payment"
+    VOID_PAYMENT = "void_payment"
 
 
 @dataclass(frozen=True)

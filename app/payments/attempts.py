@@ -61,7 +61,8 @@ class ChargeAt:
 
     @property
     def succeeded(self) -> bool:
-        return self.charge.status == "succeeded"
+        """Approved: charged, or (manual capture) authorized; anything but a decline."""
+        return self.charge.status != "declined"
 
 
 async def look_up(providers: Providers, payment: PaymentRow) -> ChargeAt | None:

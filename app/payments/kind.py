@@ -40,7 +40,7 @@ from app.payments import repository as payments
 from app.payments.attempts import CIRCUIT_OPEN, DECLINED, NOT_PROCESSED, ChargeAt
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
-from app.payments.status import PaymentStatus
+from app.payments.status import CAPTURE_WINDOW_S, PaymentStatus
 from app.payments.views import payment_json
 from app.provider.client import ChargeRequest
 from app.provider.keys import derive_provider_key
@@ -62,14 +62,28 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
     record_name: ClassVar[str] = "charge"
     search: ClassVar[Searchable] = search
 
-    def __init__(self, *, providers: Providers, routing: RoutingTable, metrics: Metrics):
+    def __init__(
+        self,
+        *,
+        providers: Providers,
+        routing: RoutingTable,
+        metrics: Metrics,
+        capture_window_s: int = CAPTURE_WINDOW_S,
+    ):
         self._providers = providers
         self._routing = routing
         self._metrics = metrics
+        # How long a manual payment's authorization may be captured (its `capture_before`).
+        self._capture_window_s = capture_window_s
 
     @classmethod
     def build(cls, parts: KindParts) -> PaymentKind:
-        return cls(providers=parts.providers, routing=parts.routing, metrics=parts.metrics)
+        return cls(
+            providers=parts.providers,
+            routing=parts.routing,
+            metrics=parts.metrics,
+            capture_window_s=parts.settings.capture_window_s,
+        )
 
     # The claim.
 
@@ -91,6 +105,7 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
                 route=route,
                 command=command,
                 at=at,
+                capture_window_s=self._capture_window_s,
             )
 
         return Prepared(
@@ -100,6 +115,7 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
                 provider_key=provider_key,
                 route=route,
                 command=command,
+                capture_window_s=self._capture_window_s,
             ),
             claimed=claimed,
             # The claim's send, as the history tells it: the provider too, when there is a
@@ -128,13 +144,14 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
     def found(
         self, subject: PaymentRow, found: ChargeAt, *, operation_id: uuid.UUID, how: str
     ) -> Recording:
-        """The provider has a charge (approved or declined): COMPLETED, answer stored."""
+        """The provider has a charge (approved, authorized or declined): COMPLETED, answer
+        stored."""
         payment, charge = subject, found.charge
         # With several providers on its route, the history names the one holding the outcome.
         where = f" at {found.provider} (attempt {found.attempt})" if len(payment.route) > 1 else ""
         at = utcnow()
-        succeeded = charge.status == "succeeded"
-        status = PaymentStatus.SUCCEEDED if succeeded else PaymentStatus.DECLINED
+        status, event_type = _OUTCOMES[charge.status]
+        succeeded = status is not PaymentStatus.DECLINED
         # The payment as the outcome leaves it: its event's data and, approved, its answer.
         data = payment_json(
             payment,
@@ -142,9 +159,9 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
             provider_charge_id=charge.charge_id,
             decline_code=charge.decline_code,
             updated_at=at,
+            amount_captured_minor=payment.amount_minor if status is PaymentStatus.SUCCEEDED else 0,
         )
         stored = replies.charged(payment, charge, operation_id=operation_id, body=data)
-        event_type = EventType.PAYMENT_SUCCEEDED if succeeded else EventType.PAYMENT_DECLINED
         return Recording(
             trigger=Trigger.COMPLETE,
             reason=f"{how}: {charge.status}{where}",
@@ -201,7 +218,8 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
         there = f"attempt {subject.attempt + 1} at {nxt}"
         if isinstance(answer, ChargeAt):
             code = answer.charge.decline_code
-            if answer.succeeded or not self._routing.retries_elsewhere(code):
+            declined = answer.charge.status == "declined"
+            if not declined or not self._routing.retries_elsewhere(code):
                 return None
             reason = f"failover: {here} declined {code}, retryable elsewhere; {there}"
             return Failover(DECLINED, reason, code)
@@ -264,7 +282,8 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
         return payment_json(subject)
 
     def took_effect(self, found: ChargeAt) -> bool:
-        return found.succeeded
+        # An authorization took effect too: the provider holds the payer's money.
+        return found.charge.status != "declined"
 
     def show(self, found: ChargeAt) -> dict[str, Any]:
         return {
@@ -314,4 +333,13 @@ def _charge_request(payment: PaymentRow) -> ChargeRequest:
         currency=payment.currency,
         account_id=payment.account_id,
         reference=str(payment.id),
+        manual_capture=payment.manual,
     )
+
+
+# What each answer of the provider makes of the payment: its status, and its event.
+_OUTCOMES = {
+    "succeeded": (PaymentStatus.SUCCEEDED, EventType.PAYMENT_SUCCEEDED),
+    "authorized": (PaymentStatus.AUTHORIZED, EventType.PAYMENT_AUTHORIZED),
+    "declined": (PaymentStatus.DECLINED, EventType.PAYMENT_DECLINED),
+}

@@ -24,9 +24,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
 from app.payments.attempts import CAUSES
-from app.payments.status import PaymentStatus
+from app.payments.status import CaptureMode, PaymentStatus
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in PaymentStatus)
+_MODES = ", ".join(f"'{m.value}'" for m in CaptureMode)
 _CAUSES = ", ".join(f"'{cause}'" for cause in CAUSES)
 
 
@@ -42,6 +43,27 @@ class Payment(Base):
             name="refunded_within_amount",
         ),
         CheckConstraint("attempt >= 0 AND attempt < cardinality(route)", name="attempt_on_route"),
+        CheckConstraint(f"capture_mode IN ({_MODES})", name="capture_mode_valid"),
+        # Captures never pass the authorized amount, refunds never pass what was captured:
+        # the last line of defence behind the claims' locks and checks.
+        CheckConstraint(
+            "amount_captured_minor >= 0 AND amount_captured_minor <= amount_minor",
+            name="captured_within_amount",
+        ),
+        CheckConstraint(
+            "capture_mode = 'automatic' OR amount_refunded_minor <= amount_captured_minor",
+            name="refunded_within_captured",
+        ),
+        CheckConstraint(
+            "(capture_mode = 'manual') = (capture_before IS NOT NULL)",
+            name="capture_before_iff_manual",
+        ),
+        # The worker's expiry of lapsed authorizations reads only the holds still open.
+        Index(
+            "ix_payments_open_holds",
+            "capture_before",
+            postgresql_where=text("status IN ('AUTHORIZED', 'PARTIALLY_CAPTURED')"),
+        ),
         # Settlement reconciliation reads a day's payments by creation time; rows arrive in
         # that order, so a BRIN index answers it for a few pages, at almost no cost per insert.
         Index("ix_payments_created_at_brin", "created_at", postgresql_using="brin"),
@@ -95,6 +117,13 @@ class Payment(Base):
     # The sum of the payment's succeeded refunds, kept by each refund's outcome statement so
     # a payment read needs no join.
     amount_refunded_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # `automatic`: charged at once; `manual`: authorized, then captured by its captures
+    # (`app/authorizations/`) until `capture_before`, when the hold lapses.
+    capture_mode: Mapped[str] = mapped_column(String(16), server_default=text("'automatic'"))
+    capture_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The sum of a manual payment's succeeded captures (0 for a one-step payment, whose
+    # status says what it took: `PaymentRow.taken_minor`). Refunds give back at most that.
+    amount_captured_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

@@ -21,8 +21,9 @@ def charged(
     payment: PaymentRow, charge: Charge, *, operation_id: uuid.UUID, body: dict[str, Any]
 ) -> StoredResponse:
     """The answer stored for a charge the provider processed: 201 with `body` (the payment
-    as the outcome leaves it: `payment_json` with the charge), or 402 if declined."""
-    if charge.status == "succeeded":
+    as the outcome leaves it: `payment_json` with the charge; succeeded or authorized), or
+    402 if declined."""
+    if charge.status != "declined":
         return stored_reply(201, JSON, dump_json(body), {"location": payment_location(payment.id)})
     code = charge.decline_code or "declined"
     problem = problem_body(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.rows import class_row
@@ -15,7 +15,7 @@ from app.operations.values import SubjectWrite
 from app.payments import attempts
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
-from app.payments.status import PaymentStatus
+from app.payments.status import CAPTURE_WINDOW_S, CaptureMode, PaymentStatus
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
@@ -29,6 +29,18 @@ _INSERT_WITH_CLAIM = """
     SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_route)s, %(s_status)s,
            %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
            %(s_description)s, %(s_metadata)s
+    FROM changed
+"""
+# A manual payment's claim: its hold lapses a capture window after the claim (the claim's
+# statement's time, `now()`, as `as_claimed` is told it).
+_INSERT_MANUAL_WITH_CLAIM = """
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
+                          amount_minor, currency, account_id, merchant_reference,
+                          description, metadata, capture_mode, capture_before)
+    SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_route)s, %(s_status)s,
+           %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
+           %(s_description)s, %(s_metadata)s, 'manual',
+           now() + make_interval(secs => %(s_capture_window_s)s)
     FROM changed
 """
 _RESULT_WITH_OUTCOME = """
@@ -82,12 +94,15 @@ def created_with_claim(
     provider_key: str,
     route: tuple[str, ...],
     command: CreatePaymentCommand,
+    capture_window_s: int = CAPTURE_WINDOW_S,
 ) -> SubjectWrite:
     """The payment, PENDING with its derived provider key and its route across providers,
-    created by the claim that wins."""
+    created by the claim that wins; a manual one with its `capture_before`."""
+    manual = command.capture is CaptureMode.MANUAL
     return SubjectWrite(
-        _INSERT_WITH_CLAIM,
+        _INSERT_MANUAL_WITH_CLAIM if manual else _INSERT_WITH_CLAIM,
         {
+            **({"s_capture_window_s": capture_window_s} if manual else {}),
             "s_id": payment_id,
             "s_tenant_id": tenant_id,
             "s_provider_key": provider_key,
@@ -112,8 +127,10 @@ def as_claimed(
     route: tuple[str, ...],
     command: CreatePaymentCommand,
     at: datetime,
+    capture_window_s: int = CAPTURE_WINDOW_S,
 ) -> PaymentRow:
     """The row `created_with_claim` wrote, as it now stands (created and updated at `at`)."""
+    manual = command.capture is CaptureMode.MANUAL
     return PaymentRow(
         id=payment_id,
         tenant_id=tenant_id,
@@ -132,6 +149,8 @@ def as_claimed(
         decline_code=None,
         created_at=at,
         updated_at=at,
+        capture_mode=command.capture.value,
+        capture_before=at + timedelta(seconds=capture_window_s) if manual else None,
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.payments.status import PaymentStatus
+from app.payments.status import CAPTURABLE, CAPTURED_IN_FULL, CaptureMode, PaymentStatus
 from app.provider.keys import attempt_key
 
 
@@ -36,6 +36,27 @@ class PaymentRow:
     created_at: datetime
     updated_at: datetime
     amount_refunded_minor: int = 0
+    capture_mode: str = CaptureMode.AUTOMATIC.value
+    capture_before: datetime | None = None
+    amount_captured_minor: int = 0
+
+    @property
+    def manual(self) -> bool:
+        """Whether the payment authorizes only, its money taken by later captures."""
+        return self.capture_mode == CaptureMode.MANUAL
+
+    @property
+    def taken_minor(self) -> int:
+        """What the payment took: its captures' sum if manual; all of it once a one-step
+        payment succeeded (refunds after that do not change what was taken)."""
+        return taken_minor(self, self.status, self.amount_captured_minor)
+
+    @property
+    def amount_capturable_minor(self) -> int:
+        """What captures may still take: the rest of an open authorization, else nothing."""
+        if PaymentStatus(self.status) not in CAPTURABLE:
+            return 0
+        return self.amount_minor - self.amount_captured_minor
 
     @property
     def provider(self) -> str:
@@ -60,3 +81,11 @@ class PaymentRow:
         if attempt > self.attempt:
             return "not_tried"
         return "current" if self.status == PaymentStatus.PENDING else "holds_outcome"
+
+
+def taken_minor(payment: PaymentRow, status: str, captured_minor: int) -> int:
+    """What `payment` took once at `status` with `captured_minor` captured (see
+    `PaymentRow.taken_minor`): for an outcome being recorded, before its row is written."""
+    if payment.capture_mode == CaptureMode.MANUAL:
+        return captured_minor
+    return payment.amount_minor if PaymentStatus(status) in CAPTURED_IN_FULL else 0

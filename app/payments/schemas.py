@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from app.payments.money import InvalidAmount, UnknownCurrency, currency_exponent, to_minor_units
+from app.payments.status import CaptureMode
 
 MAX_METADATA_PAIRS = 20
 
@@ -57,6 +58,24 @@ class CreatePaymentRequest(BaseModel):
     metadata: dict[MetadataKey, MetadataValue] | None = Field(
         default=None, description=f"Up to {MAX_METADATA_PAIRS} string pairs"
     )
+    capture: CaptureMode | None = Field(
+        default=None,
+        description="`automatic` (the default): charged at once; `manual`: authorized only, "
+        "the money taken later by `POST /payments/{id}/captures` or released by "
+        "`POST /payments/{id}/void`",
+    )
+
+    @field_validator("capture", mode="before")
+    @classmethod
+    def _capture(cls, value: Any) -> Any:
+        # Strict mode takes no strings for an enum; the wire form is the enum's value.
+        if isinstance(value, str):
+            try:
+                return CaptureMode(value)
+            except ValueError:
+                allowed = ", ".join(m.value for m in CaptureMode)
+                raise ValueError(f"must be one of {allowed}") from None
+        return value
 
     @field_validator("currency")
     @classmethod
@@ -105,9 +124,10 @@ class CreatePaymentCommand:
     merchant_reference: str | None
     description: str | None
     metadata: dict[str, str] = field(default_factory=dict)
+    capture: CaptureMode = CaptureMode.AUTOMATIC
 
     def canonical(self) -> dict[str, Any]:
-        return {
+        canonical: dict[str, Any] = {
             "amount_minor": self.amount_minor,
             "currency": self.currency,
             "account_id": self.account_id,
@@ -115,6 +135,11 @@ class CreatePaymentCommand:
             "description": self.description,
             "metadata": dict(sorted(self.metadata.items())),
         }
+        # The default is left out, so every key sent before capture could be chosen keeps
+        # its fingerprint; "manual" is another request than the same payment charged at once.
+        if self.capture is CaptureMode.MANUAL:
+            canonical["capture"] = self.capture.value
+        return canonical
 
 
 class AmountError(ValueError):
@@ -134,6 +159,7 @@ def to_command(request: CreatePaymentRequest) -> CreatePaymentCommand:
         merchant_reference=request.merchant_reference,
         description=request.description,
         metadata=dict(request.metadata or {}),
+        capture=request.capture or CaptureMode.AUTOMATIC,
     )
 
 
@@ -143,7 +169,8 @@ class PaymentOut(BaseModel):
     payment_id: uuid.UUID
     operation_id: uuid.UUID
     status: str = Field(
-        description="PENDING, SUCCEEDED, DECLINED, FAILED, PARTIALLY_REFUNDED or REFUNDED"
+        description="PENDING, SUCCEEDED, DECLINED, FAILED, PARTIALLY_REFUNDED or REFUNDED; for "
+        "a manual capture AUTHORIZED, PARTIALLY_CAPTURED, CAPTURED, VOIDED or EXPIRED"
     )
     amount: str
     currency: str
@@ -152,6 +179,17 @@ class PaymentOut(BaseModel):
     description: str | None
     metadata: dict[str, str]
     amount_refunded: str = Field(description="The sum of the payment's succeeded refunds")
+    capture: str = Field(description="`automatic` or `manual`")
+    amount_captured: str = Field(
+        description="What the payment took: its amount once a one-step payment succeeded, "
+        "the sum of its succeeded captures for a manual one"
+    )
+    amount_capturable: str = Field(
+        description="What captures may still take (zero unless AUTHORIZED or PARTIALLY_CAPTURED)"
+    )
+    capture_before: datetime | None = Field(
+        description="When a manual payment's hold lapses (null for automatic capture)"
+    )
     provider_charge_id: str | None = Field(description="The provider's charge id, once known")
     decline_code: str | None = Field(description="The provider's decline code, if declined")
     created_at: datetime

@@ -12,7 +12,8 @@ from typing import Any
 
 from app.clock import iso
 from app.payments.money import format_minor_units
-from app.payments.rows import PaymentRow
+from app.payments.rows import PaymentRow, taken_minor
+from app.payments.status import CAPTURABLE, PaymentStatus
 
 
 def payment_json(
@@ -22,18 +23,30 @@ def payment_json(
     provider_charge_id: str | None = None,
     decline_code: str | None = None,
     updated_at: datetime | None = None,
+    amount_captured_minor: int | None = None,
 ) -> dict[str, Any]:
     """The payment as a JSON-ready dict (the shape of `PaymentOut`).
 
     The keyword arguments describe an outcome being recorded, before the row is updated.
     """
+    status = status or payment.status
+    captured = taken_minor(
+        payment,
+        status,
+        payment.amount_captured_minor if amount_captured_minor is None else amount_captured_minor,
+    )
+    capturable = payment.amount_minor - captured if PaymentStatus(status) in CAPTURABLE else 0
     return {
         "payment_id": str(payment.id),
         "operation_id": str(payment.operation_id),
-        "status": status or payment.status,
+        "status": status,
         "amount": format_minor_units(payment.amount_minor, payment.currency),
         "currency": payment.currency,
         "amount_refunded": format_minor_units(payment.amount_refunded_minor, payment.currency),
+        "capture": payment.capture_mode,
+        "amount_captured": format_minor_units(captured, payment.currency),
+        "amount_capturable": format_minor_units(capturable, payment.currency),
+        "capture_before": None if payment.capture_before is None else iso(payment.capture_before),
         "account_id": payment.account_id,
         "merchant_reference": payment.merchant_reference,
         "description": payment.description,

@@ -89,7 +89,9 @@ cancellation or an untranslated exception. An observer must not raise.
 """
 
 _T = TypeVar("_T")
-_Found = TypeVar("_Found", Charge, ProviderRefund)
+# What a send or a lookup reads from the provider's answer: a charge, a refund, or another
+# kind's record (`send` and `find` take the kind's own parser).
+_Found = TypeVar("_Found")
 
 # Statuses the provider documents as "not processed": safe to send again with the same key.
 _NOT_PROCESSED_STATUSES = frozenset({429, 503})
@@ -141,6 +143,8 @@ class ProviderClient:
             "account_id": request.account_id,
             "reference": request.reference,
         }
+        if request.manual_capture:
+            body["capture"] = "manual"
         charge = await self._send("charge", "/charges", body, request.provider_key, parse_charge)
         return charge
 
@@ -163,6 +167,30 @@ class ProviderClient:
     async def find_refund(self, provider_key: str) -> ProviderRefund | None:
         """The refund the provider holds under `provider_key`, or None when it has none."""
         return await self._find("refund_lookup", "/refunds", provider_key, parse_refund)
+
+    async def send(
+        self,
+        operation: str,
+        path: str,
+        body: dict[str, Any],
+        provider_key: str,
+        parse: Callable[[bytes], _Found | None],
+    ) -> _Found:
+        """Send another kind's request (`operation` names it in the metrics) under its
+        provider key, classified exactly as a charge is; `parse` reads its 201 body (None:
+        unreadable, so the outcome is unknown)."""
+        return await self._send(operation, path, body, provider_key, parse)
+
+    async def find(
+        self,
+        operation: str,
+        path: str,
+        provider_key: str,
+        parse: Callable[..., _Found | None],
+    ) -> _Found | None:
+        """What the provider holds under `provider_key` at `path` (`GET path?idempotency_key=`),
+        read by `parse(body, expected_key=...)`, classified as a charge's lookup is."""
+        return await self._find(operation, path, provider_key, parse)
 
     async def list_records(
         self,

@@ -9,10 +9,14 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class Charge:
-    """A charge the provider has definitely processed; `decline_code` only when declined."""
+    """A charge the provider has definitely processed; `decline_code` only when declined.
+
+    `authorized`: a charge sent with manual capture that the provider approved; it holds the
+    money until captured, voided or lapsed (what happens to it later is not its status).
+    """
 
     charge_id: str
-    status: Literal["succeeded", "declined"]
+    status: Literal["succeeded", "declined", "authorized"]
     decline_code: str | None
 
 
@@ -34,8 +38,8 @@ def parse_charge(body: bytes, *, expected_key: str | None = None) -> Charge | No
     if not isinstance(charge_id, str) or not charge_id:
         return None
     status = data.get("status")
-    if status == "succeeded":
-        return Charge(charge_id=charge_id, status="succeeded", decline_code=None)
+    if status == "succeeded" or status == "authorized":
+        return Charge(charge_id=charge_id, status=status, decline_code=None)
     if status == "declined":
         decline_code = data.get("decline_code")
         if decline_code is not None and not isinstance(decline_code, str):

@@ -14,6 +14,9 @@ class ChargeRequest:
     currency: str
     account_id: str
     reference: str
+    # Authorize only (the payment's `capture` is "manual"): the provider holds the money
+    # and answers `authorized`; captured later, in part or whole, or voided.
+    manual_capture: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The refund's claim (`service.py`) raises them with the payment's row locked; the
 transaction rolls back, so nothing is stored under the key and nothing is sent:
 
-409 PAYMENT_NOT_REFUNDABLE    the payment is not SUCCEEDED or PARTIALLY_REFUNDED
+409 PAYMENT_NOT_REFUNDABLE    the payment is not SUCCEEDED, PARTIALLY_REFUNDED or CAPTURED
 422 REFUND_EXCEEDS_PAYMENT    succeeded and in-flight refunds would pass the payment's amount
 """
 

@@ -223,7 +223,7 @@ def _refusal(
     """Why this refund may not be made now, if it may not."""
     if PaymentStatus(locked.status) not in REFUNDABLE:
         return PaymentNotRefundable(
-            f"only a SUCCEEDED or PARTIALLY_REFUNDED payment can be refunded; "
+            f"only a SUCCEEDED, PARTIALLY_REFUNDED or CAPTURED payment can be refunded; "
             f"this one is {locked.status}"
         )
     if command.amount_minor > locked.left_minor:

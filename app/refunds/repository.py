@@ -1,7 +1,7 @@
 """All SQL on refunds, and the refund's writes to its payment.
 
 Why the claim locks the payment row: the rule "succeeded plus in-flight refunds never exceed
-the payment's amount" is a decision over several rows (every refund of the payment), so a
+what the payment captured" is a decision over several rows (every refund of the payment), so a
 unique constraint cannot make it. Two claims of different keys for one payment would each
 read the sum, see room, and both insert. The refund claim therefore runs in one short
 transaction that first takes the payment's row lock (`FOR NO KEY UPDATE`: refund claims of
@@ -39,8 +39,12 @@ _FOR_PAYMENT = f"""
     ORDER BY created_at, id
     LIMIT %(limit)s
 """
-_LOCK_PAYMENT = """
-    SELECT status, amount_minor, currency, provider_charge_id, route[attempt + 1] FROM payments
+# What the payment took, in SQL (`PaymentRow.taken_minor`): only that is refunded. A one-step
+# payment is refunded only once it succeeded, which took all of it.
+_TAKEN = "CASE WHEN capture_mode = 'automatic' THEN amount_minor ELSE amount_captured_minor END"
+_LOCK_PAYMENT = f"""
+    SELECT status, {_TAKEN}, currency, provider_charge_id, route[attempt + 1]
+    FROM payments
     WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
     FOR NO KEY UPDATE
 """
@@ -66,11 +70,11 @@ _RESULT_WITH_OUTCOME = """
     WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded refund adds to the payment's refunded amount, in the same statement. The
-# payment's CHECK (refunded <= amount) is the last line of defence behind the claim's lock.
+# payment's CHECK (refunded <= captured) is the last line of defence behind the claim's lock.
 _PAYMENT_REFUNDED = f"""
     UPDATE payments
     SET amount_refunded_minor = amount_refunded_minor + %(s_amount_minor)s,
-        status = CASE WHEN amount_refunded_minor + %(s_amount_minor)s >= amount_minor
+        status = CASE WHEN amount_refunded_minor + %(s_amount_minor)s >= {_TAKEN}
                       THEN '{PaymentStatus.REFUNDED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_REFUNDED.value}' END,
         updated_at = %(s_at)s
@@ -83,7 +87,9 @@ class LockedPayment:
     """The payment a refund is claimed against, read under its row lock."""
 
     status: str
-    amount_minor: int
+    # What the payment took: its amount for a one-step payment, its captures' sum for a
+    # manual one. Only captured money is refunded.
+    captured_minor: int
     currency: str
     charge_id: str | None
     # The provider holding the payment's charge (its route's provider at its final attempt):
@@ -94,7 +100,7 @@ class LockedPayment:
 
     @property
     def left_minor(self) -> int:
-        return self.amount_minor - self.held_minor
+        return self.captured_minor - self.held_minor
 
 
 async def lock_payment(
@@ -110,8 +116,8 @@ async def lock_payment(
         return None
     held = await (await conn.execute(_HELD, params)).fetchone()
     assert held is not None, "an aggregate always has a row"
-    status, amount_minor, currency, charge_id, provider = row
-    return LockedPayment(status, int(amount_minor), currency, charge_id, provider, int(held[0]))
+    status, captured_minor, currency, charge_id, provider = row
+    return LockedPayment(status, int(captured_minor), currency, charge_id, provider, int(held[0]))
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> RefundRow:

@@ -61,8 +61,8 @@ _CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **TENANT_AUTH,
     **NOT_FOUND,
     409: problem(
-        "PAYMENT_NOT_REFUNDABLE (the payment is not SUCCEEDED or PARTIALLY_REFUNDED; nothing "
-        "stored) or IDEMPOTENCY_REQUEST_IN_PROGRESS",
+        "PAYMENT_NOT_REFUNDABLE (the payment is not SUCCEEDED, PARTIALLY_REFUNDED or "
+        "CAPTURED; nothing stored) or IDEMPOTENCY_REQUEST_IN_PROGRESS",
         {"Retry-After": "seconds"},
     ),
     413: problem("PAYLOAD_TOO_LARGE: body over 64 KiB; nothing stored"),

@@ -62,6 +62,7 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "ix_operations_response_expiry": "expire job scan: terminal operations by age",
     "ix_operations_tombstone_release": "expire job scan: tombstones by age",
     "ix_webhook_deliveries_due": "worker scan: deliveries due, across tenants",
+    "ix_payments_open_holds": "worker scan: authorizations by when their hold lapses",
     # The claim's loose scan from one endpoint to the next (an endpoint has one tenant). Led
     # by tenant_id, the planner read each endpoint's due deliveries from the tenant's
     # (tenant, endpoint, created) index and sorted them instead: a million pending, 673,000
@@ -79,10 +80,12 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "ix_payments_merchant_reference": "operators' search: the merchant's reference",
     "ix_payments_account_created": "operators' search: an account's payments, newest first",
     "ix_refunds_provider_refund_id": "operators' search: the provider's refund id",
+    "ix_payment_modifications_provider_reference": "operators' search: a capture or void id",
     # The operators' lists of payments and refunds across tenants, newest first (a tenant
     # filter uses ix_payments_tenant_created / ix_refunds_tenant_created, tenant-leading).
     "ix_payments_created": "admin list: payments across tenants, newest first",
     "ix_refunds_created": "admin list: refunds across tenants, newest first",
+    "ix_payment_modifications_created": "admin list: captures and voids, newest first",
     "ix_payments_status_created": "admin list: payments in a status, newest first",
     # The dashboard's charts read a window across tenants (app/admin/activity.py).
     "ix_operation_transitions_recovery": "dashboard: entries into recovery (partial)",
@@ -95,12 +98,15 @@ NOT_TENANT_LEADING: dict[str, str] = {
     "uq_payments_provider_key": "derived from the payment's random id",
     "uq_refunds_operation_id": "the operation's random id, minted with the claim",
     "uq_refunds_provider_key": "derived from the refund's random id",
+    "uq_payment_modifications_operation_id": "the operation's random id, minted with the claim",
+    "uq_payment_modifications_provider_key": "derived from the capture's or void's random id",
     "ix_operation_transitions_operation_id": "the audit trail by operation (see above)",
     "ix_webhook_attempts_delivery_id": "a delivery's attempts, read through the delivery",
     # A settlement run reads one day's payments and refunds across tenants (BRIN: a few
     # pages, almost free per insert; docs/settlement.md).
     "ix_payments_created_at_brin": "settlement run: a day's payments, across tenants",
     "ix_refunds_created_at_brin": "settlement run: a day's refunds, across tenants",
+    "ix_payment_modifications_created_at_brin": "settlement run: a day's captures",
 }
 
 _INDEXES = """

@@ -1,0 +1,223 @@
+"""All SQL on captures and voids, and their writes to their payment.
+
+Why the claim locks the payment row: "one capture or void in flight per payment, never
+beyond what the authorization has left, never once it lapsed" is a decision over the payment
+and its other modifications, so a capture or void claim runs in one short transaction that
+takes the payment's row lock (`FOR NO KEY UPDATE`, as a refund's claim does), reads the
+modification in flight in a new statement (under READ COMMITTED it sees every claim that
+held the lock before), checks, and inserts with the claim. The worker's expiry takes the
+same lock, so a hold never lapses under a capture in flight. The partial unique index on
+pending modifications is the last line of defence behind the lock; the payment's CHECKs
+(captured <= amount) behind the amounts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import class_row
+
+from app.authorizations.rows import ModificationRow, ModificationStatus, ModificationType
+from app.db.database import Connection
+from app.operations.values import SubjectWrite
+from app.payments import repository as payments
+from app.payments.rows import PaymentRow
+from app.payments.status import PaymentStatus
+
+_COLUMNS = ", ".join(f.name for f in fields(ModificationRow))
+_TABLE = "payment_modifications"
+_FOR_OPERATION = f"SELECT {_COLUMNS} FROM {_TABLE} WHERE operation_id = %(operation_id)s"
+_FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM {_TABLE} WHERE operation_id = ANY(%(operation_ids)s)"
+_FOR_PAYMENT = f"""
+    SELECT {_COLUMNS} FROM {_TABLE}
+    WHERE tenant_id = %(tenant_id)s AND payment_id = %(payment_id)s AND type = %(type)s
+    ORDER BY created_at, id
+    LIMIT %(limit)s
+"""
+_PAYMENT_COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
+_LOCK_PAYMENT = f"""
+    SELECT {_PAYMENT_COLUMNS}, capture_before <= now() AS lapsed FROM payments
+    WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
+    FOR NO KEY UPDATE
+"""
+# A statement of its own, after the lock: its snapshot sees every claim committed so far.
+_IN_FLIGHT = f"""
+    SELECT operation_id FROM {_TABLE}
+    WHERE tenant_id = %(tenant_id)s AND payment_id = %(payment_id)s AND status = 'PENDING'
+"""
+# Subject writes: made inside the operations verb's statement (see SubjectWrite).
+_INSERT_WITH_CLAIM = f"""
+    INSERT INTO {_TABLE} (id, tenant_id, payment_id, operation_id, type, provider_key,
+                          charge_id, provider, status, amount_minor, currency)
+    SELECT %(s_id)s, %(s_tenant_id)s, %(s_payment_id)s, id, %(s_type)s, %(s_provider_key)s,
+           %(s_charge_id)s, %(s_provider)s, 'PENDING', %(s_amount_minor)s, %(s_currency)s
+    FROM changed
+"""
+_RESULT_WITH_OUTCOME = f"""
+    UPDATE {_TABLE}
+    SET status = %(s_status)s, provider_reference = %(s_provider_reference)s,
+        updated_at = %(s_at)s
+    WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+"""
+# A succeeded capture adds to the payment's captured amount in the same statement.
+_PAYMENT_CAPTURED = f"""
+    UPDATE payments
+    SET amount_captured_minor = amount_captured_minor + %(s_amount_minor)s,
+        status = CASE WHEN amount_captured_minor + %(s_amount_minor)s >= amount_minor
+                      THEN '{PaymentStatus.CAPTURED.value}'
+                      ELSE '{PaymentStatus.PARTIALLY_CAPTURED.value}' END,
+        updated_at = %(s_at)s
+    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+"""
+# A succeeded void releases the rest: VOIDED when nothing was captured, else CAPTURED.
+_PAYMENT_VOIDED = f"""
+    UPDATE payments
+    SET status = CASE WHEN amount_captured_minor = 0 THEN '{PaymentStatus.VOIDED.value}'
+                      ELSE '{PaymentStatus.CAPTURED.value}' END,
+        updated_at = %(s_at)s
+    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+"""
+
+
+@dataclass(frozen=True)
+class LockedPayment:
+    """The payment a capture or void is claimed against, read under its row lock."""
+
+    payment: PaymentRow
+    # Whether its hold has lapsed (`capture_before` passed, on the database clock).
+    lapsed: bool
+    # The operation of the capture or void in flight, if one is.
+    in_flight: uuid.UUID | None
+
+
+async def lock_payment(
+    conn: Connection, *, tenant_id: uuid.UUID, payment_id: uuid.UUID
+) -> LockedPayment | None:
+    """Lock the tenant's payment for a capture or void claim; None if there is no such one.
+
+    Call inside a transaction: the lock lasts until it ends.
+    """
+    params = {"tenant_id": tenant_id, "payment_id": payment_id}
+    async with conn.cursor() as cur:
+        await cur.execute(_LOCK_PAYMENT, params)
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        names = [column.name for column in cur.description or ()]
+    values = dict(zip(names, row, strict=True))
+    lapsed = bool(values.pop("lapsed"))
+    payment = PaymentRow(**values)
+    flight = await (await conn.execute(_IN_FLIGHT, params)).fetchone()
+    return LockedPayment(payment, lapsed, None if flight is None else flight[0])
+
+
+async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> ModificationRow:
+    """The capture or void an operation created (each such operation has exactly one)."""
+    async with conn.cursor(row_factory=class_row(ModificationRow)) as cur:
+        await cur.execute(_FOR_OPERATION, {"operation_id": operation_id})
+        found = await cur.fetchone()
+    if found is None:
+        raise LookupError(f"operation {operation_id} has no capture or void")
+    return found
+
+
+async def get_for_operations(
+    conn: Connection, operation_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, ModificationRow]:
+    """The captures and voids of several operations in one statement, by operation id."""
+    async with conn.cursor(row_factory=class_row(ModificationRow)) as cur:
+        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids})
+        return {row.operation_id: row for row in await cur.fetchall()}
+
+
+async def payments_of(conn: Connection, rows: list[ModificationRow]) -> dict[uuid.UUID, PaymentRow]:
+    """The payments of `rows`, by payment id."""
+    found: dict[uuid.UUID, PaymentRow] = {}
+    for row in rows:
+        if row.payment_id not in found:
+            payment = await payments.get(conn, tenant_id=row.tenant_id, payment_id=row.payment_id)
+            if payment is not None:
+                found[row.payment_id] = payment
+    return found
+
+
+async def list_for_payment(
+    conn: Connection,
+    *,
+    tenant_id: uuid.UUID,
+    payment_id: uuid.UUID,
+    type: ModificationType,
+    limit: int,
+) -> list[ModificationRow]:
+    """Up to `limit` of the payment's captures (or voids), oldest first."""
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "payment_id": payment_id,
+        "type": type.value,
+        "limit": limit,
+    }
+    async with conn.cursor(row_factory=class_row(ModificationRow)) as cur:
+        await cur.execute(_FOR_PAYMENT, params)
+        return await cur.fetchall()
+
+
+def created_with_claim(row: ModificationRow) -> SubjectWrite:
+    """The capture or void, PENDING with its derived provider key, created by the claim that
+    wins (`row` as `as_claimed` made it; its operation id and times are the claim's)."""
+    return SubjectWrite(
+        _INSERT_WITH_CLAIM,
+        {
+            "s_id": row.id,
+            "s_tenant_id": row.tenant_id,
+            "s_payment_id": row.payment_id,
+            "s_type": row.type,
+            "s_provider_key": row.provider_key,
+            "s_charge_id": row.charge_id,
+            "s_provider": row.provider,
+            "s_amount_minor": row.amount_minor,
+            "s_currency": row.currency,
+        },
+    )
+
+
+def result_with_outcome(
+    row: ModificationRow,
+    *,
+    status: ModificationStatus,
+    provider_reference: str | None,
+    at: datetime,
+) -> SubjectWrite:
+    """The provider's definite answer on the capture or void (and, if it succeeded, on its
+    payment), written with the operation's outcome."""
+    params = {
+        "s_id": row.id,
+        "s_status": status.value,
+        "s_provider_reference": provider_reference,
+        "s_at": at,
+        "s_payment_id": row.payment_id,
+        "s_amount_minor": row.amount_minor,
+    }
+    also: tuple[str, ...] = ()
+    if status is ModificationStatus.SUCCEEDED:
+        capture = row.type == ModificationType.CAPTURE
+        also = (_PAYMENT_CAPTURED if capture else _PAYMENT_VOIDED,)
+    return SubjectWrite(_RESULT_WITH_OUTCOME, params, also)
+
+
+_FOR_TENANT = f"""
+    SELECT {_COLUMNS} FROM {_TABLE}
+    WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND type = %(type)s
+"""
+
+
+async def get(
+    conn: Connection, *, tenant_id: uuid.UUID, record_id: uuid.UUID, type: ModificationType
+) -> ModificationRow | None:
+    """The tenant's capture (or void) by id; None for another tenant's, or the other type."""
+    params = {"id": record_id, "tenant_id": tenant_id, "type": type.value}
+    async with conn.cursor(row_factory=class_row(ModificationRow)) as cur:
+        await cur.execute(_FOR_TENANT, params)
+        return await cur.fetchone()
