@@ -6,9 +6,9 @@ before it. A day still to come has settled nothing; with a lag of 0, today's rep
 charges are made (`complete` is false until the day it lists has ended).
 
 Each line: a succeeded charge settles its amount less the fee (2.9% rounded half-up in minor
-units, plus 30); a refund settles its amount negated, with no fee. Declined charges are not
-settled. Lines settled on one day in one currency make one payout, whose id is made from the
-two (`po_20250131_EUR`), so a test can predict it.
+units, plus 30); a refund settles its amount negated, with no fee. Declined charges and
+authorizations (manual charges) are not settled. Lines settled on one day in one currency
+make one payout, whose id is made from the two (`po_20250131_EUR`), so a test can predict it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def report(ledger: Ledger, settled_on: date, lag_days: int, now: datetime) -> Se
         charges, _ = ledger.charge_page(gte=gte, lt=lt, after=None, limit=None)
         refunds, _ = ledger.refund_page(gte=gte, lt=lt, after=None, limit=None)
         for charge in charges:
-            if charge.status == "declined":
+            # A declined charge took nothing; an authorization holds the money, takes none.
+            if charge.status in ("declined", "authorized"):
                 continue
             fee = charge_fee(charge.amount_minor)
             lines.append(
