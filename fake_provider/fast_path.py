@@ -5,7 +5,7 @@ parsed body field by field) cost more CPU per charge than the charge itself, and
 benchmark runs the provider on the machine it measures. `with_fast_paths(app)` puts
 `POST /charges` (here: automatic and manual charges alike, the body's `capture` validated as
 FastAPI validates it) and the lookups by key (`GET /charges?idempotency_key=K`, and the same
-for refunds, in `fast_lookups`) in the API's table of fast routes
+for refunds, captures and voids, in `fast_lookups`) in the API's table of fast routes
 (`app.http.fast_path.with_fast_routes`), which hands every other request to `app`; each
 request taken gets the scope FastAPI's router would give it (`enter_route`).
 
