@@ -292,10 +292,10 @@ class VoidPage(BaseModel):
 
 
 class SettlementLine(BaseModel):
-    """One charge or refund in a day's settlement report."""
+    """One charge, capture or refund in a day's settlement report."""
 
     id: str
-    type: Literal["charge", "refund"]
+    type: Literal["charge", "capture", "refund"]
     charge_id: str | None
     idempotency_key: str
     gross_minor: int

@@ -1,8 +1,10 @@
-"""Captures and voids in the provider's books: the listings, the merchant's key, and a
-ledger file from before two-step charges, upgraded in place."""
+"""Captures and voids in the provider's books: the listings, the settlement reports, the
+merchant's key, and a ledger file from before two-step charges, upgraded in place."""
 
 from __future__ import annotations
 
+import csv
+import io
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ import pytest
 
 from fake_provider.ledger import Ledger
 from fake_provider.ledger_schema import LedgerVersionError
+from fake_provider.settlements import charge_fee
 from tests.fake_provider.provider import (
     Provider,
     authorize,
@@ -25,6 +28,7 @@ from tests.fake_provider.provider import (
     post_capture,
     post_charge,
     post_void,
+    settlement,
     start_provider,
 )
 
@@ -148,6 +152,41 @@ def test_an_authorization_is_listed_with_what_was_captured_refunded_and_voided(
     assert first["voided"] is False
     assert (second["amount_captured_minor"], second["voided"]) == (301, True)
     assert (automatic["capture"], automatic["amount_captured_minor"]) == ("automatic", 1500)
+
+
+def test_captures_settle_like_charges_and_authorizations_and_voids_do_not(
+    books: Books, books_client: httpx.Client
+) -> None:
+    days = {record["created_at"][:10] for record in [books.automatic, *books.captures]}
+    lines = [line for day in sorted(days) for line in settlement(books_client, day)["data"]]
+    csv_types = [
+        row["type"]
+        for day in sorted(days)
+        for row in csv.DictReader(io.StringIO(books_client.get(f"/settlements/{day}.csv").text))
+    ]
+
+    by_id = {line["id"]: line for line in lines}
+    assert set(by_id) == {
+        books.automatic["charge_id"],
+        books.refund["refund_id"],
+        *(c["capture_id"] for c in books.captures),
+    }
+    for capture in books.captures:
+        line = by_id[capture["capture_id"]]
+        fee = charge_fee(capture["amount_minor"])
+        assert line["type"] == "capture"
+        assert (line["charge_id"], line["idempotency_key"]) == (
+            capture["charge_id"],
+            capture["idempotency_key"],
+        )
+        assert (line["gross_minor"], line["fee_minor"], line["net_minor"]) == (
+            capture["amount_minor"],
+            fee,
+            capture["amount_minor"] - fee,
+        )
+        assert (line["currency"], line["created_at"]) == ("EUR", capture["created_at"])
+    assert by_id[books.automatic["charge_id"]]["type"] == "charge"
+    assert sorted(csv_types) == sorted(line["type"] for line in lines)
 
 
 def test_every_two_step_call_needs_the_merchants_key(
