@@ -23,6 +23,7 @@ def _view(rule: FaultRule, remaining: int) -> FaultRuleView:
         idempotency_key=rule.idempotency_key,
         delay_s=rule.delay_s,
         decline_code=rule.decline_code,
+        call=rule.call,
     )
 
 

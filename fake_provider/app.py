@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from fake_provider import admin as admin_api
-from fake_provider import charges, ledger_admin, refunds, settlements
+from fake_provider import captures, charges, ledger_admin, refunds, settlements, voids
 from fake_provider.errors import validation_error_handler
 from fake_provider.faults import FaultBook
 from fake_provider.ledger_edits import EditableLedger
@@ -20,9 +20,9 @@ def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int =
     """Build the app; the ledger at `db_path` is opened at startup and closed at shutdown.
 
     `admin` adds the admin API: fault rules (`/_faults`), edits of the ledger (`/_ledger`) and
-    the whole ledger (`GET /charges` and `GET /refunds` without a parameter), which tests and
-    `payments dev` use. `settlement_lag_days`: a record made on day D settles on D + this
-    (`settlements`).
+    the whole ledger (`GET /charges`, `/refunds`, `/captures` and `/voids` without a
+    parameter), which tests and `payments dev` use. `settlement_lag_days`: a record made on
+    day D settles on D + this (`settlements`).
     """
 
     @asynccontextmanager
@@ -43,6 +43,8 @@ def create_app(db_path: Path, *, admin: bool = False, settlement_lag_days: int =
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.include_router(charges.router)
     app.include_router(refunds.router)
+    app.include_router(captures.router)
+    app.include_router(voids.router)
     app.include_router(settlements.router)
     if admin:
         app.include_router(admin_api.router)

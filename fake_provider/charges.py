@@ -1,5 +1,9 @@
 """`POST /charges` and `GET /charges`: the provider's public API, with faults applied.
 
+A charge is automatic (the money taken at once: `succeeded`) unless its request says
+`"capture": "manual"`: then, approved, it is an authorization (`authorized`), whose captures
+and void are `captures` and `voids`.
+
 The listing by creation window that `GET /charges` also serves is in `listings`.
 
 A charge request flows: validate -> take a fault rule -> faults that act before processing ->
@@ -30,6 +34,7 @@ from fake_provider.schemas import (
     ChargeList,
     ChargePage,
     ChargeRequest,
+    ChargeStatus,
 )
 
 router = APIRouter(tags=["charges"])
@@ -71,6 +76,7 @@ def _ruled_decline(
         DECLINE_FAULTS,
         account_id=body.account_id,
         idempotency_key=key,
+        call="charge",
         only_if=lambda: ledger.find(key) is None,
     )
     if rule is None or rule.decline_code is None:
@@ -90,7 +96,9 @@ def _decide_and_record(
     if isinstance(decision, Decline):
         recorded = ledger.record(key, body, status="declined", decline_code=decision.code)
     else:
-        recorded = ledger.record(key, body, status="succeeded", decline_code=None)
+        # An approved manual charge only holds the money: it is an authorization.
+        approved: ChargeStatus = "authorized" if body.capture == "manual" else "succeeded"
+        recorded = ledger.record(key, body, status=approved, decline_code=None)
     if recorded.created:
         return _charge_response(recorded.charge, replayed=False)
     if recorded.charge.same_request(body):
@@ -118,7 +126,9 @@ async def charge(
     request: Request, idempotency_key: str, body: ChargeRequest, ledger: Ledger, faults: FaultBook
 ) -> Response:
     """`POST /charges` once the key and body are valid; `fast_path` serves it through here too."""
-    rule = faults.take(CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key)
+    rule = faults.take(
+        CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key, call="charge"
+    )
     return await serve_with_faults(
         request, rule, lambda: _process(ledger, faults, idempotency_key, body)
     )
@@ -156,6 +166,7 @@ async def lookup_charge(
         LOOKUP_FAULTS,
         account_id=None if charge is None else charge.account_id,
         idempotency_key=idempotency_key,
+        call="charge",
     )
 
     def answer() -> Response:

@@ -1,4 +1,5 @@
-"""`GET /charges?idempotency_key=K` and `GET /refunds?idempotency_key=K` beside FastAPI.
+"""The lookups by key beside FastAPI: `GET /charges?idempotency_key=K`, and the same for
+`/refunds`, `/captures` and `/voids`.
 
 The recovery worker looks up every operation whose outcome it does not know, and through
 FastAPI (routing, dependency solving, the query parameter's validation) a lookup cost the
@@ -10,7 +11,8 @@ lookup is taken only when its query string is exactly one `idempotency_key` whos
 route would accept; any other query (none, as the admin listings have; repeated or extra
 parameters; a key failing the pattern) is left to FastAPI, which answers it as it always has.
 What is taken ends in the route's own function (`charges.lookup_charge`,
-`refunds.lookup_refund`), so the faults and the ledger reads are one implementation.
+`refunds.lookup_refund`, `captures.lookup_capture`, `voids.lookup_void`), so the faults and
+the ledger reads are one implementation.
 """
 
 from __future__ import annotations
@@ -25,15 +27,22 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.http.fast_path import declared_route, enter_route
+from fake_provider.captures import lookup_capture
 from fake_provider.charges import lookup_charge
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.refunds import lookup_refund
 from fake_provider.schemas import IDEMPOTENCY_KEY_PATTERN
+from fake_provider.voids import lookup_void
 
 Lookup = Callable[[Request, str, Ledger, FaultBook], Awaitable[Response]]
 
-_LOOKUPS: dict[str, Lookup] = {"/charges": lookup_charge, "/refunds": lookup_refund}
+_LOOKUPS: dict[str, Lookup] = {
+    "/charges": lookup_charge,
+    "/refunds": lookup_refund,
+    "/captures": lookup_capture,
+    "/voids": lookup_void,
+}
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 

@@ -3,14 +3,15 @@
 FastAPI's route machinery (middleware stack, routing, dependency solving, validating the
 parsed body field by field) cost more CPU per charge than the charge itself, and every
 benchmark runs the provider on the machine it measures. `with_fast_paths(app)` puts
-`POST /charges` (here) and the lookups by key (`GET /charges?idempotency_key=K`, and the same
-for refunds, in `fast_lookups`) in the API's table of fast routes
+`POST /charges` (here: automatic and manual charges alike, the body's `capture` validated as
+FastAPI validates it) and the lookups by key (`GET /charges?idempotency_key=K`, and the same
+for refunds, captures and voids, in `fast_lookups`) in the API's table of fast routes
 (`app.http.fast_path.with_fast_routes`), which hands every other request to `app`; each
 request taken gets the scope FastAPI's router would give it (`enter_route`).
 
 The FastAPI routes stay, for the OpenAPI schema and for anyone serving `create_app` alone;
-both paths end in the same functions (`charges.charge`, `charges.lookup_charge`,
-`refunds.lookup_refund`). A charge's route takes a header and a body that FastAPI validates,
+both paths end in the same functions (`charges.charge`, and each lookup's own, listed in
+`fast_lookups`). A charge's route takes a header and a body that FastAPI validates,
 which the table's generic call of a route (`fast_route`) refuses, and FastAPI's own validation
 through the route's handler costs as much as the whole route (measured in process: about
 210-290 us of CPU per charge through FastAPI or the route's handler, 80-110 us here). So the

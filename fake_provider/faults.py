@@ -3,6 +3,10 @@
 Rules live in memory (a restart clears them). Each applies to the next `times` calls it
 matches; rules are tried in creation order and the first one with calls left is consumed.
 
+The charge faults apply to every send (`POST /charges`, `/refunds`, and the captures and
+voids of `POST /charges/{charge_id}/...`), the lookup faults to every lookup by key; a rule
+with a `call` applies only to the sends and lookups of that kind of record.
+
 A call draws from two kinds of rule apart. The charge faults (`CHARGE_FAULTS`) and lookup
 faults (`LOOKUP_FAULTS`) decide how the call is carried: delayed, refused, its answer lost;
 one such rule per call, drawn as it arrives. A `decline` rule (`DECLINE_FAULTS`) decides
@@ -18,7 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fake_provider.schemas import FaultName, FaultRuleRequest
+from fake_provider.schemas import CallKind, FaultName, FaultRuleRequest
 
 LOOKUP_FAULTS: frozenset[FaultName] = frozenset({"lookup_unavailable", "lookup_latency"})
 CHARGE_FAULTS: frozenset[FaultName] = frozenset(
@@ -65,9 +69,13 @@ class FaultRule:
     delay_s: float | None
     # What a `decline` rule declines with (its default filled in); None for every other fault.
     decline_code: str | None
+    # The one kind of call the rule applies to; None: every kind.
+    call: CallKind | None = None
 
-    def matches(self, *, account_id: str | None, idempotency_key: str) -> bool:
-        """Whether a call on this account and key passes the rule's filters."""
+    def matches(self, *, account_id: str | None, idempotency_key: str, call: CallKind) -> bool:
+        """Whether a call of this kind, on this account and key, passes the rule's filters."""
+        if self.call is not None and self.call != call:
+            return False
         if self.account_id is not None and self.account_id != account_id:
             return False
         return self.idempotency_key is None or self.idempotency_key == idempotency_key
@@ -99,6 +107,8 @@ class FaultBook:
                 f"decline_code applies only to {', '.join(sorted(DECLINE_FAULTS))}, "
                 f"not to {request.fault}"
             )
+        if request.fault in DECLINE_FAULTS and request.call not in (None, "charge"):
+            raise FaultRuleError(f"{request.fault} applies only to charges, not to {request.call}")
         delay_s = request.delay_s
         if delay_s is None:
             delay_s = DEFAULT_DELAY_S.get(request.fault)
@@ -114,6 +124,7 @@ class FaultBook:
                 idempotency_key=request.idempotency_key,
                 delay_s=None if delay_s is None else float(delay_s),
                 decline_code=decline_code,
+                call=request.call,
             )
             self._rules[rule.id] = rule
             self._remaining[rule.id] = rule.times
@@ -136,9 +147,11 @@ class FaultBook:
         *,
         account_id: str | None,
         idempotency_key: str,
+        call: CallKind,
         only_if: Callable[[], bool] | None = None,
     ) -> FaultRule | None:
-        """Consume one call from the first matching rule among `faults`; None if none match.
+        """Consume one call of kind `call` from the first matching rule among `faults`; None
+        if none match.
 
         `only_if`, when given, is asked once a rule matches (and only then, so a check that
         costs something is paid only while such a rule is armed), under the book's lock, so
@@ -150,7 +163,7 @@ class FaultBook:
         with self._lock:
             for rule in self._rules.values():
                 if rule.fault in faults and rule.matches(
-                    account_id=account_id, idempotency_key=idempotency_key
+                    account_id=account_id, idempotency_key=idempotency_key, call=call
                 ):
                     if only_if is not None and not only_if():
                         return None

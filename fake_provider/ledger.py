@@ -1,5 +1,7 @@
-"""The provider's ledger: every charge and refund it made, in one SQLite file that outlives
-the process (its schema and statements: `ledger_sql.py`; what it answers: `ledger_results.py`).
+"""The provider's ledger: every charge, refund, capture and void it made, in one SQLite file
+that outlives the process (its schema, upgraded in place for an older file:
+`ledger_schema.py`; its statements: `ledger_sql.py`; what it answers: `ledger_results.py`;
+the captures and voids of authorizations: `ledger_two_step.py`).
 
 A charge is committed before any answer leaves, so a crash of the process right after the commit
 loses nothing: in WAL mode a commit is written to the WAL file before the statement returns, and
@@ -15,10 +17,10 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
+from fake_provider import ledger_schema
 from fake_provider.ledger_results import Recorded, RecordedRefund, UnknownRecord
 from fake_provider.ledger_sql import (
     CHARGE_COLUMNS,
@@ -26,11 +28,11 @@ from fake_provider.ledger_sql import (
     INSERT_REFUND,
     LISTED_REFUND,
     REFUND_COLUMNS,
-    REFUNDS_SCHEMA,
-    SCHEMA,
-    charge_from_row,
     refund_from_row,
+    rows_by_id,
+    timeline_key,
 )
+from fake_provider.ledger_two_step import TwoStepBooks
 from fake_provider.schemas import (
     Charge,
     ChargeRequest,
@@ -41,14 +43,12 @@ from fake_provider.schemas import (
     Refund,
     RefundRequest,
 )
-from fake_provider.timeline import Key, Timeline, utc_timestamp
-
-# Ids fetched per statement: under SQLite's oldest limit on a statement's parameters (999).
-_CHUNK = 500
+from fake_provider.timeline import Key, Timeline, now_timestamp
 
 
-class Ledger:
-    """Charges by idempotency key; safe to call from several threads.
+class Ledger(TwoStepBooks):
+    """Charges by idempotency key, their refunds, and the captures and voids of authorizations
+    (`TwoStepBooks`); safe to call from several threads.
 
     `EditableLedger` (`ledger_edits.py`) adds the edits the reconciliation tests make.
     """
@@ -61,7 +61,8 @@ class Ledger:
         self._lock = threading.Lock()
         # In memory, read once here and kept in step by every write below (this process is
         # the ledger's only writer): the records in creation order, for the listings and the
-        # settlement reports, and what each refunded charge has given back.
+        # settlement reports, and what each refunded charge has given back (and, read by
+        # `_read_two_step`, the same of captures and voids).
         self._charge_times = Timeline(
             (row[0], row[1])
             for row in connection.execute("SELECT created_at, charge_id FROM charges")
@@ -76,6 +77,7 @@ class Ledger:
                 "SELECT charge_id, sum(amount_minor) FROM refunds GROUP BY charge_id"
             )
         }
+        self._read_two_step(connection)
 
     @classmethod
     def open(cls, path: Path) -> Self:
@@ -91,8 +93,11 @@ class Ledger:
         # rest of a charge.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute(SCHEMA)
-        conn.execute(REFUNDS_SCHEMA)
+        try:
+            ledger_schema.prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
         return cls(conn)
 
     def close(self) -> None:
@@ -123,6 +128,7 @@ class Ledger:
             "account_id": request.account_id,
             "reference": request.reference,
             "created_at": now_timestamp(),
+            "capture": request.capture,
         }
         with self._lock:
             charge = self._insert_charge(params)
@@ -145,10 +151,11 @@ class Ledger:
             rows = self._conn.execute(
                 f"SELECT {CHARGE_COLUMNS} FROM charges ORDER BY seq"
             ).fetchall()
-        return [charge_from_row(row) for row in rows]
+            return [self._charge(row) for row in rows]
 
     def record_refund(self, key: str, request: RefundRequest) -> RecordedRefund:
-        """Create the refund for `key` if the charge has that much left; or return the one
+        """Create the refund for `key` if the charge has that much left (a succeeded charge
+        its amount, an authorization its captures, less their refunds); or return the one
         already stored under the key; or say why nothing was stored."""
         params = {
             "refund_id": f"re_{uuid.uuid4().hex}",
@@ -170,8 +177,12 @@ class Ledger:
             if existing is not None:
                 return RecordedRefund(existing, created=False)
             charge = self._charge_by_id(request.charge_id)
-        if charge is None or charge.status != "succeeded":
+        if charge is None or charge.status == "declined":
             return RecordedRefund(None, False, f"no succeeded charge {request.charge_id}")
+        if charge.status == "authorized":
+            return RecordedRefund(
+                None, False, "the refund exceeds what is captured of the charge less its refunds"
+            )
         return RecordedRefund(None, False, "the refund exceeds what is left of the charge")
 
     def find_refund(self, key: str) -> Refund | None:
@@ -183,6 +194,15 @@ class Ledger:
         """The charge with this id, if any."""
         with self._lock:
             return self._charge_by_id(charge_id)
+
+    def account_of(self, charge_id: str) -> str | None:
+        """The account of the charge with this id (what fault rules match a refund, capture
+        or void on); None if there is no such charge."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT account_id FROM charges WHERE charge_id = ?", (charge_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def refunds(self) -> list[Refund]:
         """Every refund, oldest first."""
@@ -203,7 +223,9 @@ class Ledger:
         with self._lock:
             cursor = None if after is None else self._charge_key(after)
             found = self._charge_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
-            rows = self._rows_by_id(f"SELECT {CHARGE_COLUMNS} FROM charges", "charge_id", found.ids)
+            rows = rows_by_id(
+                self._conn, f"SELECT {CHARGE_COLUMNS} FROM charges", "charge_id", found.ids
+            )
             return [self._listed_charge(rows[i]) for i in found.ids], found.has_more
 
     def refund_page(
@@ -214,41 +236,39 @@ class Ledger:
         with self._lock:
             cursor = None if after is None else self._refund_key(after)
             found = self._refund_times.window(gte=gte, lt=lt, after=cursor, limit=limit)
-            rows = self._rows_by_id(LISTED_REFUND, "r.refund_id", found.ids)
+            rows = rows_by_id(self._conn, LISTED_REFUND, "r.refund_id", found.ids)
             return [ListedRefund.model_validate(dict(rows[i])) for i in found.ids], found.has_more
 
     def _charge_key(self, charge_id: str) -> Key:
-        row = self._conn.execute(
-            "SELECT created_at FROM charges WHERE charge_id = ?", (charge_id,)
-        ).fetchone()
-        if row is None:
+        key = timeline_key(self._conn, "charges", "charge_id", charge_id)
+        if key is None:
             raise UnknownRecord(f"no charge {charge_id}")
-        return (row[0], charge_id)
+        return key
 
     def _refund_key(self, refund_id: str) -> Key:
-        row = self._conn.execute(
-            "SELECT created_at FROM refunds WHERE refund_id = ?", (refund_id,)
-        ).fetchone()
-        if row is None:
+        key = timeline_key(self._conn, "refunds", "refund_id", refund_id)
+        if key is None:
             raise UnknownRecord(f"no refund {refund_id}")
-        return (row[0], refund_id)
+        return key
 
-    def _rows_by_id(self, select: str, column: str, ids: list[str]) -> dict[str, sqlite3.Row]:
-        rows: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            for row in self._conn.execute(f"{select} WHERE {column} IN ({marks})", chunk):
-                rows[row[0]] = row
-        return rows
+    def _charge(self, row: sqlite3.Row) -> Charge:
+        """The charge a row of `charges` holds, with what was captured of it; under the lock."""
+        stored = dict(row)
+        return Charge.model_validate({**stored, **self._two_step_members(stored)})
 
     def _listed_charge(self, row: sqlite3.Row) -> ListedCharge:
+        stored = dict(row)
         refunded = self._refunded.get(row["charge_id"], 0)
         status: ListedChargeStatus = row["status"]
         if status == "succeeded" and refunded > 0:
             status = "refunded" if refunded >= row["amount_minor"] else "partially_refunded"
         return ListedCharge.model_validate(
-            {**dict(row), "status": status, "amount_refunded_minor": refunded}
+            {
+                **stored,
+                **self._two_step_members(stored),
+                "status": status,
+                "amount_refunded_minor": refunded,
+            }
         )
 
     def _insert_charge(self, params: Mapping[str, object]) -> Charge | None:
@@ -257,7 +277,7 @@ class Ledger:
         inserted = self._conn.execute(INSERT_CHARGE, params).fetchall()
         if not inserted:
             return None
-        charge = charge_from_row(inserted[0])
+        charge = self._charge(inserted[0])
         self._charge_times.add(charge.created_at, charge.charge_id)
         return charge
 
@@ -284,14 +304,10 @@ class Ledger:
         row = self._conn.execute(
             f"SELECT {CHARGE_COLUMNS} FROM charges WHERE charge_id = ?", (charge_id,)
         ).fetchone()
-        return None if row is None else charge_from_row(row)
+        return None if row is None else self._charge(row)
 
     def _find(self, key: str) -> Charge | None:
         row = self._conn.execute(
             f"SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = ?", (key,)
         ).fetchone()
-        return None if row is None else charge_from_row(row)
-
-
-def now_timestamp() -> str:
-    return utc_timestamp(datetime.now(UTC))
+        return None if row is None else self._charge(row)

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from fake_provider.ledger import Ledger, now_timestamp
+from fake_provider.ledger import Ledger
 from fake_provider.ledger_results import LedgerEditError, UnknownRecord
 from fake_provider.schemas import (
     Charge,
@@ -23,6 +23,7 @@ from fake_provider.schemas import (
     LedgerRefundChange,
     Refund,
 )
+from fake_provider.timeline import now_timestamp
 
 # The members of a ledger edit that are not columns to overwrite: the time as given (the
 # ledger writes its own form) and the id naming the record in a change of many.
@@ -51,6 +52,7 @@ class EditableLedger(Ledger):
             "account_id": request.account_id,
             "reference": request.reference,
             "created_at": created_at or now_timestamp(),
+            "capture": "automatic",
         }
         with self._lock:
             charge = self._insert_charge(params)
@@ -77,13 +79,16 @@ class EditableLedger(Ledger):
 
     def drop_charge(self, charge_id: str) -> None:
         """Forget a charge; UnknownRecord if there is none, LedgerEditError if it has
-        refunds (drop them first: every refund keeps its charge)."""
+        refunds (drop them first: every refund keeps its charge), captures or a void (which
+        no edit drops)."""
         with self._lock:
             before = self._charge_by_id(charge_id)
             if before is None:
                 raise UnknownRecord(f"no charge {charge_id}")
             if charge_id in self._refunded:
                 raise LedgerEditError(f"charge {charge_id} has refunds; drop them first")
+            if charge_id in self._captured or charge_id in self._voided:
+                raise LedgerEditError(f"charge {charge_id} has captures or a void; it stays")
             self._conn.execute("DELETE FROM charges WHERE charge_id = ?", (charge_id,))
             self._charge_times.remove(before.created_at, charge_id)
 

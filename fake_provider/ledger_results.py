@@ -1,11 +1,11 @@
-"""What the ledger's calls answer (`ledger.py`): a charge or refund as stored, and the
-errors of an edit of the ledger that cannot be made."""
+"""What the ledger's calls answer (`ledger.py`, `ledger_two_step.py`): a charge, refund,
+capture or void as stored, and the errors of an edit of the ledger that cannot be made."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fake_provider.schemas import Charge, Refund
+from fake_provider.schemas import Capture, Charge, Refund, Void
 
 
 @dataclass(frozen=True)
@@ -30,5 +30,27 @@ class RecordedRefund:
     None, why nothing was stored (the charge is unknown or has not that much left)."""
 
     refund: Refund | None
+    created: bool
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordedCapture:
+    """The capture stored under a key and whether this call created it; or, with `capture`
+    None, why nothing was stored (the charge is unknown, no authorization, voided, or has not
+    that much left to capture)."""
+
+    capture: Capture | None
+    created: bool
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordedVoid:
+    """The void stored under a key and whether this call created it; or, with `void` None,
+    why nothing was stored (the charge is unknown, no authorization, voided already, or
+    captured in full)."""
+
+    void: Void | None
     created: bool
     refused: str | None = None

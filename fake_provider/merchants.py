@@ -11,12 +11,14 @@ both are accepted, until the old one is removed from the list and the provider r
 Unset, the one merchant `dev` holds `DEVELOPMENT_KEY`, the public key `payments dev` and the
 tests pass to both the provider and the service.
 
-Merchant calls are `POST /charges`, `POST /refunds`, the lookups and listings of
-`GET /charges` and `GET /refunds`, and `GET /settlements/{day}`. The provider's own
-test-control API, on only when `admin` is (tests and `payments dev`), is not a merchant's and
-takes no merchant key: fault rules (`/_faults`), ledger edits (`/_ledger`) and the whole
-ledger (`GET /charges`, `GET /refunds` with no query at all). Neither is `/healthz`, nor the
-OpenAPI documents. The merchants share one ledger: idempotency keys are not per merchant.
+Merchant calls are `POST /charges`, `POST /refunds`, the captures and voids
+(`POST /charges/{charge_id}/captures`, `.../voids`), the lookups and listings of
+`GET /charges`, `/refunds`, `/captures` and `/voids`, and `GET /settlements/{day}`. The
+provider's own test-control API, on only when `admin` is (tests and `payments dev`), is not a
+merchant's and takes no merchant key: fault rules (`/_faults`), ledger edits (`/_ledger`) and
+the whole ledger (`GET /charges`, `/refunds`, `/captures`, `/voids` with no query at all).
+Neither is `/healthz`, nor the OpenAPI documents. The merchants share one ledger:
+idempotency keys are not per merchant.
 
 A key is never logged, nor echoed in an answer: a refusal says only whether a key was sent.
 """
@@ -45,7 +47,7 @@ _KEY = re.compile(KEY_PATTERN)
 
 _ALWAYS_OPEN = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _ADMIN_PREFIXES = ("/_faults", "/_ledger")
-_WHOLE_LEDGERS = frozenset({"/charges", "/refunds"})
+_WHOLE_LEDGERS = frozenset({"/charges", "/refunds", "/captures", "/voids"})
 
 
 class KeysError(ValueError):

@@ -3,7 +3,8 @@
 A refund request flows as a charge does: validate -> take a fault rule (matched on the
 refunded charge's account) -> faults before processing -> the ledger (create, replay,
 conflict, or refuse) -> faults after the commit. The ledger refuses a refund of an unknown
-or unsucceeded charge, or of more than the charge has left, with `400 invalid_request`:
+or declined charge, or of more than the charge has left (a succeeded charge its amount, an
+authorization what was captured of it, less their refunds), with `400 invalid_request`:
 nothing refunded.
 """
 
@@ -52,11 +53,6 @@ def _process(ledger: Ledger, key: str, body: RefundRequest) -> Response:
     return JSONResponse(recorded.refund.model_dump(mode="json"), status_code=201, headers=headers)
 
 
-def _account_of(ledger: Ledger, charge_id: str) -> str | None:
-    charge = ledger.charge_by_id(charge_id)
-    return None if charge is None else charge.account_id
-
-
 @router.post("/refunds", status_code=201, response_model=Refund)
 async def create_refund(
     request: Request,
@@ -68,8 +64,9 @@ async def create_refund(
     """Refund once per idempotency key; replay it for the same request."""
     rule = faults.take(
         CHARGE_FAULTS,
-        account_id=_account_of(ledger, body.charge_id),
+        account_id=ledger.account_of(body.charge_id),
         idempotency_key=idempotency_key,
+        call="refund",
     )
     return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
 
@@ -103,8 +100,9 @@ async def lookup_refund(
     refund = ledger.find_refund(idempotency_key)
     rule = faults.take(
         LOOKUP_FAULTS,
-        account_id=None if refund is None else _account_of(ledger, refund.charge_id),
+        account_id=None if refund is None else ledger.account_of(refund.charge_id),
         idempotency_key=idempotency_key,
+        call="refund",
     )
 
     def answer() -> Response:

@@ -6,7 +6,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
-ChargeStatus = Literal["succeeded", "declined"]
+# What a charge's request was answered: an automatic charge `succeeded` or was `declined`, a
+# manual one was `authorized` (the money held, to be captured or voided) or `declined`. It
+# never changes afterwards.
+ChargeStatus = Literal["succeeded", "declined", "authorized"]
+# The statuses an edit of the ledger (`/_ledger`) gives a charge.
+EditedChargeStatus = Literal["succeeded", "declined"]
+# `automatic`: the charge takes the money at once; `manual`: it only authorizes it.
+CaptureMode = Literal["automatic", "manual"]
+# The calls a fault rule may be limited to (`FaultRuleRequest.call`): a send of that kind of
+# record, or a lookup of one.
+CallKind = Literal["charge", "refund", "capture", "void"]
 
 FaultName = Literal[
     "latency",
@@ -39,6 +49,7 @@ class ChargeRequest(BaseModel):
     currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
     account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     reference: Annotated[StrictStr, Field(max_length=128)] = ""
+    capture: CaptureMode = "automatic"
 
 
 class Charge(BaseModel):
@@ -55,6 +66,12 @@ class Charge(BaseModel):
     account_id: str
     reference: str
     created_at: str
+    capture: CaptureMode
+    # An automatic charge: its amount if it succeeded, else 0; a manual one: the sum of its
+    # captures.
+    amount_captured_minor: int
+    # Whether the authorization was voided (its rest released); always false for automatic.
+    voided: bool
 
     def same_request(self, request: ChargeRequest) -> bool:
         """Whether `request` is the one this charge was created from."""
@@ -63,6 +80,7 @@ class Charge(BaseModel):
             and self.currency == request.currency
             and self.account_id == request.account_id
             and self.reference == request.reference
+            and self.capture == request.capture
         )
 
 
@@ -115,6 +133,8 @@ class FaultRuleRequest(BaseModel):
     idempotency_key: Annotated[StrictStr, Field(pattern=IDEMPOTENCY_KEY_PATTERN)] | None = None
     delay_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600)] | None = None
     decline_code: Annotated[StrictStr, Field(pattern=DECLINE_CODE_PATTERN)] | None = None
+    # Only calls of this kind (their sends and lookups); None: every kind.
+    call: CallKind | None = None
 
 
 class FaultRuleView(BaseModel):
@@ -128,6 +148,7 @@ class FaultRuleView(BaseModel):
     idempotency_key: str | None
     delay_s: float | None
     decline_code: str | None
+    call: CallKind | None
 
 
 class FaultRuleList(BaseModel):
@@ -138,7 +159,11 @@ class FaultRuleList(BaseModel):
 
 # A charge as the listings show it: its stored status, or for a succeeded charge with refunds
 # how much of it they gave back.
-ListedChargeStatus = Literal["succeeded", "declined", "partially_refunded", "refunded"]
+# An authorization is listed as `authorized` whatever was captured or refunded of it: its
+# `amount_captured_minor`, `amount_refunded_minor` and `voided` say that.
+ListedChargeStatus = Literal[
+    "succeeded", "declined", "authorized", "partially_refunded", "refunded"
+]
 
 
 class ListedCharge(BaseModel):
@@ -156,6 +181,9 @@ class ListedCharge(BaseModel):
     account_id: str
     reference: str
     created_at: str
+    capture: CaptureMode
+    amount_captured_minor: int
+    voided: bool
 
 
 class ListedRefund(BaseModel):
@@ -186,11 +214,88 @@ class RefundPage(BaseModel):
     has_more: bool
 
 
+class CaptureRequest(BaseModel):
+    """The body of `POST /charges/{charge_id}/captures`: how much of the authorization to take."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    amount_minor: Annotated[StrictInt, Field(gt=0)]
+
+
+class Capture(BaseModel):
+    """A capture of an authorization, as every capture endpoint (and listing) returns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    capture_id: str
+    charge_id: str
+    idempotency_key: str
+    amount_minor: int
+    currency: str
+    status: Literal["succeeded"]
+    created_at: str
+
+    def same_request(self, charge_id: str, request: CaptureRequest) -> bool:
+        """Whether a capture of `charge_id` asking `request` is the one this was made from."""
+        return self.charge_id == charge_id and self.amount_minor == request.amount_minor
+
+
+class VoidRequest(BaseModel):
+    """The body of `POST /charges/{charge_id}/voids`: `{}`, and nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Void(BaseModel):
+    """A void of an authorization, as every void endpoint (and listing) returns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    void_id: str
+    charge_id: str
+    idempotency_key: str
+    # What was left to capture when the authorization was voided.
+    amount_released_minor: int
+    currency: str
+    status: Literal["succeeded"]
+    created_at: str
+
+    def same_request(self, charge_id: str) -> bool:
+        """Whether a void of `charge_id` is the one this was made from."""
+        return self.charge_id == charge_id
+
+
+class CaptureList(BaseModel):
+    """Every capture, oldest first."""
+
+    captures: list[Capture]
+
+
+class VoidList(BaseModel):
+    """Every void, oldest first."""
+
+    voids: list[Void]
+
+
+class CapturePage(BaseModel):
+    """One page of a capture listing, and whether its window holds more after it."""
+
+    data: list[Capture]
+    has_more: bool
+
+
+class VoidPage(BaseModel):
+    """One page of a void listing, and whether its window holds more after it."""
+
+    data: list[Void]
+    has_more: bool
+
+
 class SettlementLine(BaseModel):
-    """One charge or refund in a day's settlement report."""
+    """One charge, capture or refund in a day's settlement report."""
 
     id: str
-    type: Literal["charge", "refund"]
+    type: Literal["charge", "capture", "refund"]
     charge_id: str | None
     idempotency_key: str
     gross_minor: int
@@ -234,7 +339,7 @@ class LedgerChargeRequest(BaseModel):
     currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")]
     account_id: Annotated[StrictStr, Field(min_length=1, max_length=64)] = "acc_orphan"
     reference: Annotated[StrictStr, Field(max_length=128)] = ""
-    status: ChargeStatus = "succeeded"
+    status: EditedChargeStatus = "succeeded"
     created_at: StrictStr | None = None
 
 
@@ -245,7 +350,7 @@ class LedgerChargeChange(BaseModel):
 
     amount_minor: Annotated[StrictInt, Field(gt=0)] | None = None
     currency: Annotated[StrictStr, Field(pattern=r"^[A-Z]{3}$")] | None = None
-    status: ChargeStatus | None = None
+    status: EditedChargeStatus | None = None
     created_at: StrictStr | None = None
 
 

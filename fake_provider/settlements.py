@@ -1,14 +1,16 @@
 """Daily settlement reports: `GET /settlements/{date}` (JSON) and `/settlements/{date}.csv`.
 
-A charge or refund created on day D (UTC) settles on D + lag (`settlement_lag_days`, T+1 by
+A charge, capture or refund created on day D (UTC) settles on D + lag (`settlement_lag_days`, T+1 by
 default), at the start of that day: the report of a day lists what was created `lag` days
 before it. A day still to come has settled nothing; with a lag of 0, today's report grows as
 charges are made (`complete` is false until the day it lists has ended).
 
 Each line: a succeeded charge settles its amount less the fee (2.9% rounded half-up in minor
-units, plus 30); a refund settles its amount negated, with no fee. Declined charges are not
-settled. Lines settled on one day in one currency make one payout, whose id is made from the
-two (`po_20250131_EUR`), so a test can predict it.
+units, plus 30); a capture of an authorization settles as a charge of its amount would, on
+its own day; a refund settles its amount negated, with no fee. Declined charges, the
+authorizations themselves and their voids are not settled. Lines settled on one day in one
+currency make one payout, whose id is made from the two (`po_20250131_EUR`), so a test can
+predict it.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ def report(ledger: Ledger, settled_on: date, lag_days: int, now: datetime) -> Se
     if now.date() >= settled_on:
         gte, lt = utc_timestamp(start), utc_timestamp(end)
         charges, _ = ledger.charge_page(gte=gte, lt=lt, after=None, limit=None)
+        captures, _ = ledger.capture_page(gte=gte, lt=lt, after=None, limit=None)
         refunds, _ = ledger.refund_page(gte=gte, lt=lt, after=None, limit=None)
         for charge in charges:
-            if charge.status == "declined":
+            # A declined charge took nothing; an authorization settles through its captures.
+            if charge.status in ("declined", "authorized"):
                 continue
             fee = charge_fee(charge.amount_minor)
             lines.append(
@@ -74,6 +78,24 @@ def report(ledger: Ledger, settled_on: date, lag_days: int, now: datetime) -> Se
                     payout_id=payout_id(charge.currency, settled_on),
                     settled_on=day,
                     created_at=charge.created_at,
+                )
+            )
+        for capture in captures:
+            fee = charge_fee(capture.amount_minor)
+            lines.append(
+                SettlementLine(
+                    id=capture.capture_id,
+                    type="capture",
+                    charge_id=capture.charge_id,
+                    idempotency_key=capture.idempotency_key,
+                    gross_minor=capture.amount_minor,
+                    fee_minor=fee,
+                    net_minor=capture.amount_minor - fee,
+                    currency=capture.currency,
+                    status="succeeded",
+                    payout_id=payout_id(capture.currency, settled_on),
+                    settled_on=day,
+                    created_at=capture.created_at,
                 )
             )
         for refund in refunds:

@@ -68,6 +68,11 @@ class Timeline:
         )
 
 
+def now_timestamp() -> str:
+    """The time now, as the ledger writes `created_at`."""
+    return utc_timestamp(datetime.now(UTC))
+
+
 def utc_timestamp(moment: datetime) -> str:
     """`moment` as the ledger writes `created_at`: UTC, microseconds, a `Z`."""
     utc = moment.astimezone(UTC)

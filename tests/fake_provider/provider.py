@@ -101,6 +101,45 @@ def post_charge(client: httpx.Client, key: str, body: dict[str, Any]) -> httpx.R
     return client.post("/charges", json=body, headers={"Idempotency-Key": key})
 
 
+def authorize(
+    client: httpx.Client, *, account_id: str | None = None, amount_minor: int = 1000
+) -> dict[str, Any]:
+    """A new manual charge (`"capture": "manual"`), approved: the authorization's body."""
+    body = {
+        **charge_body(account_id=account_id or new_account(), amount_minor=amount_minor),
+        "capture": "manual",
+    }
+    response = post_charge(client, new_key(), body)
+    assert response.status_code == 201, response.text
+    charge: dict[str, Any] = response.json()
+    assert charge["status"] == "authorized", charge
+    return charge
+
+
+def post_capture(
+    client: httpx.Client, key: str, charge_id: str, amount_minor: int
+) -> httpx.Response:
+    """`POST /charges/{charge_id}/captures` of `amount_minor`, with `key` as the Idempotency-Key."""
+    return client.post(
+        f"/charges/{charge_id}/captures",
+        json={"amount_minor": amount_minor},
+        headers={"Idempotency-Key": key},
+    )
+
+
+def post_void(client: httpx.Client, key: str, charge_id: str) -> httpx.Response:
+    """`POST /charges/{charge_id}/voids` with `key` as the Idempotency-Key."""
+    return client.post(f"/charges/{charge_id}/voids", json={}, headers={"Idempotency-Key": key})
+
+
+def charge_by_key(client: httpx.Client, key: str) -> dict[str, Any]:
+    """The charge under `key`, as its lookup answers it."""
+    response = client.get("/charges", params={"idempotency_key": key})
+    assert response.status_code == 200, response.text
+    charge: dict[str, Any] = response.json()
+    return charge
+
+
 def add_fault(client: httpx.Client, **rule: Any) -> dict[str, Any]:
     """Arm a fault rule; return it as the provider echoes it."""
     response = client.post("/_faults", json=rule)
@@ -142,8 +181,18 @@ def all_at_once(count: int, call: Callable[[int], T]) -> list[T]:
         return list(pool.map(run, range(count)))
 
 
+# The id a listing's `starting_after` takes, by the listing's path.
+LISTED_IDS = {
+    "/charges": "charge_id",
+    "/refunds": "refund_id",
+    "/captures": "capture_id",
+    "/voids": "void_id",
+}
+
+
 def listed(client: httpx.Client, path: str, **params: Any) -> list[list[dict[str, Any]]]:
-    """Every page of the listing at `path` (`/charges`, `/refunds`) with `params`, following
+    """Every page of the listing at `path` (`/charges`, `/refunds`, `/captures`, `/voids`)
+    with `params`, following
     `starting_after` until `has_more` is false (`limit` 100 unless given: a query with no
     parameter at all would read the whole ledger instead)."""
     pages: list[list[dict[str, Any]]] = []
@@ -156,8 +205,7 @@ def listed(client: httpx.Client, path: str, **params: Any) -> list[list[dict[str
         if not body["has_more"]:
             return pages
         assert body["data"], "has_more with an empty page"
-        id_name = "charge_id" if path == "/charges" else "refund_id"
-        query["starting_after"] = body["data"][-1][id_name]
+        query["starting_after"] = body["data"][-1][LISTED_IDS[path]]
 
 
 def settlement(client: httpx.Client, day: str) -> dict[str, Any]:

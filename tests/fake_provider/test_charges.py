@@ -137,6 +137,9 @@ def test_ledger_lists_every_charge_with_its_fields_oldest_first(client: httpx.Cl
         "status",
         "decline_code",
         "created_at",
+        "capture",
+        "amount_captured_minor",
+        "voided",
     }
 
 

@@ -61,6 +61,7 @@ def test_decline_without_a_code_declines_with_processor_declined(client: httpx.C
         "idempotency_key": None,
         "delay_s": None,
         "decline_code": "processor_declined",
+        "call": None,
     }
     assert response.status_code == 201
     assert response.json()["status"] == "declined"

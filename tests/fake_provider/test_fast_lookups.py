@@ -31,6 +31,10 @@ CHARGE = "/charges?idempotency_key=lk-charge"
 REFUND = "/refunds?idempotency_key=lk-refund"
 MISSING_CHARGE = "/charges?idempotency_key=lk-missing"
 MISSING_REFUND = "/refunds?idempotency_key=lk-missing"
+CAPTURE = "/captures?idempotency_key=lk-capture"
+VOID = "/voids?idempotency_key=lk-void"
+MISSING_CAPTURE = "/captures?idempotency_key=lk-missing"
+MISSING_VOID = "/voids?idempotency_key=lk-missing"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,30 @@ TAKEN = [
     # Parsed as starlette parses a query, so these are the same single key.
     Case("/charges?idempotency_key=lk%2Dcharge"),
     Case("/charges?idempotency_key=lk-charge&"),
+]
+
+# The lookups of an authorization's capture and void, taken the same way.
+TAKEN_TWO_STEP = [
+    Case(CAPTURE),
+    Case(MISSING_CAPTURE),
+    Case(VOID),
+    Case(MISSING_VOID),
+    Case(CAPTURE, {"fault": "lookup_unavailable", "account_id": ACCOUNT}),
+    Case(VOID, {"fault": "lookup_unavailable", "account_id": ACCOUNT}),
+    Case(MISSING_VOID, {"fault": "lookup_unavailable"}),
+    # Rules for another kind of call, or another account: armed still, a normal answer.
+    Case(CAPTURE, {"fault": "lookup_unavailable", "call": "void"}),
+    Case(VOID, {"fault": "lookup_unavailable", "call": "charge"}),
+    Case(CAPTURE, {"fault": "lookup_unavailable", "account_id": "acc_other"}),
+    Case(VOID, {"fault": "lookup_latency", "delay_s": DELAY_S, "call": "void"}),
+    Case(CAPTURE, {"fault": "unavailable"}),
+]
+LEFT_TWO_STEP = [
+    Case("/captures"),
+    Case("/voids"),
+    Case("/captures?limit=1"),
+    Case("/voids?idempotency_key=lk-void&limit=1"),
+    Case("/captures?idempotency_key=has%20space"),
 ]
 
 # Anything else is left to FastAPI.
@@ -131,7 +159,22 @@ async def _seed(app: FastAPI) -> None:
             json={"charge_id": charged.json()["charge_id"], "amount_minor": 100},
             headers={"Idempotency-Key": "lk-refund"},
         )
+        authorized = await client.post(
+            "/charges",
+            json={**charge_body(account_id=ACCOUNT), "capture": "manual"},
+            headers={"Idempotency-Key": "lk-authorization"},
+        )
+        charge_id = authorized.json()["charge_id"]
+        captured = await client.post(
+            f"/charges/{charge_id}/captures",
+            json={"amount_minor": 100},
+            headers={"Idempotency-Key": "lk-capture"},
+        )
+        voided = await client.post(
+            f"/charges/{charge_id}/voids", json={}, headers={"Idempotency-Key": "lk-void"}
+        )
     assert (charged.status_code, refunded.status_code) == (201, 201)
+    assert (authorized.status_code, captured.status_code, voided.status_code) == (201, 201, 201)
 
 
 def _client(app: ASGIApp) -> httpx.AsyncClient:
@@ -184,3 +227,30 @@ def test_fast_path_leaves_every_other_query_to_fastapi(app: FastAPI, seen: list[
     statuses = [status for status, *_ in through_fastapi]
     # `Idempotency_Key` (index 10) is no parameter of a lookup: a misspelt listing, refused.
     assert statuses == [200, 200, 400, 400, 400, 400, 400, 404, 200, 200, 400, 405, 405, 307, 404]
+
+
+def test_fast_path_answers_capture_and_void_lookups_as_the_fastapi_routes_do(
+    app: FastAPI, seen: list[str]
+) -> None:
+    through_fastapi = asyncio.run(_answers(app, app, TAKEN_TWO_STEP))
+    seen.clear()
+    through_fast_path = asyncio.run(_answers(with_fast_paths(app), app, TAKEN_TWO_STEP))
+
+    assert through_fast_path == through_fastapi
+    assert seen == [], "the fast path left these lookups to FastAPI"
+    statuses = [status for status, *_ in through_fastapi]
+    assert statuses == [200, 404, 200, 404, 503, 503, 503, 200, 200, 200, 200, 200]
+    assert [left for *_, left, _ in through_fastapi[7:]] == [1, 1, 1, 0, 1]
+    assert through_fastapi[10][-1] is True
+
+
+def test_fast_path_leaves_capture_and_void_listings_to_fastapi(
+    app: FastAPI, seen: list[str]
+) -> None:
+    through_fastapi = asyncio.run(_answers(app, app, LEFT_TWO_STEP))
+    seen.clear()
+    through_fast_path = asyncio.run(_answers(with_fast_paths(app), app, LEFT_TWO_STEP))
+
+    assert through_fast_path == through_fastapi
+    assert seen == [f"{case.method} {case.target}" for case in LEFT_TWO_STEP]
+    assert [status for status, *_ in through_fastapi] == [200, 200, 200, 400, 400]

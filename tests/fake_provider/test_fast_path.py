@@ -18,6 +18,8 @@ from fake_provider.ledger import Ledger
 from tests.fake_provider.provider import charge_body
 
 GOOD = json.dumps(charge_body()).encode()
+AUTH = {"capture": "manual"}
+MANUAL = json.dumps({**charge_body(), **AUTH}).encode()
 JSON = "application/json"
 
 # (key, body, content type): every way a request can be wrong, and a few right ones.
@@ -46,6 +48,19 @@ CASES: list[tuple[str | None, bytes, str | None]] = [
         JSON,
     ),
     ("k-bad", json.dumps({"currency": "EUR"}).encode(), JSON),
+    # Manual charges: an authorization, its replay, a key reused across capture modes, and
+    # capture modes that are none.
+    ("k-manual", MANUAL, JSON),
+    ("k-manual", MANUAL, JSON),
+    ("k-manual", GOOD, JSON),
+    ("k-new", MANUAL, JSON),
+    (
+        "k-manual-decline",
+        json.dumps({**charge_body(account_id="acc_decline_"), **AUTH}).encode(),
+        JSON,
+    ),
+    ("k-bad", json.dumps({**charge_body(), "capture": "Manual"}).encode(), JSON),
+    ("k-bad", json.dumps({**charge_body(), "capture": None}).encode(), JSON),
 ]
 
 
@@ -90,6 +105,11 @@ def test_fast_path_answers_as_the_fastapi_route_does(app: FastAPI) -> None:
     # The cases do reach every branch: created, replayed, conflict, declined, refused.
     assert [status for status, _, _ in through_fastapi[:6]] == [201, 201, 409, 201, 400, 201]
     assert through_fastapi[1][1]["idempotent-replayed"] == "true"
+    manual = through_fastapi[-7:]
+    assert [status for status, _, _ in manual] == [201, 201, 409, 409, 201, 400, 400]
+    assert [body.get("status") for _, _, body in manual[:2]] == ["authorized", "authorized"]
+    assert manual[1][1]["idempotent-replayed"] == "true"
+    assert (manual[4][2]["status"], manual[4][2]["capture"]) == ("declined", "manual")
 
 
 def test_fast_path_leaves_every_other_request_to_fastapi(app: FastAPI) -> None:

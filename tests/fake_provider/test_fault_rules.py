@@ -33,6 +33,7 @@ def test_created_rule_is_echoed_and_listed_with_its_defaults(client: httpx.Clien
         "idempotency_key": None,
         "delay_s": 30.0,
         "decline_code": None,
+        "call": None,
     }
     assert fault_rules(client) == [created]
 

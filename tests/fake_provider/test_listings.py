@@ -99,6 +99,9 @@ def test_a_charge_shows_its_status_and_what_was_refunded(crowded_client: httpx.C
         "account_id",
         "reference",
         "created_at",
+        "capture",
+        "amount_captured_minor",
+        "voided",
     }
     seen = {
         key: (c["status"], c["amount_refunded_minor"])

@@ -24,13 +24,14 @@ import argparse
 import sys
 
 from tests.model.protocol import Protocol
-from tests.model.search import Report, double_charge, explore, recharged
+from tests.model.search import Report, W, double_charge, explore, recharged
 from tests.model.trace import format_violation
 from tests.model.world import (
     LARGE,
     SMALL,
     Bounds,
     Mutation,
+    World,
     approved_everywhere,
     initial_worlds,
 )
@@ -54,7 +55,7 @@ def describe_bounds(bounds: Bounds) -> str:
 
 def run(
     bounds: Bounds, mutation: Mutation | None, *, doubles: bool = False, lies: bool = False
-) -> tuple[Report, Protocol]:
+) -> tuple[Report[World], Protocol]:
     """One search; `doubles`: of the double-charge invariants alone, without dead ends, from
     the worlds where every provider approves; `lies` (and the `LIE_MUTATIONS`): one of the
     faults may be a wrong "not processed", and recovery must never charge again."""
@@ -69,7 +70,7 @@ def run(
     return explore(protocol, initial_worlds(bounds)), protocol
 
 
-def summary(name: str, report: Report) -> str:
+def summary(name: str, report: Report[W]) -> str:
     verdict = "no violation" if report.violation is None else "VIOLATION"
     return (
         f"{name}: {report.states:,} states, {report.transitions:,} transitions, "

@@ -3,20 +3,36 @@
 Worlds are numbered in the order they are found, with the step that first reached each, so
 the path back to an initial world is a shortest trace. Invariants are checked on each world
 as it is found; the first to fail ends the search with its trace. Dead ends are found over
-the whole explored graph: every world must still be able to reach one in which each
-operation is COMPLETED or FAILED (reverse reachability from those worlds).
+the whole explored graph: every world must still be able to reach a settled one, in which
+each operation is COMPLETED or FAILED (reverse reachability from those worlds).
+
+The search is the same for every model: `search` takes the rules (anything with
+`successors`), the check and what "settled" means; `explore` is it for the charge protocol.
+The invariants here are the charge protocol's; the two-step payments' are in
+`modification_invariants.py`.
 """
 
 from __future__ import annotations
 
 import time
+import typing
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from tests.model.protocol import Protocol
 from tests.model.steps import Edge, Step
 from tests.model.world import TERMINAL, Op, World, charges_of, is_charge
+
+W = TypeVar("W", bound=Hashable)
+
+
+class Rules(typing.Protocol[W]):
+    """What a search needs of a model: every step from a world, and the world it leads to."""
+
+    def successors(self, w: W, /) -> Sequence[tuple[Step, W]]: ...
+
 
 TWO_PROVIDERS = "never charged at two providers"
 ONE_CHARGE = "at most one provider charge for the idempotency key"
@@ -84,18 +100,18 @@ DEAD_END = "no dead end: COMPLETED or FAILED is still reachable"
 
 
 @dataclass(frozen=True)
-class Violation:
+class Violation(Generic[W]):
     invariant: str
-    start: World
-    trace: tuple[tuple[Step, World], ...]  # each step and the world it led to
+    start: W
+    trace: tuple[tuple[Step, W], ...]  # each step and the world it led to
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(Generic[W]):
     states: int
     transitions: int
     seconds: float
-    violation: Violation | None
+    violation: Violation[W] | None
     edges: frozenset[tuple[Edge, bool]]  # every state-machine edge asked for, and if it landed
 
 
@@ -109,22 +125,37 @@ def explore(
     *,
     dead_ends: bool = True,
     check: Callable[[World], str | None] = first_broken,
-) -> Report:
-    """Search every world reachable from `starts`; stop at the first violation.
+) -> Report[World]:
+    """Search every world of the charge protocol reachable from `starts`; stop at the first
+    violation.
 
     `check` names the invariant a world breaks: every one (`first_broken`), or the double
     charges alone (`double_charge`, with `dead_ends=False`), which finds the shortest trace
     to a double charge when a mutation also breaks another invariant sooner.
     """
+    return search(protocol, starts, check=check, settled=_settled, dead_ends=dead_ends)
+
+
+def search(
+    rules: Rules[W],
+    starts: tuple[W, ...],
+    *,
+    check: Callable[[W], str | None],
+    settled: Callable[[W], bool],
+    dead_ends: bool = True,
+) -> Report[W]:
+    """Search every world reachable from `starts` under `rules`; stop at the first world
+    `check` names a broken invariant of; then, if `dead_ends`, look for a world from which
+    no `settled` one can be reached."""
     began = time.perf_counter()
-    index: dict[World, int] = {}
-    worlds: list[World] = []
+    index: dict[W, int] = {}
+    worlds: list[W] = []
     parent = array("q")
     steps: list[Step | None] = []
     sources, targets = array("I"), array("I")
     edges: set[tuple[Edge, bool]] = set()
 
-    def found(w: World, source: int, step: Step | None) -> Violation | None:
+    def found(w: W, source: int, step: Step | None) -> Violation[W] | None:
         worlds.append(w)
         parent.append(source)
         steps.append(step)
@@ -133,7 +164,7 @@ def explore(
             return Violation(broken, *_trace(worlds, parent, steps, len(worlds) - 1))
         return None
 
-    def report(violation: Violation | None) -> Report:
+    def report(violation: Violation[W] | None) -> Report[W]:
         took = time.perf_counter() - began
         return Report(len(worlds), transitions, took, violation, frozenset(edges))
 
@@ -142,7 +173,7 @@ def explore(
         new = index.setdefault(start, len(worlds)) == len(worlds)
         if new and (violation := found(start, -1, None)) is not None:
             return report(violation)
-    successors = protocol.successors
+    successors = rules.successors
     n = 0
     while n < len(worlds):
         for step, nxt in successors(worlds[n]):
@@ -158,13 +189,15 @@ def explore(
                 targets.append(target)
         n += 1
     if dead_ends:
-        stuck = _first_dead_end(worlds, sources, targets)
+        stuck = _first_dead_end(worlds, sources, targets, settled)
         if stuck is not None:
             return report(Violation(DEAD_END, *_trace(worlds, parent, steps, stuck)))
     return report(None)
 
 
-def _first_dead_end(worlds: list[World], sources: array[int], targets: array[int]) -> int | None:
+def _first_dead_end(
+    worlds: list[W], sources: array[int], targets: array[int], settled: Callable[[W], bool]
+) -> int | None:
     """The first-found world from which no settled world can be reached, if any."""
     count = len(worlds)
     start = array("I", bytes(4 * (count + 1)))  # predecessors by target, as one flat array
@@ -178,7 +211,7 @@ def _first_dead_end(worlds: list[World], sources: array[int], targets: array[int
         preds[fill[t]] = s
         fill[t] += 1
     good = bytearray(count)
-    stack = [k for k, w in enumerate(worlds) if _settled(w)]
+    stack = [k for k, w in enumerate(worlds) if settled(w)]
     for k in stack:
         good[k] = 1
     while stack:
@@ -191,9 +224,9 @@ def _first_dead_end(worlds: list[World], sources: array[int], targets: array[int
 
 
 def _trace(
-    worlds: list[World], parent: array[int], steps: list[Step | None], last: int
-) -> tuple[World, tuple[tuple[Step, World], ...]]:
-    path: list[tuple[Step, World]] = []
+    worlds: list[W], parent: array[int], steps: list[Step | None], last: int
+) -> tuple[W, tuple[tuple[Step, W], ...]]:
+    path: list[tuple[Step, W]] = []
     k = last
     while (step := steps[k]) is not None:
         path.append((step, worlds[k]))

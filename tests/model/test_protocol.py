@@ -20,7 +20,7 @@ from tests.model.search import (
     explore,
 )
 from tests.model.trace import format_violation, replays
-from tests.model.world import SMALL, Mutation, initial_worlds
+from tests.model.world import SMALL, Mutation, World, initial_worlds
 
 BROKEN_BY = {
     Mutation.UNFENCED_WRITE: FENCED,
@@ -43,7 +43,7 @@ CAUGHT_HERE = [m for m in Mutation if m is not Mutation.LATEST_ATTEMPT_ONLY]
 BOUNDS = {Mutation.RETRYABLE_NEVER_RETRIED: SMALL._replace(providers=1)}
 
 
-def test_the_protocol_keeps_every_invariant(small_run: tuple[Report, Protocol]) -> None:
+def test_the_protocol_keeps_every_invariant(small_run: tuple[Report[World], Protocol]) -> None:
     report, protocol = small_run
     print(
         f"protocol at the small bound: {report.states} states, "

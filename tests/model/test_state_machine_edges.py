@@ -12,6 +12,7 @@ from __future__ import annotations
 from app.operations.states import TRANSITIONS
 from tests.model.protocol import Protocol
 from tests.model.search import Report
+from tests.model.world import World
 
 Triple = tuple[str, str, str]
 
@@ -39,7 +40,7 @@ ONLY_EVER_FENCED_OUT: set[Triple] = {
 }
 
 
-def _edges(report: Report, *, landed_only: bool) -> set[Triple]:
+def _edges(report: Report[World], *, landed_only: bool) -> set[Triple]:
     return {
         (edge.trigger, edge.source.name, edge.dest.name)
         for edge, landed in report.edges
@@ -48,7 +49,7 @@ def _edges(report: Report, *, landed_only: bool) -> set[Triple]:
 
 
 def test_the_model_asks_for_exactly_the_declared_transitions(
-    small_run: tuple[Report, Protocol],
+    small_run: tuple[Report[World], Protocol],
 ) -> None:
     asked = _edges(small_run[0], landed_only=False)
     assert asked - DECLARED == set(), "the model takes transitions the state machine lacks"
@@ -57,7 +58,7 @@ def test_the_model_asks_for_exactly_the_declared_transitions(
 
 
 def test_every_transition_lands_but_those_from_received_after_a_send(
-    small_run: tuple[Report, Protocol],
+    small_run: tuple[Report[World], Protocol],
 ) -> None:
     landed = _edges(small_run[0], landed_only=True)
     assert DECLARED - landed == ONLY_EVER_FENCED_OUT

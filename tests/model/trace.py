@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tests.model.protocol import Protocol
-from tests.model.search import Violation
+from tests.model.search import Rules, Violation, W
 from tests.model.world import Phase, Verdict, World, is_charge, key_name
 
 VERDICTS = {
@@ -50,24 +52,27 @@ def describe_world(w: World, protocol: Protocol) -> str:
     return text
 
 
-def format_violation(v: Violation, protocol: Protocol) -> str:
+def format_violation(v: Violation[World], protocol: Protocol) -> str:
     """The shortest trace to the violation, one step a line."""
-    lines = [
-        f"violated: {v.invariant}",
-        f" 0. start: {describe_verdicts(v.start)} | {describe_world(v.start, protocol)}",
-    ]
+    start = f"{describe_verdicts(v.start)} | {describe_world(v.start, protocol)}"
+    return format_trace(v, start, lambda w: describe_world(w, protocol))
+
+
+def format_trace(v: Violation[W], start: str, describe: Callable[[W], str]) -> str:
+    """The shortest trace to the violation, one step a line, each world told by `describe`."""
+    lines = [f"violated: {v.invariant}", f" 0. start: {start}"]
     for n, (step, w) in enumerate(v.trace, 1):
         verb = step.verb + (f"/{step.trigger}" if step.trigger else "")
         lines.append(f"{n:>2}. {step.actor}: {verb}: {step.text}")
-        lines.append(f"      -> {describe_world(w, protocol)}")
+        lines.append(f"      -> {describe(w)}")
     return "\n".join(lines)
 
 
-def replays(v: Violation, protocol: Protocol) -> bool:
-    """Whether each step of the trace is one the protocol can take from the world before it."""
+def replays(v: Violation[W], rules: Rules[W]) -> bool:
+    """Whether each step of the trace is one the rules can take from the world before it."""
     world = v.start
     for step, after in v.trace:
-        if (step, after) not in protocol.successors(world):
+        if (step, after) not in rules.successors(world):
             return False
         world = after
     return True
