@@ -43,3 +43,17 @@ class FaultInjector:
         response.raise_for_status()
         entries: list[dict[str, Any]] = response.json()["refunds"]
         return [e for e in entries if all(e.get(k) == v for k, v in match.items())]
+
+    def captures(self, **match: Any) -> list[dict[str, Any]]:
+        """Captures in the ledger whose fields equal every `match` value."""
+        return self._listed("captures", match)
+
+    def voids(self, **match: Any) -> list[dict[str, Any]]:
+        """Voids in the ledger whose fields equal every `match` value."""
+        return self._listed("voids", match)
+
+    def _listed(self, collection: str, match: dict[str, Any]) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.url}/{collection}", timeout=10)
+        response.raise_for_status()
+        entries: list[dict[str, Any]] = response.json()[collection]
+        return [e for e in entries if all(e.get(k) == v for k, v in match.items())]
