@@ -180,7 +180,17 @@ class ModificationKind(
             write=modifications.result_with_outcome(
                 row, status=ModificationStatus.SUCCEEDED, provider_reference=found.reference, at=at
             ),
-            event=self._event(subject, self.succeeded_event, data),
+            event=self._event(
+                subject,
+                self.succeeded_event,
+                data,
+                modification_json(
+                    row,
+                    status=ModificationStatus.SUCCEEDED.value,
+                    provider_reference=found.reference,
+                    updated_at=at,
+                ),
+            ),
             outcome=Succeeded(operation_id, stored),
         )
 
@@ -212,21 +222,36 @@ class ModificationKind(
             write=modifications.result_with_outcome(
                 row, status=ModificationStatus.FAILED, provider_reference=None, at=at
             ),
-            event=self._event(subject, self.failed_event, payment_json(subject.payment)),
+            event=self._event(
+                subject,
+                self.failed_event,
+                payment_json(subject.payment),
+                modification_json(row, status=ModificationStatus.FAILED.value, updated_at=at),
+            ),
             outcome=Rejected(operation_id, detail, stored),
         )
 
-    def _event(self, subject: Modification, type: EventType, data: dict[str, Any]) -> EventWrite:
-        """A payment event about this capture or void: the payment, and which one it was."""
+    def _event(
+        self,
+        subject: Modification,
+        type: EventType,
+        payment: dict[str, Any],
+        modification: dict[str, Any],
+    ) -> EventWrite:
+        """A payment event about this capture or void: the payment as it leaves it, and the
+        capture or void (under `capture` or `void`)."""
         row = subject.row
         return outcome_event(
-            tenant_id=row.tenant_id, type=type, data=data | {row.type: self.body(subject)}
+            tenant_id=row.tenant_id, type=type, data=payment | {row.type: modification}
         )
 
     def attention_event(self, subject: Modification) -> EventWrite:
         """payment.needs_attention, with the payment and the capture or void in question."""
         return self._event(
-            subject, EventType.PAYMENT_NEEDS_ATTENTION, payment_json(subject.payment)
+            subject,
+            EventType.PAYMENT_NEEDS_ATTENTION,
+            payment_json(subject.payment),
+            modification_json(subject.row),
         )
 
     # Reading.

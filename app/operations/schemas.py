@@ -11,7 +11,10 @@ from app.operations.values import OperationName
 # What a client may send as a key in the lookup's query: the key as stored, unquoted.
 KEY_QUERY_PATTERN = r"^[\x21-\x7E]+$"
 KEY_QUERY_DESCRIPTION = "The key as stored: unquoted, 1-255 visible ASCII characters"
-OPERATION_QUERY_DESCRIPTION = "The key's scope: `create_payment` (default) or `create_refund`"
+OPERATION_QUERY_DESCRIPTION = (
+    "The key's scope: `create_payment` (default), `create_refund`, `capture_payment` or "
+    "`void_payment`"
+)
 
 
 class LookupQuery(BaseModel):

@@ -98,6 +98,10 @@ def test_captures_in_parts_take_the_authorization_and_no_more(
         "payment.captured",
     ]
     assert [e["data"]["amount_captured"] for e in mine] == ["0.00", "4.00", "10.00"]
+    # Each capture's event carries the capture as it was made.
+    assert mine[1]["data"]["capture"]["capture_id"] == first.json()["capture_id"]
+    assert mine[1]["data"]["capture"]["status"] == "SUCCEEDED"
+    assert mine[1]["data"]["capture"]["provider_capture_id"] is not None
 
 
 def test_a_capture_replays_and_refuses_its_key_with_another_amount(
