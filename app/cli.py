@@ -145,6 +145,7 @@ def _cmd_pay(args: argparse.Namespace) -> int:
         amount=args.amount,
         currency=args.currency,
         account_id=args.account,
+        capture=args.capture,
         key=args.key,
         api_url=args.api_url,
         api_key=args.api_key,
@@ -159,6 +160,31 @@ def _cmd_refund(args: argparse.Namespace) -> int:
         payment_id=args.payment_id,
         amount=args.amount,
         reason=args.reason,
+        key=args.key,
+        api_url=args.api_url,
+        api_key=args.api_key,
+        wait_s=args.wait,
+    )
+
+
+def _cmd_capture(args: argparse.Namespace) -> int:
+    from client.cli import run_capture
+
+    return run_capture(
+        payment_id=args.payment_id,
+        amount=args.amount,
+        key=args.key,
+        api_url=args.api_url,
+        api_key=args.api_key,
+        wait_s=args.wait,
+    )
+
+
+def _cmd_void(args: argparse.Namespace) -> int:
+    from client.cli import run_void
+
+    return run_void(
+        payment_id=args.payment_id,
         key=args.key,
         api_url=args.api_url,
         api_key=args.api_key,
@@ -258,6 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     pay.add_argument("--amount", required=True, help='decimal string, e.g. "10.00"')
     pay.add_argument("--currency", required=True, help="ISO 4217 code, e.g. EUR")
     pay.add_argument("--account", required=True, help="the payer's account id")
+    pay.add_argument(
+        "--capture",
+        choices=["automatic", "manual"],
+        default=None,
+        help="manual: authorize only, then `payments capture` or `payments void` (default: "
+        "automatic)",
+    )
     pay.add_argument("--key", help="idempotency key to resume a payment (default: a new one)")
     pay.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a final outcome")
     pay.set_defaults(func=_cmd_pay)
@@ -273,6 +306,29 @@ def build_parser() -> argparse.ArgumentParser:
     refund.add_argument("--key", help="idempotency key to resume a refund (default: a new one)")
     refund.add_argument("--wait", type=float, default=60.0, help="seconds to wait for an outcome")
     refund.set_defaults(func=_cmd_refund)
+
+    capture = sub.add_parser(
+        "capture",
+        parents=[api_options],
+        help="capture an authorized payment through the Python client",
+    )
+    capture.add_argument("payment_id", help="the authorized payment to capture")
+    capture.add_argument(
+        "--amount", help='decimal string, e.g. "4.00" (default: all that is capturable)'
+    )
+    capture.add_argument("--key", help="idempotency key to resume a capture (default: a new one)")
+    capture.add_argument("--wait", type=float, default=60.0, help="seconds to wait for an outcome")
+    capture.set_defaults(func=_cmd_capture)
+
+    void = sub.add_parser(
+        "void",
+        parents=[api_options],
+        help="release an authorized payment's hold through the Python client",
+    )
+    void.add_argument("payment_id", help="the authorized payment to void")
+    void.add_argument("--key", help="idempotency key to resume a void (default: a new one)")
+    void.add_argument("--wait", type=float, default=60.0, help="seconds to wait for an outcome")
+    void.set_defaults(func=_cmd_void)
 
     ops = sub.add_parser("operations", help="read operations")
     ops_sub = ops.add_subparsers(dest="operations_command", required=True)

@@ -15,7 +15,7 @@ from client.decisions import Fail, read_decision
 from client.errors import ApiUnavailable, NotFound, PaymentsError
 from client.keys import check_idempotency_key, new_idempotency_key
 from client.retrying import OnRetry, RetryState
-from client.wire import USER_AGENT, Amount, Answer, payment_request
+from client.wire import USER_AGENT, Amount, Answer, CaptureMode, payment_request
 
 DEFAULT_TIMEOUT_S = 15.0
 DEFAULT_DEADLINE_S = 60.0
@@ -68,6 +68,7 @@ class ClientBase:
         *,
         idempotency_key: str | None = None,
         operation_id: str | None = None,
+        effect: str = "charged",
     ) -> RetryState:
         deadline_s = self._deadline if deadline is None else deadline
         if deadline_s <= 0:
@@ -81,6 +82,7 @@ class ClientBase:
             rng=self._rng,
             idempotency_key=idempotency_key,
             operation_id=operation_id,
+            effect=effect,
         )
 
     def _report(self, state: RetryState, delay_s: float) -> None:
@@ -96,6 +98,7 @@ def prepare_create(
     merchant_reference: str | None,
     description: str | None,
     metadata: Mapping[str, str] | None,
+    capture: CaptureMode | None,
     idempotency_key: str | None,
 ) -> tuple[str, dict[str, Any]]:
     """The key (the caller's, checked, or a new UUIDv7) and the JSON body of one payment."""
@@ -108,6 +111,7 @@ def prepare_create(
         merchant_reference=merchant_reference,
         description=description,
         metadata=metadata,
+        capture=capture,
     )
     return key, body
 

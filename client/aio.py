@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -31,6 +31,14 @@ from client._base import (
     single_read,
     transport_unavailable,
 )
+from client.authorizations import (
+    capture_decision,
+    captures_path,
+    prepare_capture,
+    prepare_void,
+    void_decision,
+    void_path,
+)
 from client.backoff import Backoff, Clock, RetryBudget
 from client.decisions import (
     Done,
@@ -44,10 +52,13 @@ from client.decisions import (
     transport_decision,
 )
 from client.errors import PaymentsError
-from client.models import Operation, Payment, Refund, parse_operation, parse_payment
-from client.refunds import Refunded, prepare_refund, refund_decision, refunds_path
+from client.models import Capture, Operation, Payment, Refund, Void, parse_operation, parse_payment
+from client.refunds import prepare_refund, refund_decision, refunds_path
 from client.retrying import OnRetry, RetryState
-from client.wire import Amount, Answer, answer_from, create_headers
+from client.wire import Amount, Answer, CaptureMode, answer_from, create_headers
+
+#: What a keyed POST returns once its answer is final.
+Final = TypeVar("Final")
 
 
 class AsyncPaymentsClient(ClientBase):
@@ -118,6 +129,7 @@ class AsyncPaymentsClient(ClientBase):
         merchant_reference: str | None = None,
         description: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        capture: CaptureMode | None = None,
         idempotency_key: str | None = None,
         on_key: OnKey | None = None,
         deadline: float | None = None,
@@ -129,6 +141,10 @@ class AsyncPaymentsClient(ClientBase):
         on every attempt. `on_key(key)` runs before the first attempt; persist the key there
         (if it raises, nothing is sent). Raises `PaymentDeclined`, `PaymentRejected`, a
         `RequestError`, or `OutcomeUnknown` when `deadline` (seconds) passes first.
+
+        With `capture="manual"` the payment is only authorized: it comes back AUTHORIZED,
+        holding the money until `capture` takes it or `void` releases it (until
+        `capture_before`).
         """
         key, body = prepare_create(
             amount,
@@ -137,6 +153,7 @@ class AsyncPaymentsClient(ClientBase):
             merchant_reference=merchant_reference,
             description=description,
             metadata=metadata,
+            capture=capture,
             idempotency_key=idempotency_key,
         )
         if on_key is not None:
@@ -144,7 +161,6 @@ class AsyncPaymentsClient(ClientBase):
         state = self._retry_state("create_payment", deadline, idempotency_key=key)
         decide = partial(create_decision, key=key)
         done = await self._post_until_final(state, "/payments", body, key, decide)
-        assert isinstance(done, Done)
         return done.payment
 
     async def create_refund(
@@ -170,11 +186,58 @@ class AsyncPaymentsClient(ClientBase):
         )
         if on_key is not None:
             on_key(key)
-        state = self._retry_state("create_refund", deadline, idempotency_key=key)
+        state = self._retry_state("create_refund", deadline, idempotency_key=key, effect="refunded")
         decide = partial(refund_decision, key=key)
         done = await self._post_until_final(state, refunds_path(payment_id), body, key, decide)
-        assert isinstance(done, Refunded)
         return done.refund
+
+    async def capture(
+        self,
+        payment_id: str,
+        amount: Amount | None = None,
+        *,
+        idempotency_key: str | None = None,
+        on_key: OnKey | None = None,
+        deadline: float | None = None,
+    ) -> Capture:
+        """Capture (part of) an authorized payment once; the SUCCEEDED capture.
+
+        `amount` is what to take now (a `str` or `Decimal`); None takes all that is still
+        capturable. As `create_refund`: one call is one logical capture under one key
+        (`on_key` sees it first), retried with that key. Raises `CaptureRefused` (not
+        capturable, past `capture_before`, or more than is left: nothing was stored),
+        `ModificationInProgress` (another capture or void of the payment is in flight),
+        `PaymentRejected` (the provider refused it), a `RequestError`, or `OutcomeUnknown`
+        when `deadline` passes first.
+        """
+        key, body = prepare_capture(amount, idempotency_key=idempotency_key)
+        if on_key is not None:
+            on_key(key)
+        state = self._retry_state("capture", deadline, idempotency_key=key, effect="captured")
+        decide = partial(capture_decision, key=key)
+        return await self._post_until_final(state, captures_path(payment_id), body, key, decide)
+
+    async def void(
+        self,
+        payment_id: str,
+        *,
+        idempotency_key: str | None = None,
+        on_key: OnKey | None = None,
+        deadline: float | None = None,
+    ) -> Void:
+        """Release what an authorized payment still holds, once; the SUCCEEDED void.
+
+        An AUTHORIZED payment becomes VOIDED; a PARTIALLY_CAPTURED one becomes CAPTURED, its
+        captures kept. One call is one logical void under one key, retried like a capture.
+        Raises `VoidRefused` (nothing left to release: nothing was stored),
+        `ModificationInProgress`, `PaymentRejected`, a `RequestError`, or `OutcomeUnknown`.
+        """
+        key, body = prepare_void(idempotency_key=idempotency_key)
+        if on_key is not None:
+            on_key(key)
+        state = self._retry_state("void", deadline, idempotency_key=key, effect="voided")
+        decide = partial(void_decision, key=key)
+        return await self._post_until_final(state, void_path(payment_id), body, key, decide)
 
     async def _post_until_final(
         self,
@@ -182,8 +245,8 @@ class AsyncPaymentsClient(ClientBase):
         path: str,
         body: dict[str, Any],
         key: str,
-        decide: Callable[[Answer], Done | Refunded | Fail | Retry],
-    ) -> Done | Refunded:
+        decide: Callable[[Answer], Final | Fail | Retry],
+    ) -> Final:
         """POST `body` with `key` until the answer is final; raise a final failure."""
         while True:
             timeout = state.request_timeout(self._timeout)
@@ -195,13 +258,13 @@ class AsyncPaymentsClient(ClientBase):
                     timeout=timeout,
                 )
             except httpx.TransportError as exc:
-                decision: Done | Refunded | Fail | Retry = transport_decision(exc)
+                decision: Final | Fail | Retry = transport_decision(exc)
             else:
                 decision = decide(answer_from(response))
-            if isinstance(decision, Done | Refunded):
-                return decision
             if isinstance(decision, Fail):
                 raise decision.error
+            if not isinstance(decision, Retry):
+                return decision
             await self._wait(state, decision)
 
     async def wait_for_outcome(

@@ -1,18 +1,20 @@
-"""The client side of the `payments` command: `payments pay`, `payments refund` and
-`payments operations show`.
+"""The client side of the `payments` command: `payments pay`, `payments refund`,
+`payments capture`, `payments void` and `payments operations show`.
 
 `app/cli.py` defines the arguments and calls these lazily, so the server's settings are
 neither needed nor read. The payment or operation goes to stdout as JSON; progress, the key
 to resume with, and errors go to stderr. Exit codes:
 
-    0  succeeded (the payment or refund, or the operation was found)
+    0  succeeded (the payment, refund, capture or void, or the operation was found)
     1  no usable answer from the API (unexpected answer, API unreachable for a read)
     2  usage: bad arguments, no API key
     3  declined by the provider (the DECLINED payment is printed)
-    4  rejected by the provider as invalid (the FAILED payment or refund is printed)
+    4  rejected by the provider as invalid (the FAILED payment, or the problem of a refund,
+       capture or void, is printed)
     5  outcome still unknown at the deadline: run again with the printed --key to resume
     6  refused: invalid request, idempotency key reused or expired, not found, payment not
-       refundable or refund beyond what is left
+       refundable, capturable or voidable, more than is left, or another capture or void of
+       the payment in flight
     7  authentication failed
 """
 
@@ -22,9 +24,10 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TextIO
 
+from client._base import OnKey
 from client.errors import (
     AuthenticationError,
     OutcomeUnknown,
@@ -35,8 +38,10 @@ from client.errors import (
     RequestError,
     ValidationError,
 )
+from client.models import Capture, Refund, Void
 from client.retrying import RetryEvent
 from client.sync import PaymentsClient
+from client.wire import CaptureMode
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 DEFAULT_WAIT_S = 60.0
@@ -49,6 +54,16 @@ EXIT_REJECTED = 4
 EXIT_UNKNOWN = 5
 EXIT_REFUSED = 6
 EXIT_AUTH = 7
+
+
+class Made(Protocol):
+    """A refund, capture or void: its status and the JSON it was read from."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
 
 
 def _dump(data: Mapping[str, Any], out: TextIO) -> None:
@@ -102,6 +117,7 @@ def run_pay(
     amount: str,
     currency: str,
     account_id: str,
+    capture: CaptureMode | None = None,
     key: str | None = None,
     api_url: str | None = None,
     api_key: str | None = None,
@@ -110,7 +126,8 @@ def run_pay(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """`payments pay`: one payment through the client, then its final JSON on stdout."""
+    """`payments pay`: one payment through the client, then its final JSON on stdout; with
+    `capture="manual"` it is only authorized (`payments capture` and `payments void` follow)."""
     out = out or sys.stdout
     err = err or sys.stderr
     connection = _connection(api_url, api_key, os.environ if environ is None else environ, err)
@@ -140,7 +157,12 @@ def run_pay(
     with payments:
         try:
             payment = payments.create_payment(
-                amount, currency, account_id, idempotency_key=key, on_key=announce_key
+                amount,
+                currency,
+                account_id,
+                capture=capture,
+                idempotency_key=key,
+                on_key=announce_key,
             )
         except ValueError as exc:
             _say(err, str(exc))
@@ -162,6 +184,72 @@ def run_pay(
     return EXIT_OK
 
 
+def _run_keyed(
+    call: Callable[[PaymentsClient, OnKey], Made],
+    *,
+    noun: str,
+    resume: str,
+    unchanged: str,
+    api_url: str | None,
+    api_key: str | None,
+    wait_s: float,
+    environ: Mapping[str, str] | None,
+    out: TextIO | None,
+    err: TextIO | None,
+) -> int:
+    """One refund, capture or void through the client (`call` makes it), then its JSON.
+
+    `noun` names it in progress lines, `resume` is the command to run again with `--key`,
+    `unchanged` says what a rejection left as it was.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    connection = _connection(api_url, api_key, os.environ if environ is None else environ, err)
+    if connection is None:
+        return EXIT_USAGE
+    if wait_s <= 0:
+        _say(err, "--wait must be a positive number of seconds")
+        return EXIT_USAGE
+
+    def announce_key(idempotency_key: str) -> None:
+        _say(err, f"idempotency key: {idempotency_key}")
+        _say(err, f"to resume this {noun} if interrupted, run again with --key {idempotency_key}")
+
+    def progress(event: RetryEvent) -> None:
+        _say(err, f"attempt {event.attempt}: {event.reason}; trying again in {event.delay_s:.1f}s")
+
+    url, api_key_value = connection
+    try:
+        payments = PaymentsClient(url, api_key_value, deadline=wait_s, on_retry=progress)
+    except ValueError as exc:
+        _say(err, str(exc))
+        return EXIT_USAGE
+    with payments:
+        try:
+            made = call(payments, announce_key)
+        except ValueError as exc:
+            _say(err, str(exc))
+            return EXIT_USAGE
+        except PaymentRejected as exc:
+            _say(err, f"rejected by the provider; {unchanged}: {exc.detail}")
+            if exc.body is not None:
+                _dump(exc.body, out)
+            return EXIT_REJECTED
+        except OutcomeUnknown as exc:
+            _say(err, exc.detail)
+            if exc.idempotency_key is not None:
+                _say(err, f"resume with: {resume} ... --key {exc.idempotency_key}")
+            return EXIT_UNKNOWN
+        except RequestError as exc:
+            return _refused(exc, err)
+        except PaymentsError as exc:
+            _say(err, exc.detail)
+            return EXIT_ERROR
+    _say(err, f"{noun} {made.raw[f'{noun}_id']} {made.status}")
+    _dump(made.raw, out)
+    return EXIT_OK
+
+
 def run_refund(
     *,
     payment_id: str,
@@ -176,57 +264,86 @@ def run_refund(
     err: TextIO | None = None,
 ) -> int:
     """`payments refund PAYMENT_ID --amount A`: one refund through the client, its JSON."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    connection = _connection(api_url, api_key, os.environ if environ is None else environ, err)
-    if connection is None:
-        return EXIT_USAGE
-    if wait_s <= 0:
-        _say(err, "--wait must be a positive number of seconds")
-        return EXIT_USAGE
 
-    def announce_key(idempotency_key: str) -> None:
-        _say(err, f"idempotency key: {idempotency_key}")
-        _say(err, f"to resume this refund if interrupted, run again with --key {idempotency_key}")
+    def refund(payments: PaymentsClient, on_key: OnKey) -> Refund:
+        return payments.create_refund(
+            payment_id, amount, reason=reason, idempotency_key=key, on_key=on_key
+        )
 
-    def progress(event: RetryEvent) -> None:
-        _say(err, f"attempt {event.attempt}: {event.reason}; trying again in {event.delay_s:.1f}s")
+    return _run_keyed(
+        refund,
+        noun="refund",
+        resume=f"payments refund {payment_id}",
+        unchanged="nothing was refunded",
+        api_url=api_url,
+        api_key=api_key,
+        wait_s=wait_s,
+        environ=environ,
+        out=out,
+        err=err,
+    )
 
-    url, api_key_value = connection
-    try:
-        payments = PaymentsClient(url, api_key_value, deadline=wait_s, on_retry=progress)
-    except ValueError as exc:
-        _say(err, str(exc))
-        return EXIT_USAGE
-    with payments:
-        try:
-            refund = payments.create_refund(
-                payment_id, amount, reason=reason, idempotency_key=key, on_key=announce_key
-            )
-        except ValueError as exc:
-            _say(err, str(exc))
-            return EXIT_USAGE
-        except PaymentRejected as exc:
-            _say(err, f"rejected by the provider; nothing was refunded: {exc.detail}")
-            if exc.body is not None:
-                _dump(exc.body, out)
-            return EXIT_REJECTED
-        except OutcomeUnknown as exc:
-            _say(err, exc.detail)
-            if exc.idempotency_key is not None:
-                _say(
-                    err,
-                    f"resume with: payments refund {payment_id} ... --key {exc.idempotency_key}",
-                )
-            return EXIT_UNKNOWN
-        except RequestError as exc:
-            return _refused(exc, err)
-        except PaymentsError as exc:
-            _say(err, exc.detail)
-            return EXIT_ERROR
-    _say(err, f"refund {refund.refund_id} {refund.status}")
-    _dump(refund.raw, out)
-    return EXIT_OK
+
+def run_capture(
+    *,
+    payment_id: str,
+    amount: str | None = None,
+    key: str | None = None,
+    api_url: str | None = None,
+    api_key: str | None = None,
+    wait_s: float = DEFAULT_WAIT_S,
+    environ: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`payments capture PAYMENT_ID [--amount A]`: one capture (without an amount: all that
+    is capturable) through the client, its JSON."""
+
+    def capture(payments: PaymentsClient, on_key: OnKey) -> Capture:
+        return payments.capture(payment_id, amount, idempotency_key=key, on_key=on_key)
+
+    return _run_keyed(
+        capture,
+        noun="capture",
+        resume=f"payments capture {payment_id}",
+        unchanged="nothing was captured",
+        api_url=api_url,
+        api_key=api_key,
+        wait_s=wait_s,
+        environ=environ,
+        out=out,
+        err=err,
+    )
+
+
+def run_void(
+    *,
+    payment_id: str,
+    key: str | None = None,
+    api_url: str | None = None,
+    api_key: str | None = None,
+    wait_s: float = DEFAULT_WAIT_S,
+    environ: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`payments void PAYMENT_ID`: release what the authorization holds, its JSON."""
+
+    def void(payments: PaymentsClient, on_key: OnKey) -> Void:
+        return payments.void(payment_id, idempotency_key=key, on_key=on_key)
+
+    return _run_keyed(
+        void,
+        noun="void",
+        resume=f"payments void {payment_id}",
+        unchanged="the hold is unchanged",
+        api_url=api_url,
+        api_key=api_key,
+        wait_s=wait_s,
+        environ=environ,
+        out=out,
+        err=err,
+    )
 
 
 def run_operations_show(

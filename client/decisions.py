@@ -6,7 +6,7 @@ every retry safe from double charges, so the client retries whatever is not a fi
 and stops at once on what a retry can never change.
 
     answer                                   decision
-    201 payment SUCCEEDED                    Done
+    201 payment SUCCEEDED, or AUTHORIZED     Done
     202 outcome unknown yet                  Retry, paced by the server (Retry-After)
     409 IDEMPOTENCY_REQUEST_IN_PROGRESS      Retry, paced by the server (Retry-After)
     503, 500, 504, 429, 408, 425, other 502  Retry after a failure: backoff (never shorter
@@ -14,6 +14,12 @@ and stops at once on what a retry can never change.
     connection error, timeout                Retry after a failure: backoff, spends budget
     402 decline                              PaymentDeclined
     502 PROVIDER_REJECTED                    PaymentRejected
+    409 PAYMENT_NOT_REFUNDABLE,
+    422 REFUND_EXCEEDS_PAYMENT               RefundRefused
+    409 PAYMENT_NOT_CAPTURABLE,
+    422 CAPTURE_EXCEEDS_CAPTURABLE           CaptureRefused
+    409 PAYMENT_NOT_VOIDABLE                 VoidRefused
+    409 PAYMENT_MODIFICATION_IN_PROGRESS     ModificationInProgress
     422 IDEMPOTENCY_KEY_REUSED / _EXPIRED    IdempotencyKeyReused / IdempotencyKeyExpired
     422 VALIDATION_ERROR, 400, 413, 415      ValidationError
     401, 403                                 AuthenticationError
@@ -22,6 +28,12 @@ and stops at once on what a retry can never change.
 
 A 502 without the PROVIDER_REJECTED code did not come from this API (a proxy in between
 answered): the request may or may not have reached it, so it is retried like a 503.
+
+The refusals of a refund, capture or void depend on the payment, not on the request: nothing
+was stored under the key and nothing sent, so they are raised at once (a retry would only ask
+the same question of the same payment) and the caller may send the same key later on purpose.
+That includes PAYMENT_MODIFICATION_IN_PROGRESS: another capture or void of the payment, under
+another key, is in flight, and its outcome decides whether this one can still be made.
 """
 
 from __future__ import annotations
@@ -34,9 +46,11 @@ import httpx
 
 from client.errors import (
     AuthenticationError,
+    CaptureRefused,
     FieldError,
     IdempotencyKeyExpired,
     IdempotencyKeyReused,
+    ModificationInProgress,
     NotFound,
     OutcomeUnknown,
     PaymentDeclined,
@@ -45,6 +59,7 @@ from client.errors import (
     RefundRefused,
     UnexpectedResponse,
     ValidationError,
+    VoidRefused,
 )
 from client.models import Operation, Payment, parse_operation, parse_payment
 from client.wire import Answer
@@ -54,13 +69,30 @@ KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
 KEY_EXPIRED = "IDEMPOTENCY_KEY_EXPIRED"
 PROVIDER_REJECTED = "PROVIDER_REJECTED"
 REFUND_REFUSALS = frozenset({"PAYMENT_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAYMENT"})
+CAPTURE_REFUSALS = frozenset({"PAYMENT_NOT_CAPTURABLE", "CAPTURE_EXCEEDS_CAPTURABLE"})
+NOT_VOIDABLE = "PAYMENT_NOT_VOIDABLE"
+MODIFICATION_IN_PROGRESS = "PAYMENT_MODIFICATION_IN_PROGRESS"
+#: What a payment the provider approved may show, whatever happened to it since: a one-step
+#: success (refunded or not), or a manual payment's authorization (captured, voided, lapsed).
+APPROVED_STATUSES = frozenset(
+    {
+        "SUCCEEDED",
+        "PARTIALLY_REFUNDED",
+        "REFUNDED",
+        "AUTHORIZED",
+        "PARTIALLY_CAPTURED",
+        "CAPTURED",
+        "VOIDED",
+        "EXPIRED",
+    }
+)
 #: Statuses that say "not now" rather than "no": retried with backoff.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
 class Done:
-    """The payment succeeded."""
+    """The payment succeeded (a manual one: it was authorized)."""
 
     payment: Payment
 
@@ -134,6 +166,13 @@ def error_for(answer: Answer, *, key: str | None) -> PaymentsError | None:
         return PaymentRejected(detail, **common)
     if status in (409, 422) and code in REFUND_REFUSALS:
         return RefundRefused(detail, **common)
+    if status in (409, 422) and code in CAPTURE_REFUSALS:
+        capturable = _str_member(body, "amount_capturable")
+        return CaptureRefused(detail, amount_capturable=capturable, **common)
+    if status == 409 and code == NOT_VOIDABLE:
+        return VoidRefused(detail, **common)
+    if status == 409 and code == MODIFICATION_IN_PROGRESS:
+        return ModificationInProgress(detail, **common)
     if status == 422 and code == KEY_REUSED:
         return IdempotencyKeyReused(detail, **common)
     if status == 422 and code == KEY_EXPIRED:
@@ -176,7 +215,7 @@ def payment_decision(payment: Payment, *, key: str | None) -> Decision:
         "idempotency_key": key,
         "body": payment.raw,
     }
-    if payment.status == "SUCCEEDED":
+    if payment.status in APPROVED_STATUSES:
         return Done(payment)
     if payment.status == "DECLINED":
         code = payment.decline_code or "declined"

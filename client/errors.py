@@ -14,9 +14,15 @@ PaymentsError                  base of everything below; never an `httpx` except
 │   ├── IdempotencyKeyExpired  422: the key is past its TTL; `operation_id` is the old one
 │   ├── AuthenticationError    401/403: missing or unknown API key
 │   ├── NotFound               404: no such operation, payment or refund for this API key
-│   └── RefundRefused          409 PAYMENT_NOT_REFUNDABLE / 422 REFUND_EXCEEDS_PAYMENT: the
-│                              payment cannot be refunded by that much now; nothing was
-│                              stored under the key, so it may be sent again later
+│   ├── RefundRefused          409 PAYMENT_NOT_REFUNDABLE / 422 REFUND_EXCEEDS_PAYMENT: the
+│   │                          payment cannot be refunded by that much now; nothing was
+│   │                          stored under the key, so it may be sent again later
+│   ├── CaptureRefused         409 PAYMENT_NOT_CAPTURABLE / 422 CAPTURE_EXCEEDS_CAPTURABLE
+│   │                          (`amount_capturable` says what is left): as RefundRefused
+│   ├── VoidRefused            409 PAYMENT_NOT_VOIDABLE: as RefundRefused
+│   └── ModificationInProgress 409 PAYMENT_MODIFICATION_IN_PROGRESS: another capture or void
+│                              of the payment is in flight (`operation_id` is that one's);
+│                              nothing was stored under this key
 ├── OutcomeUnknown             the client stopped before a final answer: the payment may
 │   │                          or may not have been charged. Resume with the same
 │   │                          `idempotency_key` (create_payment) or `operation_id`
@@ -115,6 +121,30 @@ class NotFound(RequestError):
 
 class RefundRefused(RequestError):
     """The payment cannot be refunded (by this much) now; nothing stored, nothing sent."""
+
+
+class CaptureRefused(RequestError):
+    """The payment cannot be captured (by this much) now; nothing stored, nothing sent.
+
+    `amount_capturable` is what the authorization has left, when the API said so (422
+    CAPTURE_EXCEEDS_CAPTURABLE).
+    """
+
+    def __init__(self, detail: str, *, amount_capturable: str | None = None, **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.amount_capturable = amount_capturable
+
+
+class VoidRefused(RequestError):
+    """The payment has no hold left to void; nothing stored, nothing sent."""
+
+
+class ModificationInProgress(RequestError):
+    """Another capture or void of the payment is in flight; nothing stored, nothing sent.
+
+    `operation_id` is the operation in flight, not one of this request: once it is final,
+    read the payment to see whether this capture or void is still possible.
+    """
 
 
 class OutcomeUnknown(PaymentsError):

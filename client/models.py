@@ -1,4 +1,4 @@
-"""Typed results: a payment, an operation, and the pieces of an operation.
+"""Typed results: a payment, its refunds, captures and voids, an operation and its pieces.
 
 Each keeps the JSON it was read from in `raw`, so nothing the API sends is lost.
 Amounts stay decimal strings, exactly as the API writes them: money is never a float.
@@ -37,6 +37,14 @@ class Payment:
     raw: Mapping[str, Any] = field(repr=False, compare=False)
     #: The sum of the payment's succeeded refunds ("0.00" before any).
     amount_refunded: str | None = None
+    #: "automatic" (charged at once) or "manual" (authorized; captured or voided later).
+    capture: str = "automatic"
+    #: What was captured: the amount for a one-step success, the sum of captures for manual.
+    amount_captured: str | None = None
+    #: What captures may still take: zero unless AUTHORIZED or PARTIALLY_CAPTURED.
+    amount_capturable: str | None = None
+    #: When a manual payment's hold lapses (None for automatic capture).
+    capture_before: datetime | None = None
 
     @property
     def amount_decimal(self) -> Decimal:
@@ -57,6 +65,38 @@ class Refund:
     reason: str | None
     metadata: Mapping[str, str]
     provider_refund_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A capture of an authorized payment as the API represents it."""
+
+    capture_id: str
+    payment_id: str
+    operation_id: str
+    status: str
+    amount: str
+    currency: str
+    provider_capture_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Void:
+    """A void of an authorized payment as the API represents it: what it released."""
+
+    void_id: str
+    payment_id: str
+    operation_id: str
+    status: str
+    amount_released: str
+    currency: str
+    provider_void_id: str | None
     created_at: datetime
     updated_at: datetime
     raw: Mapping[str, Any] = field(repr=False, compare=False)
@@ -152,6 +192,10 @@ def parse_payment(data: Mapping[str, Any]) -> Payment:
         updated_at=_time(data, "updated_at"),
         raw=data,
         amount_refunded=_opt_str(data, "amount_refunded"),
+        capture=_opt_str(data, "capture") or "automatic",
+        amount_captured=_opt_str(data, "amount_captured"),
+        amount_capturable=_opt_str(data, "amount_capturable"),
+        capture_before=_opt_time(data, "capture_before"),
     )
 
 
@@ -170,6 +214,38 @@ def parse_refund(data: Mapping[str, Any]) -> Refund:
         reason=_opt_str(data, "reason"),
         metadata={str(k): str(v) for k, v in metadata.items()},
         provider_refund_id=_opt_str(data, "provider_refund_id"),
+        created_at=_time(data, "created_at"),
+        updated_at=_time(data, "updated_at"),
+        raw=data,
+    )
+
+
+def parse_capture(data: Mapping[str, Any]) -> Capture:
+    """A `Capture` from the API's JSON; `UnexpectedResponse` if it is not one."""
+    return Capture(
+        capture_id=_str(data, "capture_id"),
+        payment_id=_str(data, "payment_id"),
+        operation_id=_str(data, "operation_id"),
+        status=_str(data, "status"),
+        amount=_str(data, "amount"),
+        currency=_str(data, "currency"),
+        provider_capture_id=_opt_str(data, "provider_capture_id"),
+        created_at=_time(data, "created_at"),
+        updated_at=_time(data, "updated_at"),
+        raw=data,
+    )
+
+
+def parse_void(data: Mapping[str, Any]) -> Void:
+    """A `Void` from the API's JSON; `UnexpectedResponse` if it is not one."""
+    return Void(
+        void_id=_str(data, "void_id"),
+        payment_id=_str(data, "payment_id"),
+        operation_id=_str(data, "operation_id"),
+        status=_str(data, "status"),
+        amount_released=_str(data, "amount_released"),
+        currency=_str(data, "currency"),
+        provider_void_id=_opt_str(data, "provider_void_id"),
         created_at=_time(data, "created_at"),
         updated_at=_time(data, "updated_at"),
         raw=data,

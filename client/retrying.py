@@ -54,8 +54,11 @@ class RetryState:
         rng: random.Random,
         idempotency_key: str | None = None,
         operation_id: str | None = None,
+        effect: str = "charged",
     ) -> None:
         self._action = action
+        #: What the operation does, for `OutcomeUnknown`: "it may or may not have been ...".
+        self._effect = effect
         self._backoff = backoff
         self._budget = budget
         self._clock = clock
@@ -123,7 +126,8 @@ class RetryState:
         detail = (
             f"{self._action}: no final answer after {self.retries + 1} attempt(s) within "
             f"{self._deadline_s:g}s ({why}; last: {last}). It may or may not have been "
-            "charged; to find out without charging twice, " + " or ".join(resume or ["retry"])
+            f"{self._effect}; to find out without doing it twice, "
+            + " or ".join(resume or ["retry"])
         )
         return kind(
             detail,

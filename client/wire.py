@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -19,6 +19,8 @@ USER_AGENT = "payments-python-client/0.1"
 MAX_PREFER_WAIT_S = 10
 
 Amount = str | Decimal | int
+#: How a payment takes its money: at once, or authorized now and captured (or voided) later.
+CaptureMode = Literal["automatic", "manual"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ def payment_request(
     merchant_reference: str | None = None,
     description: str | None = None,
     metadata: Mapping[str, str] | None = None,
+    capture: CaptureMode | None = None,
 ) -> dict[str, Any]:
     """The JSON body of `POST /payments`; optional members are left out when not given."""
     body: dict[str, Any] = {
@@ -68,6 +71,8 @@ def payment_request(
         body["description"] = description
     if metadata is not None:
         body["metadata"] = dict(metadata)
+    if capture is not None:
+        body["capture"] = capture
     return body
 
 
