@@ -44,11 +44,18 @@ WINDOWS = {
     "day": Window("day", 900, 96, "15 minutes"),
 }
 
-# Payment statuses, as the outcome a chart shows.
+# Payment statuses, as the outcome a chart shows: what the payment's own request came to. A
+# refund, a capture, a void or a lapsed hold comes later, and leaves the payment approved: a
+# two-step payment the provider authorized counts as succeeded, whatever came after.
 OUTCOMES = {
     "SUCCEEDED": "succeeded",
     "PARTIALLY_REFUNDED": "succeeded",
     "REFUNDED": "succeeded",
+    "AUTHORIZED": "succeeded",
+    "PARTIALLY_CAPTURED": "succeeded",
+    "CAPTURED": "succeeded",
+    "VOIDED": "succeeded",
+    "EXPIRED": "succeeded",
     "DECLINED": "declined",
     "FAILED": "failed",
     "PENDING": "pending",

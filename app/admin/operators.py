@@ -19,7 +19,9 @@ before anything is read: `422 VALIDATION_ERROR`, by the same rule as the reconci
 queue's (`app/settlement/changes.py`'s `check_reason`).
 
 For a refund's operation the same table holds with the refund in the charge's place:
-"charged" says the provider made the refund, "not_charged" that it holds none.
+"charged" says the provider made the refund, "not_charged" that it holds none; and so for a
+capture's or a void's, with the capture (the void) in the charge's place. Each kind names
+what the provider keeps (`record_name`), and the refusals below say that name.
 
 Nothing here sends a charge: a resolution can only record what the provider already holds,
 so it can never make a second one.
@@ -62,8 +64,8 @@ logger = logging.getLogger("payments.operators")
 
 class Resolution(StrEnum):
     """What an operator says happened at the provider: the operation took effect (a charge,
-    a refund) or it took none. The values are the API's (`charged`, `not_charged`), for
-    every kind."""
+    a refund, a capture, a void) or it took none. The values are the API's (`charged`,
+    `not_charged`), for every kind."""
 
     TOOK_EFFECT = "charged"
     NO_EFFECT = "not_charged"
@@ -71,10 +73,10 @@ class Resolution(StrEnum):
 
 @dataclass(frozen=True)
 class ProviderView:
-    """A live lookup at the provider: its charge under the key, or why it could not say."""
+    """A live lookup at the provider: its record under the key, or why it could not say."""
 
     reachable: bool
-    # "charge" or "refund": what the provider keeps for this kind of operation.
+    # What the provider keeps for this kind of operation ("charge", "refund", "capture" ...).
     record_name: str
     record: dict[str, Any] | None = None
     error: str | None = None
@@ -170,12 +172,13 @@ class OperatorActions:
         """Reconcile now, as the worker would: look up, then record or resend."""
         snapshot = await self.read(operation_id)
         self._refuse_final(snapshot)
+        reconciler = self._reconciler(snapshot)
         if snapshot.state is State.FAILED_RETRYABLE:
+            name = reconciler.driver.kind.record_name
             raise OperationBusy(
-                "certainly not charged: it waits for the client's retry with the same key",
+                f"certainly no {name} was made: it waits for the client's retry with the same key",
                 operation_id=operation_id,
             )
-        reconciler = self._reconciler(snapshot)
         ref = await self._take(snapshot, operator)
         outcome = await reconciler.reconcile(ref, actor=operator.actor)
         return outcome, await self.read(operation_id)
@@ -238,8 +241,8 @@ class OperatorActions:
             elif record is None and resolution is Resolution.NO_EFFECT:
                 if wait_s is not None:
                     raise SendTooRecent(
-                        f"the provider was called less than a lease ago and may still charge;"
-                        f" try again in {wait_s} s",
+                        f"the provider was called less than a lease ago and may still make the"
+                        f" {kind.record_name}; try again in {wait_s} s",
                         operation_id=ref.id,
                         headers={"retry-after": str(wait_s)},
                     )

@@ -117,9 +117,9 @@ async def search_records(
     services: ServicesDep,
     q: Annotated[str, Query(max_length=search.MAX_QUERY)],
 ) -> Any:
-    """Operation, payment, refund, event or delivery ids; idempotency keys, provider charge
-    and refund ids, provider keys, merchant references, account ids. `{data: [...]}`,
-    newest first; exact matches only."""
+    """Operation, payment, refund, capture, void, event or delivery ids; idempotency keys,
+    provider charge, refund, capture and void ids, provider keys, merchant references,
+    account ids. `{data: [...]}`, newest first; exact matches only."""
     async with services.db.connection() as conn:
         hits = await search.search(conn, q, records=services.operators.search_records)
     return _json({"data": [search.hit_json(hit) for hit in hits]})

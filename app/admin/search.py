@@ -17,15 +17,23 @@ the records that hold it:
     payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key
                                 whose attempt n it names
 
+Captures and voids (`payment_modifications`) are looked for the same way: their id (a uuid)
+by `pk_payment_modifications`, the provider's capture or void id (`provider_reference`) by
+`ix_payment_modifications_provider_reference`, their provider key (`capture-<uuid>`,
+`void-<uuid>`) by `uq_payment_modifications_provider_key`.
+
 Matches are exact (case and all): every key here is machine-made or copied, and an exact
 match is what an index answers in microseconds. An account's payments are capped at
 `limit`, newest first; the payments list filtered by account shows them all.
 
 Each table's branches are written by the package that owns the table, as `Fragment`s:
 `app/operations/operator_reads.py`, `app/payments/search.py`, `app/refunds/search.py`,
-`app/events/reads.py`, `app/webhooks/operator_reads.py`. This module only puts them into one
-statement (a UNION ALL, ordered and answered as one query, one round trip), and parses the
-text. The payments' and refunds' parts are handed in by the callers (`Records`).
+`app/authorizations/search.py`, `app/events/reads.py`, `app/webhooks/operator_reads.py`. This
+module only puts them into one statement (a UNION ALL, ordered and answered as one query, one
+round trip), and parses the text. Each operation kind's part (payments, refunds, captures,
+voids) is handed in by the callers (`OperatorActions.search_records`); a hit's `kind` is the
+label its part gives it ("payment", "refund", "capture", "void"), and a hit of a kind's record
+carries the operation that made it and the payment it belongs to.
 """
 
 from __future__ import annotations
@@ -55,13 +63,15 @@ DEFAULT_LIMIT = 50
 class Hit:
     """One record that holds the text searched for, and which of its fields does."""
 
-    kind: str  # operation, payment, refund, event, delivery
+    kind: str  # operation, payment, refund, capture, void, event, delivery
     matched: str  # the field: id, idempotency_key, provider_charge_id, ...
     id: uuid.UUID
     tenant_id: uuid.UUID
     operation_id: uuid.UUID | None
     payment_id: uuid.UUID | None
-    state: str  # the operation's state, the payment's or refund's status, the event's type
+    # The operation's state; the payment's, refund's, capture's or void's status; the
+    # event's type; the delivery's status.
+    state: str
     amount_minor: int | None
     currency: str | None
     created_at: datetime

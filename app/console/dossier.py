@@ -1,10 +1,11 @@
-"""A payment with everything about it, for the console's payment page: its refunds, the
-operations that made them, their events and webhook deliveries, and one timeline.
+"""A payment with everything about it, for the console's payment page: its captures and
+voids (a two-step payment's), its refunds, the operations that made them, their events and
+webhook deliveries, and one timeline.
 
-The timeline is the audit trail of the payment's operation and of each refund's, merged by
-time, with the events written along the way: what an operator reads to answer "what
-happened to this payment". Read with the operators' own reads (no provider lookup: that is on
-each operation's page, one click away).
+The timeline is the audit trail of the payment's operation and of each capture's, void's and
+refund's, merged by time, with the events written along the way: what an operator reads to
+answer "what happened to this payment". Read with the operators' own reads (no provider
+lookup: that is on each operation's page, one click away).
 
 The payment's attempts come from its row (`route`, `attempt`): each with its provider and
 key, and where it stands; an attempt left by a failover carries its failover's record
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.admin.operators import OperatorActions
-from app.db.database import Database
+from app.authorizations import repository as modifications_repository
+from app.authorizations.rows import ModificationRow, ModificationType
+from app.db.database import Connection, Database
 from app.errors import NotFound
 from app.operations.values import Snapshot
 from app.payments import attempts as payment_attempts
@@ -31,6 +34,8 @@ from app.refunds.rows import RefundRow
 from app.webhooks.operator_reads import EventDeliveries
 
 MAX_REFUNDS = 100
+# Of each type: a payment is captured a few times at most, and voided once.
+MAX_MODIFICATIONS = 100
 STANDINGS = {
     "failed_over": "failed over",
     "holds_outcome": "holds the outcome",
@@ -44,7 +49,7 @@ class Moment:
     """One line of the timeline: a state change of one of the operations, or an event."""
 
     at: datetime
-    subject: str  # "payment" or "refund <id>"
+    subject: str  # "payment", "capture <id>", "void <id>" or "refund <id>"
     operation_id: uuid.UUID
     what: str  # "RECEIVED -> PROVIDER_REQUEST_SENT" or the event's type
     trigger: str  # the transition's trigger, or "event"
@@ -74,7 +79,10 @@ class Dossier:
     payment: PaymentRow
     operation: Snapshot
     refunds: list[tuple[RefundRow, Snapshot]]
-    # (subject, event) for the payment's operation, then each refund's.
+    # Its captures and voids, oldest first, each with its operation.
+    modifications: list[tuple[ModificationRow, Snapshot]]
+    # (subject, event) for the payment's operation, then each capture's and void's, then
+    # each refund's.
     events: list[tuple[str, EventDeliveries]]
     timeline: list[Moment]
     attempts: list[Attempt]
@@ -129,6 +137,7 @@ async def payment_dossier(
             conn, tenant_id=payment.tenant_id, payment_id=payment.id, limit=MAX_REFUNDS
         )
         moved = await payment_attempts.of_payment(conn, payment.tenant_id, payment.id)
+        changes = await _modifications(conn, payment)
     operation = await operators.read(payment.operation_id)
     tenant = payment.tenant_id
     own = await operators.deliveries.for_operation(
@@ -136,16 +145,42 @@ async def payment_dossier(
     )
     timeline = _moments("payment", operation, own, moved)
     events = [("payment", event) for event in own]
-    with_snapshots: list[tuple[RefundRow, Snapshot]] = []
-    for refund in refunds:
-        snapshot = await operators.read(refund.operation_id)
+
+    async def follow(subject: str, operation_id: uuid.UUID) -> Snapshot:
+        """The operation that made a capture, void or refund, its timeline and events."""
+        snapshot = await operators.read(operation_id)
         theirs = await operators.deliveries.for_operation(
-            tenant_id=tenant, operation_id=refund.operation_id
+            tenant_id=tenant, operation_id=operation_id
         )
-        subject = f"refund {refund.id}"
-        timeline += _moments(subject, snapshot, theirs)
-        events += [(subject, event) for event in theirs]
-        with_snapshots.append((refund, snapshot))
+        timeline.extend(_moments(subject, snapshot, theirs))
+        events.extend((subject, event) for event in theirs)
+        return snapshot
+
+    with_operations = [
+        (change, await follow(f"{change.type} {change.id}", change.operation_id))
+        for change in changes
+    ]
+    with_snapshots = [
+        (refund, await follow(f"refund {refund.id}", refund.operation_id)) for refund in refunds
+    ]
     timeline.sort(key=lambda moment: moment.at)
     shown = attempts(payment, moved)
-    return Dossier(payment, operation, with_snapshots, events, timeline, shown)
+    return Dossier(payment, operation, with_snapshots, with_operations, events, timeline, shown)
+
+
+async def _modifications(conn: Connection, payment: PaymentRow) -> list[ModificationRow]:
+    """The payment's captures and voids, oldest first (none for a one-step payment)."""
+    if not payment.manual:
+        return []
+    found = [
+        row
+        for type in ModificationType
+        for row in await modifications_repository.list_for_payment(
+            conn,
+            tenant_id=payment.tenant_id,
+            payment_id=payment.id,
+            type=type,
+            limit=MAX_MODIFICATIONS,
+        )
+    ]
+    return sorted(found, key=lambda row: (row.created_at, row.id))

@@ -44,6 +44,8 @@ PAYMENT_COLUMNS = (
     "payment_id", "tenant_id", "operation_id", "status", "amount", "currency",
     "amount_refunded", "account_id", "merchant_reference", "provider_charge_id",
     "decline_code", "created_at", "updated_at",
+    # A two-step payment's (a one-step payment's: automatic, all of a success captured).
+    "capture", "amount_captured", "amount_capturable", "capture_before",
 )  # fmt: skip
 REFUND_COLUMNS = (
     "refund_id", "tenant_id", "payment_id", "operation_id", "status", "amount", "currency",
@@ -52,6 +54,7 @@ REFUND_COLUMNS = (
 OPERATION_COLUMNS = (
     "operation_id", "tenant_id", "operation", "idempotency_key", "state", "needs_attention",
     "attempts", "payment_id", "refund_id", "last_error", "created_at", "completed_at",
+    "capture_id", "void_id",
 )  # fmt: skip
 
 
@@ -79,7 +82,9 @@ def _payment(p: Any) -> list[Any]:
         format_minor_units(p.amount_minor, p.currency), p.currency,
         format_minor_units(p.amount_refunded_minor, p.currency), p.account_id,
         p.merchant_reference, p.provider_charge_id, p.decline_code, iso(p.created_at),
-        iso(p.updated_at),
+        iso(p.updated_at), p.capture_mode, format_minor_units(p.taken_minor, p.currency),
+        format_minor_units(p.amount_capturable_minor, p.currency),
+        None if p.capture_before is None else iso(p.capture_before),
     ]  # fmt: skip
 
 
@@ -98,6 +103,7 @@ def _operation(o: Any) -> list[Any]:
         o.attempts, links.get("payment_id"), links.get("refund_id"), o.last_error,
         iso(o.created_at),
         None if o.completed_at is None else iso(o.completed_at),
+        links.get("capture_id"), links.get("void_id"),
     ]  # fmt: skip
 
 

@@ -27,6 +27,12 @@ def age(moment: datetime | str | None, now: datetime | None = None) -> str:
     return duration((now or utcnow()) - moment)
 
 
+def due(moment: datetime, now: datetime | None = None) -> str:
+    """How far off a deadline is, for a person: `in 6 d 23 h`, or `passed 5 min ago`."""
+    left = (moment - (now or utcnow())).total_seconds()
+    return f"in {duration(left)}" if left > 0 else f"passed {duration(-left)} ago"
+
+
 def duration(delta: Any) -> str:
     seconds = int(delta if isinstance(delta, int | float) else delta.total_seconds())
     seconds = max(seconds, 0)
@@ -61,6 +67,7 @@ def environment() -> Environment:
     )
     env.filters["age"] = age
     env.filters["duration"] = duration
+    env.filters["due"] = due
     env.filters["pretty"] = pretty
     env.filters["money"] = money
     # A failover's cause and detail, in a few words (`app/payments/attempts.py`).

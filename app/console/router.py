@@ -31,6 +31,7 @@ from app.console.web import (
     detail_page,
     page,
     parse_operation_id,
+    record_words,
     redirect,
 )
 from app.dependencies import Services, ServicesDep
@@ -160,7 +161,10 @@ async def recheck(
     parsed = parse_operation_id(operation_id)
     if confirmed != "yes":
         detail = detail_json(await services.operators.detail(parsed))
-        return page(render("confirm.html", login=login, op=detail, action="recheck"))
+        html = render(
+            "confirm.html", **record_words(detail), login=login, op=detail, action="recheck"
+        )
+        return page(html)
     try:
         await services.operators.recheck(parsed, login.operator)
     except ProblemError as exc:
@@ -195,6 +199,7 @@ async def resolve(
         detail = detail_json(await services.operators.detail(parsed))
         html = render(
             "confirm.html",
+            **record_words(detail),
             login=login,
             op=detail,
             action="resolve",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -26,6 +27,31 @@ HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
 }
+
+
+# What an operator says happened at the provider, in the words of each kind's record (the
+# form's values stay the API's `charged` and `not_charged`, for every kind).
+OUTCOME_WORDS = {
+    "charge": ("charged", "not charged"),
+    "refund": ("refunded", "not refunded"),
+    "capture": ("captured", "not captured"),
+    "void": ("voided", "not voided"),
+}
+
+
+def record_words(detail: dict[str, Any]) -> dict[str, Any]:
+    """What the operation page and its confirmation call what the provider keeps for this
+    kind of operation (`record_name`: "charge", "refund", "capture", "void"), the live
+    lookup's record of it (`record`), and the two resolutions (`outcome_words`)."""
+    provider = detail["provider"] or {}
+    names = [name for name in provider if name not in ("reachable", "error")]
+    name = names[0] if names else "charge"
+    made, not_made = OUTCOME_WORDS.get(name, ("made", "not made"))
+    return {
+        "record_name": name,
+        "record": provider.get(name),
+        "outcome_words": {"charged": made, "not_charged": not_made},
+    }
 
 
 def page(html: str, status: int = 200) -> HTMLResponse:
@@ -73,5 +99,13 @@ async def detail_page(
     # A payment's attempts left behind, by the failover transition that left them.
     attempts = (detail["payment"] or {}).get("attempts", [])
     moved = {a["failover"]["transition_id"]: a for a in attempts if a.get("failover")}
-    html = render("operation.html", login=login, op=detail, moved=moved, notice=notice, error=error)
+    html = render(
+        "operation.html",
+        **record_words(detail),
+        login=login,
+        op=detail,
+        moved=moved,
+        notice=notice,
+        error=error,
+    )
     return page(html, error.status if error is not None else 200)
