@@ -1,22 +1,22 @@
 """The worker's expiry of holds that lapsed: an authorization past its `capture_before`
 becomes EXPIRED (nothing captured) or CAPTURED (the rest released), with `payment.expired`.
 
-A batch is one short transaction of three statements. The first locks lapsed payments with
-`FOR NO KEY UPDATE SKIP LOCKED`: the lock every capture and void claim takes, so a payment a
-claim is deciding on is skipped (the next pass takes it). The second, a statement of its own
-so that its snapshot sees every claim committed before the lock was granted, moves those with
-no capture or void in flight; a payment with one in flight keeps its hold until the
-modification is final (a capture claimed in time is sent, and resent by recovery, under its
-key: the provider holds the authorization and decides), and the next pass expires it. The
-third writes each moved payment's event, fanned out to the tenant's endpoints like every
-event (`app/events/outbox.py`), in the same transaction. Nothing is sent to the provider: its
-own hold lapses on its own clock, and a capture is refused locally once ours has.
+A batch is one short transaction. Its first statement locks lapsed payments with `FOR NO KEY
+UPDATE SKIP LOCKED`, the lock every capture and void claim takes (a payment a claim is
+deciding on is skipped: the next pass takes it), and moves those with no capture or void in
+flight (`modifying_operation_id`, set by the claim's statement; a row the lock waited for is
+read again as its last writer left it, so a mark committed a moment ago is seen). A payment
+with one in flight keeps its hold until the modification is final (a capture claimed in
+time is sent, and resent by recovery, under its key: the provider holds the authorization
+and decides), and a later pass expires it. Then each moved payment's event is written,
+fanned out to the tenant's endpoints like every event (`app/events/outbox.py`), in the same
+transaction. Nothing is sent to the provider: its own hold lapses on its own clock, and a
+capture is refused locally once ours has.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import fields
 
@@ -33,23 +33,19 @@ from app.payments.views import payment_json
 logger = logging.getLogger("payments.authorizations")
 
 _OPEN = f"('{PaymentStatus.AUTHORIZED.value}', '{PaymentStatus.PARTIALLY_CAPTURED.value}')"
-_LOCK_LAPSED = f"""
-    SELECT id FROM payments
-    WHERE status IN {_OPEN} AND capture_before <= now()
-    ORDER BY capture_before
-    LIMIT %(limit)s
-    FOR NO KEY UPDATE SKIP LOCKED
-"""
 _COLUMNS = ", ".join(f"p.{f.name}" for f in fields(PaymentRow))
 _EXPIRE = f"""
     UPDATE payments p
     SET status = CASE WHEN p.amount_captured_minor = 0 THEN '{PaymentStatus.EXPIRED.value}'
                       ELSE '{PaymentStatus.CAPTURED.value}' END,
         updated_at = now()
-    WHERE p.id = ANY(%(ids)s) AND p.status IN {_OPEN}
-      AND NOT EXISTS (
-          SELECT FROM payment_modifications m
-          WHERE m.tenant_id = p.tenant_id AND m.payment_id = p.id AND m.status = 'PENDING')
+    WHERE p.id IN (
+        SELECT id FROM payments
+        WHERE status IN {_OPEN} AND capture_before <= now() AND modifying_operation_id IS NULL
+        ORDER BY capture_before
+        LIMIT %(limit)s
+        FOR NO KEY UPDATE SKIP LOCKED)
+      AND p.status IN {_OPEN} AND p.modifying_operation_id IS NULL
     RETURNING {_COLUMNS}
 """
 
@@ -72,15 +68,11 @@ class HoldExpiry:
         self._deliver = deliver
 
     async def run(self, limit: int) -> int:
-        """Expire up to `limit` lapsed holds; how many it expired (fewer than `limit`: done
-        for this pass; a hold kept by a capture or void in flight waits for the next)."""
+        """Expire up to `limit` lapsed holds with nothing in flight; how many it expired
+        (fewer than `limit`: done for this pass)."""
         async with self._db.connection() as conn, conn.transaction():
-            locked = await (await conn.execute(_LOCK_LAPSED, {"limit": limit})).fetchall()
-            if not locked:
-                return 0
-            ids: list[uuid.UUID] = [row[0] for row in locked]
             async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-                await cur.execute(_EXPIRE, {"ids": ids})
+                await cur.execute(_EXPIRE, {"limit": limit})
                 expired = await cur.fetchall()
             for payment in expired:
                 event = self._deliver(
@@ -93,8 +85,5 @@ class HoldExpiry:
                 params = {**event.params, "operation_id": payment.operation_id}
                 await conn.execute(_event_sql(event), params)
         if expired:
-            logger.info(
-                "authorizations expired",
-                extra={"fields": {"expired": len(expired), "held_back": len(ids) - len(expired)}},
-            )
+            logger.info("authorizations expired", extra={"fields": {"expired": len(expired)}})
         return len(expired)

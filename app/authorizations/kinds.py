@@ -38,7 +38,7 @@ from app.authorizations.views import modification_json
 from app.clock import utcnow
 from app.db.database import Connection, Database
 from app.db.fragments import Searchable
-from app.errors import NotFound, ProblemError
+from app.errors import NotFound, ProblemError, ValidationFailed
 from app.events.outbox import outcome_event
 from app.events.rows import EventType
 from app.operations.kinds import (
@@ -55,6 +55,7 @@ from app.operations.states import Trigger
 from app.operations.values import EventWrite, OperationName
 from app.payments.money import format_minor_units
 from app.payments.rows import PaymentRow
+from app.payments.schemas import AmountError
 from app.payments.status import CAPTURABLE, PaymentStatus
 from app.payments.views import payment_json
 from app.provider.registry import Providers
@@ -96,6 +97,7 @@ class ModificationKind(
         if locked is None:
             raise NotFound("no such payment")
         payment = locked.payment
+        self._validate(command, payment)
         refusal = self._refusal(locked, command)
         if refusal is not None:
             return Refused(refusal)
@@ -128,6 +130,9 @@ class ModificationKind(
             write=modifications.created_with_claim(as_claimed(key.operation_id, utcnow())),
             claimed=claimed,
         )
+
+    def _validate(self, command: CommandT, payment: PaymentRow) -> None:
+        """Raise what is wrong with the request itself, given its payment (its currency)."""
 
     def _refusal(self, locked: LockedPayment, command: CommandT) -> ProblemError | None:
         """Why this capture or void may not be made now, if it may not."""
@@ -313,6 +318,9 @@ class CaptureKind(ModificationKind[CaptureCommand]):
         """Holds that lapse expire (`expiry.py`): the captures' kind runs it, once."""
         return HoldExpiry(db, deliver)
 
+    def _validate(self, command: CaptureCommand, payment: PaymentRow) -> None:
+        _amount_minor(command, payment.currency)
+
     def _refusal(self, locked: LockedPayment, command: CaptureCommand) -> ProblemError | None:
         payment = locked.payment
         if (in_flight := super()._refusal(locked, command)) is not None:
@@ -329,7 +337,8 @@ class CaptureKind(ModificationKind[CaptureCommand]):
                 "nothing was sent"
             )
         capturable = payment.amount_capturable_minor
-        if command.amount_minor is not None and command.amount_minor > capturable:
+        amount_minor = _amount_minor(command, payment.currency)
+        if amount_minor is not None and amount_minor > capturable:
             left = format_minor_units(capturable, payment.currency)
             return CaptureExceedsCapturable(
                 f"the authorization has {left} {payment.currency} left to capture",
@@ -338,9 +347,8 @@ class CaptureKind(ModificationKind[CaptureCommand]):
         return None
 
     def _amount(self, payment: PaymentRow, command: CaptureCommand) -> int:
-        if command.amount_minor is None:
-            return payment.amount_capturable_minor
-        return command.amount_minor
+        amount_minor = _amount_minor(command, payment.currency)
+        return payment.amount_capturable_minor if amount_minor is None else amount_minor
 
     def _leaves(self, payment: PaymentRow, row: ModificationRow) -> tuple[PaymentStatus, int]:
         captured = payment.amount_captured_minor + row.amount_minor
@@ -378,3 +386,14 @@ class VoidKind(ModificationKind[VoidCommand]):
     def _leaves(self, payment: PaymentRow, row: ModificationRow) -> tuple[PaymentStatus, int]:
         captured = payment.amount_captured_minor
         return (PaymentStatus.CAPTURED if captured else PaymentStatus.VOIDED), captured
+
+
+def _amount_minor(command: CaptureCommand, currency: str) -> int | None:
+    """The capture's amount in the payment's minor units; a `422 VALIDATION_ERROR` (nothing
+    stored: the claim's transaction rolls back) when it does not fit the currency."""
+    try:
+        return command.amount_minor(currency)
+    except AmountError as exc:
+        raise ValidationFailed(
+            "the capture request is invalid", errors=[{"field": "amount", "message": str(exc)}]
+        ) from None

@@ -1,14 +1,17 @@
 """All SQL on captures and voids, and their writes to their payment.
 
 Why the claim locks the payment row: "one capture or void in flight per payment, never
-beyond what the authorization has left, never once it lapsed" is a decision over the payment
-and its other modifications, so a capture or void claim runs in one short transaction that
-takes the payment's row lock (`FOR NO KEY UPDATE`, as a refund's claim does), reads the
-modification in flight in a new statement (under READ COMMITTED it sees every claim that
-held the lock before), checks, and inserts with the claim. The worker's expiry takes the
-same lock, so a hold never lapses under a capture in flight. The partial unique index on
-pending modifications is the last line of defence behind the lock; the payment's CHECKs
-(captured <= amount) behind the amounts.
+beyond what the authorization has left, never once it lapsed" is a decision over the
+payment and its modifications, so a capture or void claim runs in one short transaction
+that takes the payment's row lock (`FOR NO KEY UPDATE`, as a refund's claim does), reads
+the payment as the lock returns it, checks, and claims. The claim's statement also marks the
+payment with the modification's operation (`modifying_operation_id`), and its outcome's
+statement clears it: a row lock that waited for another claim returns the row as that claim
+left it (READ COMMITTED re-reads a row it waited for), so the mark of a claim committed a
+moment ago is seen, in the one statement that locks. The worker's expiry locks the same
+rows and skips a marked one. The partial unique index on pending modifications is the last
+line of defence behind the mark; the payment's CHECKs (captured <= amount) behind the
+amounts.
 """
 
 from __future__ import annotations
@@ -43,11 +46,6 @@ _LOCK_PAYMENT = f"""
     WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
     FOR NO KEY UPDATE
 """
-# A statement of its own, after the lock: its snapshot sees every claim committed so far.
-_IN_FLIGHT = f"""
-    SELECT operation_id FROM {_TABLE}
-    WHERE tenant_id = %(tenant_id)s AND payment_id = %(payment_id)s AND status = 'PENDING'
-"""
 # Subject writes: made inside the operations verb's statement (see SubjectWrite).
 _INSERT_WITH_CLAIM = f"""
     INSERT INTO {_TABLE} (id, tenant_id, payment_id, operation_id, type, provider_key,
@@ -55,6 +53,11 @@ _INSERT_WITH_CLAIM = f"""
     SELECT %(s_id)s, %(s_tenant_id)s, %(s_payment_id)s, id, %(s_type)s, %(s_provider_key)s,
            %(s_charge_id)s, %(s_provider)s, 'PENDING', %(s_amount_minor)s, %(s_currency)s
     FROM changed
+"""
+# The claim marks its payment: the capture or void in flight.
+_PAYMENT_MARKED = """
+    UPDATE payments SET modifying_operation_id = (SELECT id FROM changed)
+    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
 """
 _RESULT_WITH_OUTCOME = f"""
     UPDATE {_TABLE}
@@ -69,7 +72,7 @@ _PAYMENT_CAPTURED = f"""
         status = CASE WHEN amount_captured_minor + %(s_amount_minor)s >= amount_minor
                       THEN '{PaymentStatus.CAPTURED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_CAPTURED.value}' END,
-        updated_at = %(s_at)s
+        modifying_operation_id = NULL, updated_at = %(s_at)s
     WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded void releases the rest: VOIDED when nothing was captured, else CAPTURED.
@@ -77,7 +80,12 @@ _PAYMENT_VOIDED = f"""
     UPDATE payments
     SET status = CASE WHEN amount_captured_minor = 0 THEN '{PaymentStatus.VOIDED.value}'
                       ELSE '{PaymentStatus.CAPTURED.value}' END,
-        updated_at = %(s_at)s
+        modifying_operation_id = NULL, updated_at = %(s_at)s
+    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+"""
+# A failed one leaves the payment as it was, with nothing in flight.
+_PAYMENT_RELEASED = """
+    UPDATE payments SET modifying_operation_id = NULL
     WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
 """
 
@@ -110,8 +118,7 @@ async def lock_payment(
     values = dict(zip(names, row, strict=True))
     lapsed = bool(values.pop("lapsed"))
     payment = PaymentRow(**values)
-    flight = await (await conn.execute(_IN_FLIGHT, params)).fetchone()
-    return LockedPayment(payment, lapsed, None if flight is None else flight[0])
+    return LockedPayment(payment, lapsed, payment.modifying_operation_id)
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> ModificationRow:
@@ -180,6 +187,7 @@ def created_with_claim(row: ModificationRow) -> SubjectWrite:
             "s_amount_minor": row.amount_minor,
             "s_currency": row.currency,
         },
+        also=(_PAYMENT_MARKED,),
     )
 
 
@@ -200,7 +208,7 @@ def result_with_outcome(
         "s_payment_id": row.payment_id,
         "s_amount_minor": row.amount_minor,
     }
-    also: tuple[str, ...] = ()
+    also = (_PAYMENT_RELEASED,)
     if status is ModificationStatus.SUCCEEDED:
         capture = row.type == ModificationType.CAPTURE
         also = (_PAYMENT_CAPTURED if capture else _PAYMENT_VOIDED,)

@@ -174,9 +174,9 @@ async def create_capture(
         body = CaptureRequest.model_validate(data)
     except ValidationError as exc:
         raise _invalid("capture", exc) from None
-    payment = await _payment(services, tenant.id, payment_id)
+    parsed = _uuid_or_404(payment_id, "payment")
     try:
-        command = to_capture_command(body, payment_id=payment.id, currency=payment.currency)
+        command = to_capture_command(body, payment_id=parsed)
     except AmountError as exc:
         raise ValidationFailed(
             "the capture request is invalid", errors=[{"field": "amount", "message": str(exc)}]

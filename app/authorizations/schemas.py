@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
@@ -43,18 +44,38 @@ class VoidRequest(BaseModel):
 
 @dataclass(frozen=True)
 class CaptureCommand:
-    """A validated capture in canonical form: what the fingerprint is computed over.
+    """A validated capture, and its canonical form: what the fingerprint is computed over.
 
-    `amount_minor` is None for "the rest": the amount is resolved under the payment's lock
-    when the capture is claimed, and the command keeps saying "the rest".
+    `amount` is the decimal string as sent, None for "the rest". Its minor units need the
+    payment's currency, which the claim reads anyway (under the payment's lock): the kind
+    converts it there, so the request reads nothing before the claim. The canonical form is
+    the amount's value ("4.00" and "4.0" are one request), or "the rest": a capture of the
+    rest is resolved when it is claimed, and the command keeps saying "the rest".
     """
 
     payment_id: uuid.UUID
-    amount_minor: int | None
+    amount: str | None
 
     def canonical(self) -> dict[str, Any]:
-        amount: int | str = THE_REST if self.amount_minor is None else self.amount_minor
-        return {"payment_id": str(self.payment_id), "amount_minor": amount}
+        return {"payment_id": str(self.payment_id), "amount": canonical_amount(self.amount)}
+
+    def amount_minor(self, currency: str) -> int | None:
+        """The amount in `currency`'s minor units (None: the rest); raises `AmountError`
+        when it does not fit the currency."""
+        if self.amount is None:
+            return None
+        try:
+            return to_minor_units(self.amount, currency)
+        except InvalidAmount as exc:
+            raise AmountError(str(exc)) from None
+
+
+def canonical_amount(amount: str | None) -> str:
+    """A decimal amount's value without trailing zeros ("10.50" -> "10.5", "10.00" -> "10"),
+    or "rest"."""
+    if amount is None:
+        return THE_REST
+    return format(Decimal(amount).normalize(), "f")
 
 
 @dataclass(frozen=True)
@@ -67,17 +88,12 @@ class VoidCommand:
         return {"payment_id": str(self.payment_id)}
 
 
-def to_capture_command(
-    request: CaptureRequest, *, payment_id: uuid.UUID, currency: str
-) -> CaptureCommand:
-    """Canonicalise a validated capture against its payment's currency."""
-    if request.amount is None:
-        return CaptureCommand(payment_id=payment_id, amount_minor=None)
-    try:
-        amount_minor = to_minor_units(request.amount, currency)
-    except InvalidAmount as exc:
-        raise AmountError(str(exc)) from None
-    return CaptureCommand(payment_id=payment_id, amount_minor=amount_minor)
+def to_capture_command(request: CaptureRequest, *, payment_id: uuid.UUID) -> CaptureCommand:
+    """The capture as a command; its amount must be more than zero (its fraction digits are
+    checked against the payment's currency when it is claimed)."""
+    if request.amount is not None and Decimal(request.amount) == 0:
+        raise AmountError("amount must be greater than zero")
+    return CaptureCommand(payment_id=payment_id, amount=request.amount)
 
 
 class CaptureOut(BaseModel):

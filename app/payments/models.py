@@ -124,6 +124,10 @@ class Payment(Base):
     # The sum of a manual payment's succeeded captures (0 for a one-step payment, whose
     # status says what it took: `PaymentRow.taken_minor`). Refunds give back at most that.
     amount_captured_minor: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # The operation of the capture or void in flight, set by its claim and cleared by its
+    # outcome (`app/authorizations/repository.py`): what the claims and the expiry read
+    # under the payment's row lock.
+    modifying_operation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

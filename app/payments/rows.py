@@ -39,6 +39,8 @@ class PaymentRow:
     capture_mode: str = CaptureMode.AUTOMATIC.value
     capture_before: datetime | None = None
     amount_captured_minor: int = 0
+    # The capture or void in flight (its operation), if one is.
+    modifying_operation_id: uuid.UUID | None = None
 
     @property
     def manual(self) -> bool:

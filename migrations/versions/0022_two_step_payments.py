@@ -3,7 +3,8 @@
 Payments gain `capture_mode` (`automatic`, every payment so far, or `manual`),
 `capture_before` (when a manual payment's hold lapses) and `amount_captured_minor` (the sum
 of a manual payment's captures; a one-step payment's status says what it took, so no row is
-rewritten), five statuses, and the checks that keep captures within the authorized amount
+rewritten), `modifying_operation_id` (the capture or void in flight, if one is), five
+statuses, and the checks that keep captures within the authorized amount
 and a manual payment's refunds within what was captured. `payment_modifications` holds each
 capture and void, at most one in flight per payment (a partial unique index); its operations'
 links join the `operation_links` view.
@@ -59,6 +60,7 @@ def upgrade() -> None:
         ),
     )
     op.add_column("payments", sa.Column("capture_before", sa.DateTime(timezone=True)))
+    op.add_column("payments", sa.Column("modifying_operation_id", sa.UUID(), nullable=True))
     op.add_column(
         "payments",
         sa.Column(
@@ -209,5 +211,6 @@ def downgrade() -> None:
         op.drop_constraint(op.f(f"ck_payments_{name}"), "payments", type_="check")
     op.create_check_constraint(op.f("ck_payments_status_valid"), "payments", _OLD_PAYMENT_STATUSES)
     op.drop_column("payments", "amount_captured_minor")
+    op.drop_column("payments", "modifying_operation_id")
     op.drop_column("payments", "capture_before")
     op.drop_column("payments", "capture_mode")
