@@ -9,6 +9,15 @@ first round warms both up and is not counted; the table gives every round, and t
     python -m bench.compare HEAD~1 HEAD                       # replays, 5 rounds of 8 s
     python -m bench.compare HEAD~1 HEAD --scenario payments --rounds 7
     python -m bench.compare . . --scenario payments --trace-after   # tracing's cost
+    python -m bench.compare . --scenario payments,authorize,capture  # scenarios side by side
+
+Several scenarios (`--scenario A,B,...`) are measured side by side the same way, each in
+its turn within a round, and one revision alone measures its scenarios against each other;
+the table's last row gives each side against the first (`bench/compare_report.py`). The
+scenarios: `replays` and `lookups` of the `MADE` payments made first, `payments` (new keys
+every round), and the two steps of a two-step payment (`bench/two_step.py`): `authorize` (a
+manual payment, new keys every round) and `capture` (a whole capture of an authorization
+made at the start of its round, before any of its measured runs).
 
 `--trace-after` runs the second revision's API traced, every request sampled
 (`OTEL_TRACES_SAMPLER=always_on`), its spans serialized as JSON lines to /dev/null (`TRACED`;
@@ -30,14 +39,13 @@ import asyncio
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -45,6 +53,8 @@ from urllib.parse import quote
 
 import psycopg
 
+from bench.compare_profile import profile_scenarios
+from bench.compare_report import Round, report, side_label
 from bench.loadgen import Request, Target, run_load
 from bench.machine import describe_machine, tree_cpu_s
 from bench.scenarios import payment_body, post_payment
@@ -56,10 +66,11 @@ from bench.system import (
     start_provider,
     tree_cli,
 )
+from bench.two_step import authorizations, captures, make_authorizations, pool_size
 from tests.support.control.processes import PAYMENTS, REPO_ROOT, Process, free_port, start_process
 from tests.support.control.system import admin_env
 
-SCENARIOS = ("replays", "payments", "lookups")
+SCENARIOS = ("replays", "payments", "lookups", "authorize", "capture")
 # The traced side of `--trace-after`: all of a real exporter's work, nothing kept.
 TRACED = {
     "OTEL_SDK_DISABLED": "false",
@@ -83,18 +94,6 @@ def traced_env(ratio: float = 1.0) -> dict[str, str]:
 
 def traced_label(revision: str, ratio: float) -> str:
     return f"{revision} traced" + ("" if ratio == 1 else f" {ratio:.0%}")
-
-
-@dataclass(frozen=True)
-class Round:
-    """One revision's share of one round: its throughput and its API's CPU per request."""
-
-    revision: str
-    round: int
-    answered: int
-    per_s: float
-    api_cpu_ms: float
-    statuses: dict[str, int]
 
 
 @contextmanager
@@ -199,20 +198,41 @@ def _payments(tag: str) -> Callable[[int], Request]:
     return lambda i: post_payment(f"{tag}-{i}", payment_body(i, tag))
 
 
-def _maker(scenario: str, tag: str, round_: int) -> Callable[[int], Request]:
+def _maker(
+    scenario: str, tag: str, round_: int, authorized: Sequence[str] = ()
+) -> Callable[[int], Request]:
+    """Request `i` of `scenario` in round `round_`; a capture's of `authorized[i]`."""
     if scenario == "replays":
         made = _payments(tag)
         return lambda i: made(i % MADE)
     if scenario == "lookups":
         return lambda i: Request("GET", f"/operations?idempotency_key={quote(f'{tag}-{i % MADE}')}")
-    return _payments(f"{tag}-r{round_}-{uuid.uuid4().hex[:6]}")
+    fresh = f"{tag}-r{round_}-{uuid.uuid4().hex[:6]}"
+    if scenario == "authorize":
+        return authorizations(f"{fresh}-auth")
+    if scenario == "capture":
+        return captures(authorized, f"{fresh}-capture")
+    return _payments(fresh)
+
+
+def parse_scenarios(value: str) -> tuple[str, ...]:
+    """`--scenario`'s value: one scenario, or several separated by commas, each once."""
+    named = tuple(name.strip() for name in value.split(","))
+    unknown = [name for name in named if name not in SCENARIOS]
+    if unknown or not named or len(set(named)) != len(named):
+        raise argparse.ArgumentTypeError(
+            f"scenarios are some of {', '.join(SCENARIOS)}, each once, not {value!r}"
+        )
+    return named
 
 
 T = TypeVar("T")
 
 
 def in_turn(runs: list[T], round_: int) -> list[T]:
-    """`runs` in the order round `round_` measures them: each goes first every other round.
+    """`runs` in the order round `round_` measures them: as given, then reversed, round after
+    round (two sides: each goes first every other round; more: each side's mean place is the
+    same, so a drift over a round weighs on all alike).
 
     With a fixed order the side measured second was favoured by nothing and hurt by warm-up
     and drift: b9a8a0e then the refactored main gave 0.551 against 0.622 ms of API CPU per
@@ -222,14 +242,15 @@ def in_turn(runs: list[T], round_: int) -> list[T]:
 
 
 def compare(
-    revisions: tuple[str, str],
+    revisions: Sequence[str],
     *,
-    scenario: str,
+    scenarios: Sequence[str],
     rounds: int,
     seconds: float,
     concurrency: int,
     trace_after: bool = False,
     trace_ratio: float = 1.0,
+    profile: Path | None = None,
 ) -> tuple[list[Round], dict[str, object]]:
     log_dir = Path(tempfile.mkdtemp(prefix="payments-compare-logs-"))
     results: list[Round] = []
@@ -240,7 +261,7 @@ def compare(
         stack.callback(provider.stop)
         assert provider.url is not None
         env = {**os.environ, **api_env(db.url, provider.url)}
-        apis, targets = [], []
+        apis, targets, envs, api_keys = [], [], [], []
         tag = uuid.uuid4().hex[:8]
         for i, tree in enumerate(trees):
             # Each revision on a database of its own schema, migrated by its own migrations,
@@ -264,6 +285,8 @@ def compare(
                 conn.execute("ANALYZE")
             apis.append(api)
             targets.append(target)
+            envs.append(tree_env)
+            api_keys.append(api_key)
         with psycopg.connect(db.url, autocommit=True) as conn:
             version = conn.execute("SHOW server_version").fetchone()
             durability = conn.execute(
@@ -275,19 +298,36 @@ def compare(
             postgres_version=str(version[0] if version else "?"),
             postgres_settings=str(durability[0] if durability else "?"),
         )
+        labels: tuple[str, ...]
         if trace_after:
             labels = (revisions[0], traced_label(revisions[1], trace_ratio))
         else:
-            labels = revisions
+            labels = tuple(revisions)
         runs = list(zip(labels, apis, targets, strict=True))
+        sides = [(run, scenario) for run in runs for scenario in scenarios]
+        capture_per_s: dict[str, float] = {}
         for round_ in range(rounds + 1):
-            for revision, api, target in in_turn(runs, round_):
+            name = f"round {round_}{' (warm-up)' if round_ == 0 else ''}"
+            # The authorizations this round's captures take, made before any of its measured
+            # runs: their CPU falls outside every window.
+            authorized: dict[str, list[str]] = {}
+            if "capture" in scenarios:
+                for revision, _api, target in in_turn(runs, round_):
+                    count = pool_size(seconds, capture_per_s.get(revision))
+                    authorized[revision] = made_ids = make_authorizations(
+                        target, count, f"{tag}-r{round_}-pool", concurrency=concurrency
+                    )
+                    print(f"{name}: {revision}: {len(made_ids)} of {count} authorized", flush=True)
+                    if not made_ids:
+                        raise SystemExit(f"{revision}: no authorization to capture")
+            for (revision, api, target), scenario in in_turn(sides, round_):
+                pool = authorized.get(revision, [])
                 before = tree_cpu_s([api.pid])
                 measured = asyncio.run(
                     run_load(
                         target,
-                        _maker(scenario, tag, round_),
-                        total=10**9,
+                        _maker(scenario, tag, round_, pool),
+                        total=len(pool) if scenario == "capture" else 10**9,
                         concurrency=concurrency,
                         duration_s=seconds,
                     )
@@ -296,50 +336,52 @@ def compare(
                 done = max(measured.answered, 1)
                 row = Round(
                     revision=revision,
+                    scenario=scenario,
                     round=round_,
                     answered=measured.answered,
                     per_s=round(measured.throughput, 1),
                     api_cpu_ms=round(1000 * cpu_s / done, 3),
                     statuses={str(k): v for k, v in sorted(measured.statuses.items())},
                 )
+                if scenario == "capture" and round_ > 0:  # the warm-up's rate is no guide
+                    capture_per_s[revision] = max(
+                        capture_per_s.get(revision, 0.0), measured.throughput
+                    )
                 print(
-                    f"round {round_}{' (warm-up)' if round_ == 0 else ''}: {revision}: "
+                    f"{name}: {side_label(revision, scenario, labels, scenarios)}: "
                     f"{row.per_s}/s, API CPU {row.api_cpu_ms} ms per request, {row.statuses}",
                     flush=True,
                 )
                 if round_ > 0:
                     results.append(row)
+        if profile is not None:
+            profile_scenarios(
+                trees[0],
+                envs[0],
+                api_keys[0],
+                scenarios,
+                lambda scenario, pool: _maker(scenario, tag, rounds + 1, pool),
+                output=profile,
+                log_dir=log_dir,
+                seconds=seconds,
+                concurrency=concurrency,
+                capture_per_s=capture_per_s.get(labels[0]),
+            )
     return results, machine
-
-
-def report(results: list[Round], revisions: tuple[str, str], scenario: str) -> str:
-    lines = [
-        f"| {scenario} | " + " | ".join(f"{r} per s | {r} API CPU ms" for r in revisions) + " |",
-        "|---|" + "---:|" * (2 * len(revisions)),
-    ]
-    rounds = sorted({row.round for row in results})
-    for number in rounds:
-        cells = []
-        for revision in revisions:
-            row = next(r for r in results if r.round == number and r.revision == revision)
-            cells += [f"{row.per_s:,.1f}", f"{row.api_cpu_ms:.3f}"]
-        lines.append(f"| round {number} | " + " | ".join(cells) + " |")
-    medians = []
-    for revision in revisions:
-        own = [r for r in results if r.revision == revision]
-        medians += [
-            f"**{statistics.median(r.per_s for r in own):,.1f}**",
-            f"**{statistics.median(r.api_cpu_ms for r in own):.3f}**",
-        ]
-    lines.append("| median | " + " | ".join(medians) + " |")
-    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
     parser.add_argument("before", help="a git revision, or . for the working tree")
-    parser.add_argument("after", help="a git revision, or . for the working tree")
-    parser.add_argument("--scenario", choices=SCENARIOS, default="replays")
+    parser.add_argument(
+        "after", nargs="?", help="a git revision, or . (none: BEFORE's scenarios alone)"
+    )
+    parser.add_argument(
+        "--scenario",
+        type=parse_scenarios,
+        default=("replays",),
+        help=f"one of {', '.join(SCENARIOS)}, or several separated by commas",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds (after a warm-up)")
     parser.add_argument("--seconds", type=float, default=8.0, help="load per revision per round")
     parser.add_argument("--concurrency", type=int, default=16)
@@ -350,31 +392,47 @@ def main() -> None:
         default=1.0,
         help="with --trace-after: sample this share of AFTER's payments (default 1: every one)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="then profile each scenario in BEFORE's API (bench/compare_profile.py)",
+    )
     args = parser.parse_args()
-    revisions = (args.before, args.after)
+    revisions = (args.before,) if args.after is None else (args.before, args.after)
+    if args.trace_after and args.after is None:
+        parser.error("--trace-after traces AFTER: name two revisions")
+    scenarios: tuple[str, ...] = args.scenario
     started = time.time()
+    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+    profile = RESULTS_DIR / f"{stamp}-compare-profile" if args.profile else None
     results, machine = compare(
         revisions,
-        scenario=args.scenario,
+        scenarios=scenarios,
         rounds=args.rounds,
         seconds=args.seconds,
         concurrency=args.concurrency,
         trace_after=args.trace_after,
         trace_ratio=args.trace_ratio,
+        profile=profile,
     )
     if args.trace_after:
         revisions = (args.before, traced_label(args.after, args.trace_ratio))
-    table = report(results, revisions, args.scenario)
+    table = report(results, revisions, scenarios)
     print(table)
-    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     header = (
-        f"# Comparison {stamp}: {revisions[0]} against {revisions[1]}, {args.scenario}\n\n"
-        f"- machine: {machine}\n- {args.rounds} rounds of {args.seconds} s per revision, "
-        f"{args.concurrency} connections, alternated; round 0 (warm-up) not counted\n\n"
+        f"# Comparison {stamp}: {' against '.join(revisions)}, {', '.join(scenarios)}\n\n"
+        f"- machine: {machine}\n- {args.rounds} rounds of {args.seconds} s per revision and "
+        f"scenario, {args.concurrency} connections, alternated; round 0 (warm-up) not counted\n"
+        + (f"- profiles: `{profile.relative_to(REPO_ROOT)}/<scenario>/`\n" if profile else "")
+        + "\n"
     )
     (RESULTS_DIR / f"{stamp}-compare.md").write_text(header + table + "\n")
-    payload = {"revisions": revisions, "scenario": args.scenario, "machine": machine}
+    payload: dict[str, object] = {
+        "revisions": revisions,
+        "scenarios": scenarios,
+        "machine": machine,
+    }
     payload["rounds"] = [asdict(row) for row in results]
     (RESULTS_DIR / f"{stamp}-compare.json").write_text(json.dumps(payload, indent=2) + "\n")
     print(f"results: {RESULTS_DIR / f'{stamp}-compare.md'}")

@@ -1,7 +1,9 @@
-"""`python -m bench.compare`: its table of rounds and medians, and its checkouts."""
+"""`python -m bench.compare`: its table of rounds, medians and ratios, its scenarios, and its
+checkouts."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import subprocess
 import uuid
@@ -12,22 +14,26 @@ import pytest
 
 from bench.compare import (
     TRACED,
-    Round,
     checkout,
     in_turn,
     known_settings,
-    report,
+    parse_scenarios,
     start_shared_provider,
     traced_env,
     traced_label,
 )
+from bench.compare_report import Round, report
 from bench.system import api_env
 from tests.support.control.processes import REPO_ROOT
 from tests.support.control.system import admin_env
 
 
-def _round(revision: str, number: int, per_s: float, cpu_ms: float) -> Round:
-    return Round(revision, number, answered=100, per_s=per_s, api_cpu_ms=cpu_ms, statuses={})
+def _round(
+    revision: str, number: int, per_s: float, cpu_ms: float, scenario: str = "replays"
+) -> Round:
+    return Round(
+        revision, scenario, number, answered=100, per_s=per_s, api_cpu_ms=cpu_ms, statuses={}
+    )
 
 
 def test_the_table_gives_every_round_and_each_revisions_medians() -> None:
@@ -39,10 +45,59 @@ def test_the_table_gives_every_round_and_each_revisions_medians() -> None:
         _round("old", 3, 800.0, 1.1),
         _round("new", 3, 1100.0, 1.2),
     ]
-    table = report(rounds, ("old", "new"), "replays").splitlines()
+    table = report(rounds, ("old", "new"), ("replays",)).splitlines()
     assert table[0] == "| replays | old per s | old API CPU ms | new per s | new API CPU ms |"
     assert table[2] == "| round 1 | 900.0 | 1.300 | 1,000.0 | 1.000 |"
-    assert table[-1] == "| median | **800.0** | **1.300** | **1,100.0** | **1.000** |"
+    assert table[-2] == "| median | **800.0** | **1.300** | **1,100.0** | **1.000** |"
+    # Each round's ratio of new to old, then their median: per s 1.11, 1.71, 1.38; CPU 0.77,
+    # 0.60, 1.09.
+    assert table[-1] == ("| against old |  |  | **1.38x** (1.11-1.71) | **0.77x** (0.60-1.09) |")
+
+
+def test_one_revisions_scenarios_are_set_against_its_first_round_by_round() -> None:
+    # Both sides of a ratio ran in the same round: round 2 was slower for all alike.
+    rounds = [
+        *(_round(".", 1, 500.0, cpu, s) for s, cpu in [("payments", 1.0), ("capture", 2.0)]),
+        *(_round(".", 2, 400.0, cpu, s) for s, cpu in [("payments", 1.5), ("capture", 2.4)]),
+        *(_round(".", 3, 450.0, cpu, s) for s, cpu in [("payments", 1.2), ("capture", 2.1)]),
+    ]
+    table = report(rounds, (".",), ("payments", "capture")).splitlines()
+
+    assert table[0] == (
+        "| . | payments per s | payments API CPU ms | capture per s | capture API CPU ms |"
+    )
+    assert table[3] == "| round 2 | 400.0 | 1.500 | 400.0 | 2.400 |"
+    assert table[-2] == "| median | **450.0** | **1.200** | **450.0** | **2.100** |"
+    assert table[-1] == (
+        "| against payments |  |  | **1.00x** (1.00-1.00) | **1.75x** (1.60-2.00) |"
+    )
+
+
+def test_several_revisions_and_scenarios_each_against_their_own_revisions_first() -> None:
+    rounds = [
+        _round(revision, 1, 100.0, cpu, scenario)
+        for revision, scenario, cpu in [
+            ("a", "payments", 1.0),
+            ("a", "authorize", 1.1),
+            ("b", "payments", 2.0),
+            ("b", "authorize", 1.0),
+        ]
+    ]
+    table = report(rounds, ("a", "b"), ("payments", "authorize")).splitlines()
+
+    assert table[0].startswith("|  | a payments per s | a payments API CPU ms | a authorize ")
+    assert table[-1] == (
+        "| against payments |  |  | **1.00x** (1.00-1.00) | **1.10x** (1.10-1.10) "
+        "|  |  | **1.00x** (1.00-1.00) | **0.50x** (0.50-0.50) |"
+    )
+
+
+def test_scenarios_are_one_or_several_known_ones_each_once() -> None:
+    assert parse_scenarios("payments") == ("payments",)
+    assert parse_scenarios("payments, authorize,capture") == ("payments", "authorize", "capture")
+    for wrong in ("payment", "payments,payments", "", "capture,"):
+        with pytest.raises(argparse.ArgumentTypeError, match="scenarios are some of"):
+            parse_scenarios(wrong)
 
 
 def test_the_working_tree_is_copied_as_it_is_without_caches_and_removed_after() -> None:
@@ -111,6 +166,15 @@ def test_each_revision_is_measured_first_every_other_round() -> None:
     # Whichever side runs second in a round is measured slower; taking turns cancels it.
     orders = [in_turn(["before", "after"], round_) for round_ in range(1, 5)]
     assert orders == [["before", "after"], ["after", "before"]] * 2
+
+
+def test_more_sides_each_take_the_same_mean_place_over_two_rounds() -> None:
+    sides = ["payments", "authorize", "capture"]
+    places = {side: 0 for side in sides}
+    for round_ in (1, 2):
+        for place, side in enumerate(in_turn(sides, round_)):
+            places[side] += place
+    assert places == {"payments": 2, "authorize": 2, "capture": 2}
 
 
 def test_the_traced_side_samples_every_payment_or_the_share_asked() -> None:
