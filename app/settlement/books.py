@@ -4,10 +4,11 @@ Each configured provider (`Settings.provider_specs()`) has its own books, read b
 `ProviderBooks` through that provider's client (`app/provider/client.py`), named as the
 registry names it: the one client every provider call goes through, with the provider's
 `api_key`, its deadline (at least `BOOKS_DEADLINE_S` for a read of the books), its pool,
-tracing and error tree. A day's charges and refunds page by page
-(`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`), a record by
-its idempotency key (`GET /charges?idempotency_key=K`: a record of ours made on another day,
-or not at all), and a day's settlement report (`GET /settlements/{day}`). Any failure (the
+tracing and error tree. A day's charges, refunds and captures page by page
+(`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`, `/refunds`,
+`/captures`), a record by its idempotency key (`GET /charges?idempotency_key=K`: a record of
+ours made on another day, or not at all), and a day's settlement report
+(`GET /settlements/{day}`: a line per charge, capture and refund settled). Any failure (the
 client's `LookupFailed`, or an answer whose records are malformed) raises `BooksUnavailable`:
 a run never concludes anything from an answer it did not get.
 """
@@ -24,7 +25,11 @@ from app.provider.registry import DEFAULT_NAME, Providers
 from app.settlement.rows import RecordType
 
 PAGE_SIZE = 1000
-_PATHS = {RecordType.CHARGE: "/charges", RecordType.REFUND: "/refunds"}
+_PATHS = {
+    RecordType.CHARGE: "/charges",
+    RecordType.REFUND: "/refunds",
+    RecordType.CAPTURE: "/captures",
+}
 
 
 class BooksUnavailable(Exception):
@@ -33,8 +38,8 @@ class BooksUnavailable(Exception):
 
 @dataclass(frozen=True)
 class TheirRecord:
-    """A charge or refund as the provider holds it. A lookup by key answers with less than a
-    listing: the members it leaves out are None, and are not compared."""
+    """A charge, refund or capture as the provider holds it. A lookup by key answers with
+    less than a listing: the members it leaves out are None, and are not compared."""
 
     record_type: RecordType
     provider_id: str
@@ -43,7 +48,7 @@ class TheirRecord:
     amount_minor: int
     currency: str | None
     created_at: datetime
-    # Charges: what was refunded of it. Refunds: the charge refunded.
+    # Charges: what was refunded of it. Refunds and captures: the charge refunded, captured.
     amount_refunded_minor: int | None = None
     charge_id: str | None = None
 
@@ -110,7 +115,7 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
             )
         return TheirRecord(
             record_type=record_type,
-            provider_id=str(body["refund_id"]),
+            provider_id=str(body[f"{record_type.value}_id"]),
             provider_key=str(body["idempotency_key"]),
             status=str(body["status"]),
             amount_minor=int(body["amount_minor"]),

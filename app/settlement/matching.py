@@ -1,8 +1,8 @@
 """One record's verdict: how our record and the provider's differ, if they do.
 
 Pure: it reads the two sides and says what to queue, and the run (`run.py`) writes it. Our
-side is a payment or a refund with its operation's state; theirs is what the provider holds
-under the same derived key. The rules, for a record whose key is one of ours:
+side is a payment, a refund or a capture with its operation's state; theirs is what the
+provider holds under the same derived key. The rules, for a record whose key is one of ours:
 
     ours                          theirs                      verdict
     none                          succeeded                   orphan
@@ -21,13 +21,13 @@ under the same derived key. The rules, for a record whose key is one of ours:
     failed (FAILED)               succeeded                   orphan (we say not charged)
     declined / failed             declined / none             nothing
 
-A refund took effect when SUCCEEDED and failed when FAILED; the provider's refunds all
-succeeded. A member a lookup did not give (None) is not compared.
+A refund or capture took effect when SUCCEEDED and failed when FAILED; the provider's refunds
+and captures all succeeded. A member a lookup did not give (None) is not compared.
 
 With several providers, a record of ours is expected at the provider holding it (a payment:
-its route's provider at its attempt, under that attempt's key; a refund: its provider, under
-its key), and is judged there by `judge`; a record held under another key of ours is a
-stray (`strays.py`).
+its route's provider at its attempt, under that attempt's key; a refund or capture: its
+provider, under its key), and is judged there by `judge`; a record held under another key of
+ours is a stray (`strays.py`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,12 @@ DECLINED = "DECLINED"
 # The provider's statuses of a record that moved money (a listed charge says how much of it
 # was refunded in its status too).
 THEY_CHARGED = frozenset({"succeeded", "partially_refunded", "refunded"})
-KEY_PREFIXES = {RecordType.CHARGE: "payment-", RecordType.REFUND: "refund-"}
+KEY_PREFIXES = {
+    RecordType.CHARGE: "payment-",
+    RecordType.REFUND: "refund-",
+    RecordType.CAPTURE: "capture-",
+}
+NOUNS = {RecordType.CHARGE: "charge", RecordType.REFUND: "refund", RecordType.CAPTURE: "capture"}
 # Our operation's states that nothing will change without a client or an operator: a record
 # of theirs against any other state is the reconciler's to settle.
 SETTLED_STATES = frozenset({State.COMPLETED, State.FAILED, State.FAILED_RETRYABLE})
@@ -58,7 +63,7 @@ SETTLED_STATES = frozenset({State.COMPLETED, State.FAILED, State.FAILED_RETRYABL
 
 @dataclass(frozen=True)
 class OurRecord:
-    """A payment or refund of ours, with its operation's state."""
+    """A payment, refund or capture of ours, with its operation's state."""
 
     record_type: RecordType
     provider_key: str
@@ -74,16 +79,19 @@ class OurRecord:
     provider_id: str | None
     created_at: datetime
     # The provider holding it, by name: a payment's route at its attempt (once final, the
-    # attempt its outcome came from), a refund's provider.
+    # attempt its outcome came from), a refund's provider, a capture's (its authorization's).
     provider: str = DEFAULT_NAME
-    # A payment's attempt (a refund has only its key: 0).
+    # A payment's attempt (a refund or capture has only its key: 0).
     attempt: int = 0
     # A payment's whole route when it names more than one provider; None: `provider` alone.
     route: Sequence[str] | None = None
+    # A capture's own id (its payment's is `payment_id`).
+    capture_id: uuid.UUID | None = None
 
     @property
     def key(self) -> str:
-        """The key `provider` holds it under: the attempt's key (a refund's own key)."""
+        """The key `provider` holds it under: the attempt's key (a refund's or a capture's
+        own key)."""
         return attempt_key(self.provider_key, self.attempt)
 
     def sent_to(self, attempt: int) -> str | None:
@@ -95,7 +103,7 @@ class OurRecord:
     def snapshot(self) -> dict[str, Any]:
         """The record as an item shows it."""
         shown: dict[str, Any] = {
-            "id": str(self.refund_id or self.payment_id),
+            "id": str(self.capture_id or self.refund_id or self.payment_id),
             "status": self.status,
             "amount_minor": self.amount_minor,
             "currency": self.currency,
@@ -105,6 +113,8 @@ class OurRecord:
         }
         if self.record_type is RecordType.CHARGE:
             shown["amount_refunded_minor"] = self.amount_refunded_minor
+        if self.record_type is RecordType.CAPTURE:
+            shown["payment_id"] = str(self.payment_id)
         if self.route is not None:
             # Several providers on its route: where its attempts went, and which one counts.
             shown["route"] = list(self.route)
@@ -189,7 +199,7 @@ def judge(
 ) -> Verdict:
     """The verdict on one key: `ours` and `theirs` as found (None: no record), and whether
     the provider's settlement report lists `theirs`."""
-    noun = "charge" if record_type is RecordType.CHARGE else "refund"
+    noun = NOUNS[record_type]
     charged = theirs is not None and theirs.status in THEY_CHARGED
     if ours is None:
         if not charged:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from app.authorizations import books as authorization_books
 from app.db.database import Connection
 from app.payments import books as payment_books
 from app.refunds import books as refund_books
@@ -23,10 +24,18 @@ from app.settlement.books import Settled, day_bounds
 from app.settlement.matching import OurRecord
 from app.settlement.rows import ItemKind, ItemState, RecordType
 
-# Our records with their operations' states and the provider holding each, as the payments'
-# and the refunds' own packages read them (`books.py` of each).
-_OURS = {RecordType.CHARGE: payment_books.OURS_SQL, RecordType.REFUND: refund_books.OURS_SQL}
-_ALIAS = {RecordType.CHARGE: payment_books.ALIAS, RecordType.REFUND: refund_books.ALIAS}
+# Our records with their operations' states and the provider holding each, as the payments',
+# the refunds' and the captures' own packages read them (`books.py` of each).
+_OURS = {
+    RecordType.CHARGE: payment_books.OURS_SQL,
+    RecordType.REFUND: refund_books.OURS_SQL,
+    RecordType.CAPTURE: authorization_books.OURS_SQL,
+}
+_ALIAS = {
+    RecordType.CHARGE: payment_books.ALIAS,
+    RecordType.REFUND: refund_books.ALIAS,
+    RecordType.CAPTURE: authorization_books.ALIAS,
+}
 
 
 def _our_record(record_type: RecordType, row: tuple[Any, ...]) -> OurRecord:
@@ -34,7 +43,8 @@ def _our_record(record_type: RecordType, row: tuple[Any, ...]) -> OurRecord:
 
 
 async def ours_created_on(conn: Connection, record_type: RecordType, day: date) -> list[OurRecord]:
-    """Our payments (or refunds) created on `day`, with their operations' states."""
+    """Our payments (or refunds, or captures) created on `day`, with their operations'
+    states."""
     start, end = day_bounds(day)
     alias = _ALIAS[record_type]
     sql = (
@@ -48,8 +58,8 @@ async def ours_created_on(conn: Connection, record_type: RecordType, day: date) 
 async def ours_by_key(
     conn: Connection, record_type: RecordType, keys: Sequence[str]
 ) -> dict[str, OurRecord]:
-    """Our payments (or refunds) under any of `keys` (their stored keys: a payment's attempt
-    0), whatever day they were made."""
+    """Our payments (or refunds, or captures) under any of `keys` (their stored keys: a
+    payment's attempt 0), whatever day they were made."""
     if not keys:
         return {}
     sql = f"{_OURS[record_type]} WHERE {_ALIAS[record_type]}.provider_key = ANY(%(keys)s)"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from app.provider.keys import split_attempt_key
 from app.settlement.books import TheirRecord
 from app.settlement.matching import (
+    NOUNS,
     SETTLED_STATES,
     THEY_CHARGED,
     TOOK_EFFECT,
@@ -34,7 +35,7 @@ from app.settlement.rows import ItemKind, RecordType
 def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | None:
     """The key of ours `provider_key` belongs to and the attempt it names, or None when it is
     not a key we derive: `payment-<id>` is attempt 0, `payment-<id>:<n>` attempt n >= 1
-    (`app/provider/keys.py: attempt_key`); a refund has its key alone."""
+    (`app/provider/keys.py: attempt_key`); a refund or capture has its key alone."""
     if is_our_key(record_type, provider_key):
         return provider_key, 0
     if record_type is not RecordType.CHARGE:
@@ -43,8 +44,8 @@ def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | N
 
 
 def _where(record_type: RecordType, ours: OurRecord) -> str:
-    if record_type is RecordType.REFUND:
-        return f"we sent the refund to {ours.provider}"
+    if record_type is not RecordType.CHARGE:
+        return f"we sent the {NOUNS[record_type]} to {ours.provider}"
     return f"the payment is {ours.status} at attempt {ours.attempt}, at {ours.provider}"
 
 
@@ -52,9 +53,9 @@ def judge_stray(
     record_type: RecordType, ours: OurRecord, attempt: int, theirs: TheirRecord, provider: str
 ) -> Verdict:
     """The verdict on a record `provider` holds under a key of `ours` that is not the one
-    `ours` is expected under there: the key of its attempt `attempt` (a refund's is 0), sent
-    to that attempt's provider only. See the module's docstring."""
-    noun = "charge" if record_type is RecordType.CHARGE else "refund"
+    `ours` is expected under there: the key of its attempt `attempt` (a refund's or a
+    capture's is 0), sent to that attempt's provider only. See the module's docstring."""
+    noun = NOUNS[record_type]
     charged = theirs.status in THEY_CHARGED
     sent_to = ours.sent_to(attempt)
     label = f"attempt {attempt}'s key" if record_type is RecordType.CHARGE else "its key"
