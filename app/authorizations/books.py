@@ -1,11 +1,18 @@
-"""Our books of captures, as settlement compares them with the provider's (`app/settlement/`).
+"""Our books of two-step payments, as settlement compares them with the provider's
+(`app/settlement/`): each capture, and what each authorization captured.
 
-One SELECT of each capture (a row of `payment_modifications` of type `capture`) with its
-operation's state and the provider holding its authorization, in the columns and order of
-the payments' (`app/payments/books.py`), then the capture's own id. Settlement adds its
-WHERE on the alias `m` (a day's captures by `created_at`, or captures by `provider_key`);
+`OURS_SQL`: one SELECT of each capture (a row of `payment_modifications` of type `capture`)
+with its operation's state and the provider holding its authorization, in the columns and
+order of the payments' (`app/payments/books.py`), then the capture's own id. Settlement adds
+its WHERE on the alias `m` (a day's captures by `created_at`, or captures by `provider_key`);
 the type is a condition of the join, so that WHERE is the statement's only one. A void is
 not read: it releases a hold, and settles nothing.
+
+`HOLDS_CREATED_SQL` and `HOLDS_BY_KEY_SQL`: the manual payments among a day's payments (or
+among payments by stored `provider_key`), each with what our books say it captured and
+whether a capture or void of it is in flight (its captured amount may be about to change on
+one side before the other). The same conditions as settlement's reads of the payments
+(`%(start)s`/`%(end)s`, or `%(keys)s`), so a payment's record and its hold are read alike.
 """
 
 from __future__ import annotations
@@ -19,3 +26,14 @@ OURS_SQL = """
 """
 # The alias settlement's conditions name.
 ALIAS = "m"
+
+_HOLDS = """
+    SELECT p.id, p.amount_captured_minor,
+           EXISTS (SELECT FROM payment_modifications m
+                   WHERE m.tenant_id = p.tenant_id AND m.payment_id = p.id
+                     AND m.status = 'PENDING') AS in_flight
+    FROM payments p
+    WHERE p.capture_mode = 'manual'
+"""
+HOLDS_CREATED_SQL = f"{_HOLDS} AND p.created_at >= %(start)s AND p.created_at < %(end)s"
+HOLDS_BY_KEY_SQL = f"{_HOLDS} AND p.provider_key = ANY(%(keys)s)"

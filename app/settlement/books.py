@@ -51,6 +51,11 @@ class TheirRecord:
     # Charges: what was refunded of it. Refunds and captures: the charge refunded, captured.
     amount_refunded_minor: int | None = None
     charge_id: str | None = None
+    # Charges: `manual` for an authorization (`automatic` otherwise), what was captured of
+    # it, and whether it was voided.
+    capture: str | None = None
+    amount_captured_minor: int | None = None
+    voided: bool | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The record as an item shows it."""
@@ -63,6 +68,10 @@ class TheirRecord:
         }
         if self.record_type is RecordType.CHARGE:
             shown["amount_refunded_minor"] = self.amount_refunded_minor
+            if self.capture == "manual":
+                shown["capture"] = self.capture
+                shown["amount_captured_minor"] = self.amount_captured_minor
+                shown["voided"] = self.voided
         else:
             shown["charge_id"] = self.charge_id
         return shown
@@ -98,6 +107,11 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
+def _optional_int(body: dict[str, Any], member: str) -> int | None:
+    """`member` of `body` as an integer, None when the answer leaves it out."""
+    return int(body[member]) if member in body else None
+
+
 def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
     try:
         if record_type is RecordType.CHARGE:
@@ -109,9 +123,10 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
                 amount_minor=int(body["amount_minor"]),
                 currency=str(body["currency"]),
                 created_at=datetime.fromisoformat(body["created_at"]),
-                amount_refunded_minor=(
-                    int(body["amount_refunded_minor"]) if "amount_refunded_minor" in body else None
-                ),
+                amount_refunded_minor=_optional_int(body, "amount_refunded_minor"),
+                capture=str(body["capture"]) if "capture" in body else None,
+                amount_captured_minor=_optional_int(body, "amount_captured_minor"),
+                voided=bool(body["voided"]) if "voided" in body else None,
             )
         return TheirRecord(
             record_type=record_type,

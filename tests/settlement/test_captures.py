@@ -1,6 +1,6 @@
-"""Two-step payments settled with real processes: each capture settles on its own day like
-a charge of its amount, and both books' captures are paired by key (`capture-<id>`) and
-judged as charges and refunds are.
+"""Two-step payments settled with real processes: an authorization settles nothing, each
+capture settles on its own day like a charge of its amount, and both books' captures are
+paired by key (`capture-<id>`) and judged as charges and refunds are.
 
 The fake provider moves charges and refunds onto a day of a test's own (`own_day`), but not
 captures: a capture is made on the day it is made. So each test has a provider of its own (a
@@ -28,12 +28,12 @@ from app.authorizations.expiry import HoldExpiry
 from app.clock import utcnow
 from app.events.outbox import followed_by
 from app.webhooks.fanout import DELIVERIES
-from tests.support.control.settlement import settle, summary
+from tests.support.control.settlement import drop, edit, settle, summary
 from tests.support.control.spawner import Spawner
 from tests.support.control.system import PROVIDER_AUTH
 from tests.support.factories.authorizations import authorized, post_capture, post_void
 from tests.support.factories.payments import new_key
-from tests.support.factories.refunds import paid
+from tests.support.factories.refunds import paid, post_refund, refund_body
 from tests.support.factories.tenants import TenantHandle, api_client
 from tests.support.fixtures.repository import AsyncDb
 
@@ -171,6 +171,11 @@ def test_a_day_of_two_step_payments_settles_clean_each_capture_on_a_line_of_its_
     held = authorized(api, amount="7.00")
     voided = authorized(api, amount="8.00")
     void(api, voided)
+    refunded = authorized(api, amount="10.00")
+    capture(api, refunded, "3.00")
+    void(api, refunded)
+    refund = post_refund(api, refunded["payment_id"], refund_body(amount="1.00"), key=new_key())
+    assert refund.status_code == 201, refund.text
     lapsed = authorized(api, amount="5.00")
     db.execute(
         "UPDATE payments SET capture_before = now() - interval '1 second' WHERE id = %s",
@@ -184,6 +189,7 @@ def test_a_day_of_two_step_payments_settles_clean_each_capture_on_a_line_of_its_
         "CAPTURED then released": (part_then_void, 250),
         "AUTHORIZED": (held, 0),
         "VOIDED": (voided, 0),
+        "PARTIALLY_REFUNDED": (refunded, 300),
         "EXPIRED": (lapsed, 0),
     }
     for status, (payment, captured) in manual.items():
@@ -194,15 +200,16 @@ def test_a_day_of_two_step_payments_settles_clean_each_capture_on_a_line_of_its_
 
     assert (run["found"], run["opened"], items_at(db, two_step)) == ({}, 0, {})
     assert run["by_provider"][two_step.name] == {
-        "their_charges": 6,
-        "our_payments": 6,
-        "their_refunds": 0,
-        "our_refunds": 0,
-        "their_captures": 3,
-        "our_captures": 3,
+        "their_charges": 7,
+        "our_payments": 7,
+        "their_refunds": 1,
+        "our_refunds": 1,
+        "their_captures": 4,
+        "our_captures": 4,
     }
-    # The one-step charge and the three captures agree, each with its line.
-    assert (run["agreed"], run["lines_recorded"], run["looked_up"]) == (4, 4, 0)
+    # Every charge agrees (the authorizations without a line of their own), and so do the
+    # refund and the four captures; lines: the one-step charge, the refund, each capture.
+    assert (run["agreed"], run["lines_recorded"], run["looked_up"]) == (12, 6, 0)
     lines = lines_at(db, two_step)
     by_payment: dict[Any, list[Row]] = {}
     for line in lines:
@@ -237,7 +244,7 @@ def test_a_day_of_two_step_payments_settles_clean_each_capture_on_a_line_of_its_
 
     again = settle_mine(db, two_step, tenant)
     assert (again["lines_recorded"], again["opened"], again["auto_resolved"]) == (0, 0, 0)
-    assert again["agreed"] == 4
+    assert again["agreed"] == 12
 
 
 def payment_key(db: Db, payment: Row) -> str:
@@ -293,10 +300,11 @@ def capture_in_our_books_only(db: Db, payment: Row, amount: int) -> str:
     return key
 
 
-def test_a_capture_one_book_lacks_or_holds_otherwise_is_queued_once_with_both_sides(
+def test_each_difference_of_a_two_step_payment_is_queued_once_with_both_sides(
     two_step: TwoStep, db: Db, tenant: TenantHandle
 ) -> None:
     api = two_step.api
+    ledger = two_step.ledger
     # Captures: one the provider made under a key of ours that we never gave a capture, one
     # our books hold that the provider never made, one of another amount.
     theirs_only = authorized(api, amount="10.00")
@@ -311,22 +319,43 @@ def test_a_capture_one_book_lacks_or_holds_otherwise_is_queued_once_with_both_si
     db.execute(
         "UPDATE payment_modifications SET amount_minor = 450 WHERE id = %s", (changed_row["id"],)
     )
+    # Authorizations: one the provider lost, one it declined, one of another amount.
+    dropped, declined, larger = (authorized(api, amount="10.00") for _ in range(3))
+    drop(ledger, "charges", str(row(db, dropped)["provider_charge_id"]))
+    edit(ledger, "charges", str(row(db, declined)["provider_charge_id"]), status="declined")
+    edit(ledger, "charges", str(row(db, larger)["provider_charge_id"]), amount_minor=1001)
     fine = authorized(api, amount="10.00")
     capture(api, fine)
 
     run = settle_mine(db, two_step, tenant)
 
-    assert run["found"] == {"amount_mismatch": 1, "missing": 1, "orphan": 1}
-    # Looked up by key: the capture the listing lacks.
-    assert (run["opened"], run["looked_up"]) == (3, 1)
+    assert run["found"] == {"amount_mismatch": 2, "missing": 2, "orphan": 1, "status_mismatch": 3}
+    # Looked up by key: the capture and the authorization the listings lack.
+    assert (run["opened"], run["looked_up"]) == (8, 2)
     counts = run["by_provider"][two_step.name]
     assert (counts["their_captures"], counts["our_captures"]) == (5, 5)  # each one the other lacks
     queued = items_at(db, two_step)
     assert {key: item["detail"] for key, item in queued.items()} == {
         ("capture", orphan_key, "orphan"): "the provider made this capture; we have no record",
+        # Both books differ in both places: the authorization's captured amount too.
+        ("charge", payment_key(db, theirs_only), "status_mismatch"): (
+            "we recorded 400 captured, the provider 700"
+        ),
         ("capture", missing_key, "missing"): "we recorded this capture; the provider has none",
+        ("charge", payment_key(db, ours_only), "status_mismatch"): (
+            "we recorded 700 captured, the provider 500"
+        ),
         ("capture", changed_row["provider_key"], "amount_mismatch"): (
             "we recorded 450 EUR, the provider 400 EUR"
+        ),
+        ("charge", payment_key(db, dropped), "missing"): (
+            "we recorded this authorization; the provider has none"
+        ),
+        ("charge", payment_key(db, declined), "status_mismatch"): (
+            "we recorded this charge as authorized (AUTHORIZED), the provider as declined"
+        ),
+        ("charge", payment_key(db, larger), "amount_mismatch"): (
+            "we recorded 1000 EUR, the provider 1001 EUR"
         ),
     }
     orphan = queued["capture", orphan_key, "orphan"]
@@ -342,6 +371,13 @@ def test_a_capture_one_book_lacks_or_holds_otherwise_is_queued_once_with_both_si
         changed["capture_id"],
         changed["provider_capture_id"],
     )
+    larger_item = queued["charge", payment_key(db, larger), "amount_mismatch"]
+    shown = (larger_item["ours"], larger_item["theirs"])
+    assert [(side["capture"], side["amount_captured_minor"]) for side in shown] == [
+        ("manual", 0),
+        ("manual", 0),
+    ]
+    assert larger_item["theirs"]["voided"] is False
     # What the provider settled is recorded whatever our books say: its line is the proof.
     settled = {line["provider_key"]: line for line in lines_at(db, two_step)}
     assert settled[orphan_key]["payment_id"] is None
