@@ -102,8 +102,8 @@ _NOT_PROCESSED_STATUSES = frozenset({429, 503})
 # this many bytes (a report of 10,000 payments is about 3 MB).
 BOOKS_DEADLINE_S = 30.0
 BOOKS_MAX_BODY = 64 * MAX_BODY
-# What settlement reads: the provider's charges or its refunds.
-BOOKS_PATHS = frozenset({"/charges", "/refunds"})
+# What settlement reads: the provider's charges, its refunds or its captures.
+BOOKS_PATHS = frozenset({"/charges", "/refunds", "/captures"})
 
 
 class ProviderClient:
@@ -201,9 +201,10 @@ class ProviderClient:
         limit: int,
         starting_after: str | None = None,
     ) -> dict[str, Any]:
-        """One page of the charges (`path` "/charges") or refunds ("/refunds") the provider
-        made in [created_gte, created_lt), oldest first, after the record `starting_after`:
-        the page's JSON object (`data`, `has_more`). Raises `LookupFailed` without one."""
+        """One page of the charges (`path` "/charges"), refunds ("/refunds") or captures
+        ("/captures") the provider made in [created_gte, created_lt), oldest first, after the
+        record `starting_after`: the page's JSON object (`data`, `has_more`). Raises
+        `LookupFailed` without one."""
         assert path in BOOKS_PATHS, path
         query = {
             "created_gte": created_gte.isoformat(),
@@ -217,9 +218,9 @@ class ProviderClient:
         return page
 
     async def find_record(self, path: str, provider_key: str) -> dict[str, Any] | None:
-        """The charge (`path` "/charges") or refund ("/refunds") under `provider_key` as the
-        provider's books hold it, every member; None when it has none. Raises `LookupFailed`
-        when the answer does not settle the question."""
+        """The charge (`path` "/charges"), refund ("/refunds") or capture ("/captures") under
+        `provider_key` as the provider's books hold it, every member; None when it has none.
+        Raises `LookupFailed` when the answer does not settle the question."""
         assert path in BOOKS_PATHS, path
         return await self._read(
             "books_lookup", path, {"idempotency_key": provider_key}, key=provider_key

@@ -4,10 +4,11 @@ Each configured provider (`Settings.provider_specs()`) has its own books, read b
 `ProviderBooks` through that provider's client (`app/provider/client.py`), named as the
 registry names it: the one client every provider call goes through, with the provider's
 `api_key`, its deadline (at least `BOOKS_DEADLINE_S` for a read of the books), its pool,
-tracing and error tree. A day's charges and refunds page by page
-(`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`), a record by
-its idempotency key (`GET /charges?idempotency_key=K`: a record of ours made on another day,
-or not at all), and a day's settlement report (`GET /settlements/{day}`). Any failure (the
+tracing and error tree. A day's charges, refunds and captures page by page
+(`GET /charges?created_gte=...&created_lt=...&starting_after=...&limit=1000`, `/refunds`,
+`/captures`), a record by its idempotency key (`GET /charges?idempotency_key=K`: a record of
+ours made on another day, or not at all), and a day's settlement report
+(`GET /settlements/{day}`: a line per charge, capture and refund settled). Any failure (the
 client's `LookupFailed`, or an answer whose records are malformed) raises `BooksUnavailable`:
 a run never concludes anything from an answer it did not get.
 """
@@ -24,7 +25,11 @@ from app.provider.registry import DEFAULT_NAME, Providers
 from app.settlement.rows import RecordType
 
 PAGE_SIZE = 1000
-_PATHS = {RecordType.CHARGE: "/charges", RecordType.REFUND: "/refunds"}
+_PATHS = {
+    RecordType.CHARGE: "/charges",
+    RecordType.REFUND: "/refunds",
+    RecordType.CAPTURE: "/captures",
+}
 
 
 class BooksUnavailable(Exception):
@@ -33,8 +38,8 @@ class BooksUnavailable(Exception):
 
 @dataclass(frozen=True)
 class TheirRecord:
-    """A charge or refund as the provider holds it. A lookup by key answers with less than a
-    listing: the members it leaves out are None, and are not compared."""
+    """A charge, refund or capture as the provider holds it. A lookup by key answers with
+    less than a listing: the members it leaves out are None, and are not compared."""
 
     record_type: RecordType
     provider_id: str
@@ -43,9 +48,14 @@ class TheirRecord:
     amount_minor: int
     currency: str | None
     created_at: datetime
-    # Charges: what was refunded of it. Refunds: the charge refunded.
+    # Charges: what was refunded of it. Refunds and captures: the charge refunded, captured.
     amount_refunded_minor: int | None = None
     charge_id: str | None = None
+    # Charges: `manual` for an authorization (`automatic` otherwise), what was captured of
+    # it, and whether it was voided.
+    capture: str | None = None
+    amount_captured_minor: int | None = None
+    voided: bool | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The record as an item shows it."""
@@ -58,6 +68,10 @@ class TheirRecord:
         }
         if self.record_type is RecordType.CHARGE:
             shown["amount_refunded_minor"] = self.amount_refunded_minor
+            if self.capture == "manual":
+                shown["capture"] = self.capture
+                shown["amount_captured_minor"] = self.amount_captured_minor
+                shown["voided"] = self.voided
         else:
             shown["charge_id"] = self.charge_id
         return shown
@@ -93,6 +107,11 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
+def _optional_int(body: dict[str, Any], member: str) -> int | None:
+    """`member` of `body` as an integer, None when the answer leaves it out."""
+    return int(body[member]) if member in body else None
+
+
 def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
     try:
         if record_type is RecordType.CHARGE:
@@ -104,13 +123,14 @@ def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
                 amount_minor=int(body["amount_minor"]),
                 currency=str(body["currency"]),
                 created_at=datetime.fromisoformat(body["created_at"]),
-                amount_refunded_minor=(
-                    int(body["amount_refunded_minor"]) if "amount_refunded_minor" in body else None
-                ),
+                amount_refunded_minor=_optional_int(body, "amount_refunded_minor"),
+                capture=str(body["capture"]) if "capture" in body else None,
+                amount_captured_minor=_optional_int(body, "amount_captured_minor"),
+                voided=bool(body["voided"]) if "voided" in body else None,
             )
         return TheirRecord(
             record_type=record_type,
-            provider_id=str(body["refund_id"]),
+            provider_id=str(body[f"{record_type.value}_id"]),
             provider_key=str(body["idempotency_key"]),
             status=str(body["status"]),
             amount_minor=int(body["amount_minor"]),

@@ -82,6 +82,10 @@ def render(summary: Summary) -> str:
             f"{summary.their_charges} / {summary.their_refunds}",
         ),
         ("our payments / refunds made that day", f"{summary.our_payments} / {summary.our_refunds}"),
+        (
+            "provider captures / our captures made that day",
+            f"{summary.their_captures} / {summary.our_captures}",
+        ),
         ("looked up by key (not in the day's listing)", str(summary.looked_up)),
         ("keys compared", str(summary.compared)),
         ("agreed", str(summary.agreed)),
@@ -107,6 +111,10 @@ def render(summary: Summary) -> str:
                 (
                     f"  {name}: refunds / refunds held",
                     f"{counts.get('their_refunds', 0)} / {counts.get('our_refunds', 0)}",
+                ),
+                (
+                    f"  {name}: captures / captures held",
+                    f"{counts.get('their_captures', 0)} / {counts.get('our_captures', 0)}",
                 ),
             ]
         rows += [

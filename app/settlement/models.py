@@ -1,8 +1,8 @@
 """The settlement tables: what the provider settled, the differences found, the days run.
 
-- `settlement_lines`: one row per charge or refund a provider's settlement report listed,
-  by provider and the provider's id of it, with its fee, net amount and payout (the fees and
-  net amounts of each payment).
+- `settlement_lines`: one row per charge, capture or refund a provider's settlement report
+  listed, by provider and the provider's id of it, with its fee, net amount and payout (the
+  fees and net amounts of each payment; a manual payment's are its captures').
 - `reconciliation_items`: the discrepancy queue, one row per difference between our record
   and the provider's (the table keeps the name it was made with),
   unique by (record type, provider, provider key, kind), so running a day again finds the
@@ -46,7 +46,7 @@ def _one_of(values: type[StrEnum]) -> str:
 
 
 class SettlementLine(Base):
-    """A charge or refund as the provider settled it: gross, fee, net, payout."""
+    """A charge, capture or refund as the provider settled it: gross, fee, net, payout."""
 
     __tablename__ = "settlement_lines"
     __table_args__ = (
@@ -55,12 +55,13 @@ class SettlementLine(Base):
     )
 
     # The provider whose report listed it (a name of PAYMENTS_PROVIDERS), and its id of the
-    # charge or refund (`ch_...`, `re_...`): unique per provider only.
+    # charge, capture or refund (`ch_...`, `cp_...`, `re_...`): unique per provider only.
     provider: Mapped[str] = mapped_column(Text, primary_key=True)
     provider_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     record_type: Mapped[str] = mapped_column(String(16))
     provider_key: Mapped[str] = mapped_column(String(128))
-    # The payment the line belongs to (a refund's line too), when we have a row for it.
+    # The payment the line belongs to (a refund's or a capture's line too), when we have a
+    # row for it. A capture's is named by its key (`capture-<id>`).
     payment_id: Mapped[uuid.UUID | None] = mapped_column(
         UUID(as_uuid=True), ForeignKey("payments.id")
     )

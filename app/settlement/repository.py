@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from app.authorizations import books as authorization_books
 from app.db.database import Connection
 from app.payments import books as payment_books
 from app.refunds import books as refund_books
@@ -23,38 +24,73 @@ from app.settlement.books import Settled, day_bounds
 from app.settlement.matching import OurRecord
 from app.settlement.rows import ItemKind, ItemState, RecordType
 
-# Our records with their operations' states and the provider holding each, as the payments'
-# and the refunds' own packages read them (`books.py` of each).
-_OURS = {RecordType.CHARGE: payment_books.OURS_SQL, RecordType.REFUND: refund_books.OURS_SQL}
-_ALIAS = {RecordType.CHARGE: payment_books.ALIAS, RecordType.REFUND: refund_books.ALIAS}
+# Our records with their operations' states and the provider holding each, as the payments',
+# the refunds' and the captures' own packages read them (`books.py` of each).
+_OURS = {
+    RecordType.CHARGE: payment_books.OURS_SQL,
+    RecordType.REFUND: refund_books.OURS_SQL,
+    RecordType.CAPTURE: authorization_books.OURS_SQL,
+}
+_ALIAS = {
+    RecordType.CHARGE: payment_books.ALIAS,
+    RecordType.REFUND: refund_books.ALIAS,
+    RecordType.CAPTURE: authorization_books.ALIAS,
+}
 
 
-def _our_record(record_type: RecordType, row: tuple[Any, ...]) -> OurRecord:
-    return OurRecord(record_type, *row)
+async def _our_records(
+    conn: Connection, record_type: RecordType, condition: str, holds_sql: str, params: Any
+) -> list[OurRecord]:
+    """Our records of `record_type` where `condition` holds (on its package's alias); a
+    manual payment's with what our books say it captured (`holds_sql`, read alike)."""
+    sql = f"{_OURS[record_type]} WHERE {condition}"
+    rows = await (await conn.execute(sql, params)).fetchall()
+    records = [OurRecord(record_type, *row) for row in rows]
+    if record_type is not RecordType.CHARGE or not records:
+        return records
+    holds = {
+        payment_id: (captured, in_flight)
+        for payment_id, captured, in_flight in await (
+            await conn.execute(holds_sql, params)
+        ).fetchall()
+    }
+    return [
+        replace(
+            record,
+            manual=True,
+            amount_captured_minor=holds[record.payment_id][0],
+            modification_in_flight=holds[record.payment_id][1],
+        )
+        if record.payment_id in holds
+        else record
+        for record in records
+    ]
 
 
 async def ours_created_on(conn: Connection, record_type: RecordType, day: date) -> list[OurRecord]:
-    """Our payments (or refunds) created on `day`, with their operations' states."""
+    """Our payments (or refunds, or captures) created on `day`, with their operations'
+    states."""
     start, end = day_bounds(day)
     alias = _ALIAS[record_type]
-    sql = (
-        f"{_OURS[record_type]} WHERE {alias}.created_at >= %(start)s "
-        f"AND {alias}.created_at < %(end)s"
+    condition = f"{alias}.created_at >= %(start)s AND {alias}.created_at < %(end)s"
+    params = {"start": start, "end": end}
+    return await _our_records(
+        conn, record_type, condition, authorization_books.HOLDS_CREATED_SQL, params
     )
-    rows = await (await conn.execute(sql, {"start": start, "end": end})).fetchall()
-    return [_our_record(record_type, row) for row in rows]
 
 
 async def ours_by_key(
     conn: Connection, record_type: RecordType, keys: Sequence[str]
 ) -> dict[str, OurRecord]:
-    """Our payments (or refunds) under any of `keys` (their stored keys: a payment's attempt
-    0), whatever day they were made."""
+    """Our payments (or refunds, or captures) under any of `keys` (their stored keys: a
+    payment's attempt 0), whatever day they were made."""
     if not keys:
         return {}
-    sql = f"{_OURS[record_type]} WHERE {_ALIAS[record_type]}.provider_key = ANY(%(keys)s)"
-    rows = await (await conn.execute(sql, {"keys": list(keys)})).fetchall()
-    return {row[0]: _our_record(record_type, row) for row in rows}
+    condition = f"{_ALIAS[record_type]}.provider_key = ANY(%(keys)s)"
+    records = await _our_records(
+        conn, record_type, condition, authorization_books.HOLDS_BY_KEY_SQL, {"keys": list(keys)}
+    )
+    return {record.provider_key: record for record in records}
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ from typing import Any
 
 
 class RecordType(StrEnum):
-    """What a provider record is: a charge (our payment) or a refund (our refund)."""
+    """What a provider record is: a charge (our payment; a manual payment's is an
+    authorization), a refund (our refund) or a capture of an authorization (our capture)."""
 
     CHARGE = "charge"
     REFUND = "refund"
+    CAPTURE = "capture"
 
 
 class ItemKind(StrEnum):

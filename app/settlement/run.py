@@ -5,23 +5,26 @@ every difference queued, what settled recorded.
 
 1. takes the day (`settlement_days`, a lease and a fence: one run of a day at a time,
    anywhere; `days.py`), or is handed a day already taken (`run_claimed`, the worker's);
-2. reads each provider's charges and refunds made that day, page by page, and ours once;
+2. reads each provider's charges, refunds and captures made that day, page by page, and ours
+   once;
 3. pairs them, provider by provider: a record of ours is expected at the provider holding it
-   (a payment: its route's provider at its attempt, under that attempt's key; a refund: its
-   provider), under that key. A record of theirs under another key of ours (`parse_key`: an
-   attempt a payment failed over from, or a key at a provider it was never sent to) is a
-   stray, judged on its own (`strays.judge_stray`) on the day the provider made it. A
-   record of theirs that is the expected one of a row of ours made on another day belongs to
-   that day's run and is left to it; a record of theirs with no row at all is judged here. A
-   row of ours its provider's listing lacks is looked up by its key there (made on another
-   day by the provider's clock, or not at all). A row of ours held by a provider no longer
-   configured cannot be compared: it is counted (`unconfigured`), never judged;
+   (a payment: its route's provider at its attempt, under that attempt's key; a refund or a
+   capture: its provider), under that key. A record of theirs under another key of ours
+   (`parse_key`: an attempt a payment failed over from, or a key at a provider it was never
+   sent to) is a stray, judged on its own (`strays.judge_stray`) on the day the provider
+   made it. A record of theirs that is the expected one of a row of ours made on another day
+   belongs to that day's run and is left to it; a record of theirs with no row at all is
+   judged here. A row of ours its provider's listing lacks is looked up by its key there
+   (made on another day by the provider's clock, or not at all). A row of ours held by a
+   provider no longer configured cannot be compared: it is counted (`unconfigured`), never
+   judged;
 4. reads the settlement report of each day the agreed records settle on, at each provider
    (their creation day plus the lag; a day still to come has settled nothing);
 5. judges each key (`matching.judge`), then, in one transaction per record type and
    provider, queues the differences, auto-resolves the open items of the compared keys that
-   no longer differ, stores the settled lines (fee and net of each payment and refund), and
-   makes every unknown operation the provider has a record for due for the reconciler at once.
+   no longer differ, stores the settled lines (fee and net of each payment, capture and
+   refund; an authorization settles nothing itself), and makes every unknown operation the
+   provider has a record for due for the reconciler at once.
    Each such transaction first checks the day's fence (`days.hold`): a run whose day another
    run took over (its lease ran out while it was paused) writes nothing and stops (`DayLost`).
 
@@ -164,10 +167,12 @@ async def _settle_side(
     summary.auto_resolved += written.auto_resolved
 
 
-# The names a record type's counts have in the summary: the providers', ours.
+# The names a record type's counts have in the summary: the providers', ours. Settled in
+# this order, each record type on its own.
 _COUNTED = {
     RecordType.CHARGE: ("their_charges", "our_payments"),
     RecordType.REFUND: ("their_refunds", "our_refunds"),
+    RecordType.CAPTURE: ("their_captures", "our_captures"),
 }
 
 
@@ -219,18 +224,14 @@ async def run_claimed(
         named = len(books) > 1
         reports = {one.name: _Reports(one, lag_days, on, named=named) for one in books}
         summary.by_provider = {one.name: {} for one in books}
-        for record_type in (RecordType.CHARGE, RecordType.REFUND):
+        for record_type, (theirs_name, ours_name) in _COUNTED.items():
             sides, made = await read_sides(db, books, record_type, day, summary)
-            theirs_name, ours_name = _COUNTED[record_type]
             for side in sides:
                 counts = summary.by_provider[side.provider]
                 counts[theirs_name], counts[ours_name] = len(side.theirs), len(side.ours)
                 await _settle_side(db, side, reports[side.provider], lease, actor, summary)
-            theirs = sum(len(side.theirs) for side in sides)
-            if record_type is RecordType.CHARGE:
-                summary.their_charges, summary.our_payments = theirs, made
-            else:
-                summary.their_refunds, summary.our_refunds = theirs, made
+            setattr(summary, theirs_name, sum(len(side.theirs) for side in sides))
+            setattr(summary, ours_name, made)
         summary.seconds = round(time.perf_counter() - started, 3)
         async with db.connection() as conn:
             await days.finish_day(conn, lease, summary.as_json())

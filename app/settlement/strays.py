@@ -13,6 +13,10 @@ record a provider holds under another key of ours (`parse_key`: a payment's atte
                                                               of an attempt we failed over from
     never here                 any record                  orphan: a key of ours where we
                                                               never sent it
+
+"Charged" is any record the provider made under the key: money taken, or held (a manual
+payment's authorization: a second hold is as much a stray as a second charge). A refund's or
+a capture's key has no attempts: sent only to its provider, it can only be a stray elsewhere.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from __future__ import annotations
 from app.provider.keys import split_attempt_key
 from app.settlement.books import TheirRecord
 from app.settlement.matching import (
+    AUTHORIZED,
+    HELD,
+    NOUNS,
     SETTLED_STATES,
-    THEY_CHARGED,
+    THEY_MADE,
     TOOK_EFFECT,
     Difference,
     OurRecord,
@@ -34,7 +41,7 @@ from app.settlement.rows import ItemKind, RecordType
 def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | None:
     """The key of ours `provider_key` belongs to and the attempt it names, or None when it is
     not a key we derive: `payment-<id>` is attempt 0, `payment-<id>:<n>` attempt n >= 1
-    (`app/provider/keys.py: attempt_key`); a refund has its key alone."""
+    (`app/provider/keys.py: attempt_key`); a refund or capture has its key alone."""
     if is_our_key(record_type, provider_key):
         return provider_key, 0
     if record_type is not RecordType.CHARGE:
@@ -43,31 +50,36 @@ def parse_key(record_type: RecordType, provider_key: str) -> tuple[str, int] | N
 
 
 def _where(record_type: RecordType, ours: OurRecord) -> str:
-    if record_type is RecordType.REFUND:
-        return f"we sent the refund to {ours.provider}"
+    if record_type is not RecordType.CHARGE:
+        return f"we sent the {NOUNS[record_type]} to {ours.provider}"
     return f"the payment is {ours.status} at attempt {ours.attempt}, at {ours.provider}"
+
+
+def _taken(theirs: TheirRecord) -> str:
+    if theirs.status == AUTHORIZED:
+        return "money held"
+    return "money taken" if theirs.status in THEY_MADE else f"{theirs.status}: nothing taken"
 
 
 def judge_stray(
     record_type: RecordType, ours: OurRecord, attempt: int, theirs: TheirRecord, provider: str
 ) -> Verdict:
     """The verdict on a record `provider` holds under a key of `ours` that is not the one
-    `ours` is expected under there: the key of its attempt `attempt` (a refund's is 0), sent
-    to that attempt's provider only. See the module's docstring."""
-    noun = "charge" if record_type is RecordType.CHARGE else "refund"
-    charged = theirs.status in THEY_CHARGED
+    `ours` is expected under there: the key of its attempt `attempt` (a refund's or a
+    capture's is 0), sent to that attempt's provider only. See the module's docstring."""
+    noun = NOUNS[record_type]
+    charged = theirs.status in THEY_MADE
     sent_to = ours.sent_to(attempt)
     label = f"attempt {attempt}'s key" if record_type is RecordType.CHARGE else "its key"
     where = _where(record_type, ours)
     if sent_to != provider:
         went = f"sent only to {sent_to}" if sent_to is not None else "of an attempt never made"
-        taken = "money taken" if charged else f"{theirs.status}: nothing taken"
         return Verdict(
             (
                 Difference(
                     ItemKind.ORPHAN,
                     f"the provider made this {noun} under {label}, {went}, never here "
-                    f"({taken}); {where}",
+                    f"({_taken(theirs)}); {where}",
                 ),
             )
         )
@@ -75,7 +87,7 @@ def judge_stray(
         return Verdict(failover_decline=True)
     if ours.operation_state not in SETTLED_STATES and attempt <= ours.attempt:
         return Verdict(recover=True)
-    if ours.status in TOOK_EFFECT:
+    if ours.status in TOOK_EFFECT or (ours.manual and ours.status in HELD):
         detail = f"the provider made this charge under {label}; {where}: a second charge"
     else:
         detail = f"the provider made this charge under {label}; we recorded none under it ({where})"

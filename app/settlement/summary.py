@@ -28,6 +28,9 @@ class Summary:
     their_refunds: int = 0
     our_payments: int = 0
     our_refunds: int = 0
+    # Captures of authorizations (a manual payment's charge is counted with the charges).
+    their_captures: int = 0
+    our_captures: int = 0
     looked_up: int = 0
     compared: int = 0
     agreed: int = 0
@@ -44,8 +47,9 @@ class Summary:
     failover_declines: int = 0
     # Records of ours held by a provider no longer configured: not compared.
     unconfigured: int = 0
-    # Per provider: what its books listed and looked up (`their_charges`, `their_refunds`)
-    # and the records of ours it holds (`our_payments`, `our_refunds`).
+    # Per provider: what its books listed and looked up (`their_charges`, `their_refunds`,
+    # `their_captures`) and the records of ours it holds (`our_payments`, `our_refunds`,
+    # `our_captures`).
     by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
 

@@ -139,9 +139,10 @@ def test_a_day_of_payments_failed_over_to_the_secondary_settles_with_nothing_que
     assert (run["their_charges"], run["our_payments"]) == (4, 3)
     assert (run["agreed"], run["lines_recorded"], run["looked_up"]) == (3, 3, 0)
     assert (run["failover_declines"], run["foreign"], run["unconfigured"]) == (1, 0, 0)
+    nothing_else = {"their_refunds": 0, "our_refunds": 0, "their_captures": 0, "our_captures": 0}
     assert run["by_provider"] == {
-        "primary": {"their_charges": 2, "our_payments": 1, "their_refunds": 0, "our_refunds": 0},
-        "secondary": {"their_charges": 2, "our_payments": 2, "their_refunds": 0, "our_refunds": 0},
+        "primary": {"their_charges": 2, "our_payments": 1, **nothing_else},
+        "secondary": {"their_charges": 2, "our_payments": 2, **nothing_else},
     }
     # Each payment's settled line is the charge its outcome came from.
     lines = lines_of(db, [declined["id"], refused["id"], stayed["id"]])
@@ -323,5 +324,12 @@ def test_records_held_by_a_provider_no_longer_configured_are_counted_not_compare
     assert (run["found"], items(db, day)) == ({}, [])
     assert (run["unconfigured"], run["failover_declines"], run["our_payments"]) == (1, 1, 1)
     assert run["by_provider"] == {
-        "primary": {"their_charges": 1, "our_payments": 0, "their_refunds": 0, "our_refunds": 0}
+        "primary": {
+            "their_charges": 1,
+            "our_payments": 0,
+            "their_refunds": 0,
+            "our_refunds": 0,
+            "their_captures": 0,
+            "our_captures": 0,
+        }
     }
