@@ -23,6 +23,7 @@ from tests.model.modification_invariants import (
     WITHIN_AUTHORIZATION,
     modification_broken,
     modifications_settled,
+    search_modifications,
 )
 from tests.model.modifications import Modifications
 from tests.model.provider_ledger import process
@@ -31,6 +32,7 @@ from tests.model.steps import ACTIVE
 from tests.model.trace import format_two_step, replays
 from tests.model.two_step import (
     AMOUNT,
+    CAPTURE_ALL,
     PAYMENT,
     TWO_STEP_SMALL,
     Books,
@@ -41,6 +43,7 @@ from tests.model.two_step import (
     Status,
     TwoStep,
     is_pending,
+    provider_captured,
     two_step_worlds,
 )
 from tests.model.world import SHARED_MUTATIONS, TWO_STEP_MUTATIONS, Mutation, Op, Result
@@ -169,6 +172,18 @@ def test_a_lost_capture_answer_is_looked_up_never_taken_as_not_sent() -> None:
         assert any(text.endswith("; the answer is lost") for text in texts), texts
         assert not any(step.verb == "find" for step, _ in violation.trace)
         assert violation.trace[-1][0].verb == last
+
+
+def test_a_partial_capture_resent_under_a_new_key_is_captured_twice() -> None:
+    # From the starts whose captures are partial, so that the provider takes the second one.
+    starts = tuple(w for w in two_step_worlds(TWO_STEP_SMALL) if CAPTURE_ALL not in w.requests)
+    rules = Modifications(TWO_STEP_SMALL, Mutation.CAPTURE_RESENT_NEW_KEY)
+    violation = search_modifications(rules, starts).violation
+    assert violation is not None
+    assert violation.invariant == BOOKS_AGREE, format_two_step(violation, rules)
+    last = violation.trace[-1][1]
+    assert (last.books.captured, provider_captured(last)) == (1, 2)
+    assert replays(violation, rules)
 
 
 def test_a_key_derived_from_the_payment_names_two_captures() -> None:
