@@ -209,6 +209,26 @@ def test_every_two_step_call_needs_the_merchants_key(
     assert (state["amount_captured_minor"], state["voided"]) == (0, False)
 
 
+@pytest.mark.parametrize("kept_by", ["capture", "void"])
+def test_a_charge_with_a_capture_or_void_is_not_dropped_from_the_ledger(
+    client: httpx.Client, kept_by: str
+) -> None:
+    kept, untouched = authorize(client), authorize(client)
+    if kept_by == "capture":
+        made = post_capture(client, new_key(), kept["charge_id"], 100)
+    else:
+        made = post_void(client, new_key(), kept["charge_id"])
+    assert made.status_code == 201, made.text
+
+    refused = client.delete(f"/_ledger/charges/{kept['charge_id']}")
+    dropped = client.delete(f"/_ledger/charges/{untouched['charge_id']}")
+
+    assert refused.status_code == 409
+    assert refused.json()["error"] == "conflict"
+    assert charge_by_key(client, kept["idempotency_key"])["charge_id"] == kept["charge_id"]
+    assert dropped.status_code == 204
+
+
 # The ledger's tables as a provider without two-step charges wrote them.
 OLD_SCHEMA = [
     """

@@ -143,10 +143,11 @@ def search(
     check: Callable[[W], str | None],
     settled: Callable[[W], bool],
     dead_ends: bool = True,
+    dead_end: str = DEAD_END,
 ) -> Report[W]:
     """Search every world reachable from `starts` under `rules`; stop at the first world
     `check` names a broken invariant of; then, if `dead_ends`, look for a world from which
-    no `settled` one can be reached."""
+    no `settled` one can be reached (the invariant `dead_end`)."""
     began = time.perf_counter()
     index: dict[W, int] = {}
     worlds: list[W] = []
@@ -191,7 +192,7 @@ def search(
     if dead_ends:
         stuck = _first_dead_end(worlds, sources, targets, settled)
         if stuck is not None:
-            return report(Violation(DEAD_END, *_trace(worlds, parent, steps, stuck)))
+            return report(Violation(dead_end, *_trace(worlds, parent, steps, stuck)))
     return report(None)
 
 

@@ -103,11 +103,26 @@ def spend(
     timeouts: int = 0,
     lies: int = 0,
 ) -> World:
-    b = w.budget
+    left = less(
+        w.budget, crashes=crashes, expiries=expiries, faults=faults, timeouts=timeouts, lies=lies
+    )
+    return w._replace(budget=left)
+
+
+def less(
+    b: Budget,
+    *,
+    crashes: int = 0,
+    expiries: int = 0,
+    faults: int = 0,
+    timeouts: int = 0,
+    lies: int = 0,
+) -> Budget:
+    """The budget left once these faults are spent; all of it gone once the total is."""
     total = b.total - (crashes + expiries + faults + timeouts + lies)
     if total == 0:
-        return w._replace(budget=SPENT)
-    left = Budget(
+        return SPENT
+    return Budget(
         b.crashes - crashes,
         b.expiries - expiries,
         b.faults - faults,
@@ -115,7 +130,6 @@ def spend(
         total,
         b.lies - lies,
     )
-    return w._replace(budget=left)
 
 
 def orphan(w: World, key: Key) -> World:

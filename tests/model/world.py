@@ -96,6 +96,33 @@ class Mutation(Enum):
     UNGUARDED_RESOLVE = "unguarded-resolve"  # "not charged" while a request may be in flight
     ATTEMPT_NOT_PERSISTED = "attempt-not-persisted"  # failover sends before writing its attempt
     LATEST_ATTEMPT_ONLY = "latest-attempt-only"  # recovery looks up the current attempt alone
+    # Two-step payments' rules (two_step.py, modifications.py); `unfenced-write` breaks them too.
+    CAPTURE_AFTER_VOID = "capture-after-void"  # the claim takes a capture of a voided payment
+    OVER_CAPTURE = "over-capture"  # the claim no longer checks the amount against capturable
+    CAPTURE_RESENT_NEW_KEY = "capture-resent-new-key"  # a lost capture answer: resent, new key
+    CAPTURE_LOST_IS_FAILED = "capture-lost-is-failed"  # a lost capture answer: FAILED, no lookup
+    VOID_AFTER_FULL_CAPTURE = "void-after-full-capture"  # the claim takes a void of CAPTURED
+    EXPIRY_IN_FLIGHT = "expiry-in-flight"  # expiry checks "nothing in flight" before its write
+    MODIFICATIONS_NOT_EXCLUSIVE = "modifications-not-exclusive"  # no check, no unique index
+    KEY_PER_PAYMENT = "key-per-payment"  # the provider key derived from the payment, not the
+    # capture or void
+
+
+TWO_STEP_MUTATIONS = frozenset(
+    {
+        Mutation.CAPTURE_AFTER_VOID,
+        Mutation.OVER_CAPTURE,
+        Mutation.CAPTURE_RESENT_NEW_KEY,
+        Mutation.CAPTURE_LOST_IS_FAILED,
+        Mutation.VOID_AFTER_FULL_CAPTURE,
+        Mutation.EXPIRY_IN_FLIGHT,
+        Mutation.MODIFICATIONS_NOT_EXCLUSIVE,
+        Mutation.KEY_PER_PAYMENT,
+    }
+)
+"""The mutations of two-step payments' rules, searched in that model (not the charge one's)."""
+SHARED_MUTATIONS = frozenset({Mutation.UNFENCED_WRITE, Mutation.RETRYABLE_NEVER_RETRIED})
+"""Broken rules both models have (owner writes, a client's retry): searched in both."""
 
 
 class Budget(NamedTuple):
