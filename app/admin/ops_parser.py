@@ -95,7 +95,7 @@ def _add_discrepancies_parser(
         "--kind",
         help="missing, orphan, amount_mismatch, currency_mismatch, status_mismatch or expected",
     )
-    listed.add_argument("--record-type", help="charge or refund")
+    listed.add_argument("--record-type", help="charge, refund or capture")
     listed.add_argument("--tenant", help="only this tenant's items (its id)")
     listed.add_argument("--day", help="only items of this creation day (YYYY-MM-DD)")
     shown = queue_sub.add_parser(

@@ -87,8 +87,15 @@ class OperationOut(BaseModel):
         description="RECEIVED, PROVIDER_REQUEST_SENT, COMPLETED, FAILED, FAILED_RETRYABLE "
         "or UNKNOWN_REQUIRES_RECOVERY"
     )
-    payment_id: str = Field(description="The payment created, or (create_refund) refunded")
+    payment_id: str = Field(
+        description="The payment created, or (create_refund, capture_payment, void_payment) "
+        "acted on"
+    )
     refund_id: str | None = Field(description="The refund a create_refund operation creates")
+    capture_id: str | None = Field(
+        default=None, description="Only for capture_payment: the capture it creates"
+    )
+    void_id: str | None = Field(default=None, description="Only for void_payment: the void")
     attempts: int = Field(description="Recovery checks that could not settle the outcome")
     needs_attention: bool = Field(description="Past the attempts limit; a person should look")
     next_check_at: str | None

@@ -29,9 +29,12 @@ def operation_json(snapshot: Snapshot) -> dict[str, Any]:
         "operation": operation.operation_name,
         "idempotency_key": operation.idempotency_key,
         "state": operation.state,
-        # What it acts on, as its kind's table holds it (the `operation_links` view).
+        # What it acts on, as its kind's table holds it (the `operation_links` view):
+        # always a payment and a refund id (null unless a refund's), and any other id its
+        # kind links (a capture's, a void's).
         "payment_id": links.get("payment_id"),
         "refund_id": links.get("refund_id"),
+        **links,
         "attempts": operation.attempts,
         "needs_attention": operation.needs_attention,
         "next_check_at": None if operation.next_check_at is None else iso(operation.next_check_at),

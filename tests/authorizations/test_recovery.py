@@ -60,6 +60,14 @@ def test_a_capture_whose_answer_was_lost_is_found_by_the_worker(
     wait_for_state(db, operation_id, "COMPLETED", "FAILED", timeout=40)
     assert operation(db, operation_id)["state"] == "COMPLETED"
     capture = _modification(db, operation_id)
+    # The operation names the payment and the capture it acts on.
+    read = client.get(f"/operations/{operation_id}").json()
+    assert (read["operation"], read["payment_id"], read["capture_id"]) == (
+        "capture_payment",
+        payment["payment_id"],
+        str(capture["id"]),
+    )
+    assert read["refund_id"] is None
     made = faults.captures(idempotency_key=capture["provider_key"])
     assert len(made) == 1, made
     assert capture["provider_reference"] == made[0]["capture_id"]
