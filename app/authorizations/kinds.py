@@ -279,6 +279,9 @@ class ModificationKind(
             if row.payment_id in payments
         }
 
+    async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
+        return await modifications.operation_for_key(conn, provider_key, self.type)
+
     # What operators see.
 
     def body(self, subject: Modification) -> dict[str, Any]:

@@ -121,6 +121,15 @@ async def lock_payment(
     return LockedPayment(payment, lapsed, payment.modifying_operation_id)
 
 
+async def operation_for_key(
+    conn: Connection, provider_key: str, type: ModificationType
+) -> uuid.UUID | None:
+    """The operation of the capture (or void) sent under `provider_key`, or None."""
+    sql = f"SELECT operation_id FROM {_TABLE} WHERE provider_key = %(key)s AND type = %(type)s"
+    row = await (await conn.execute(sql, {"key": provider_key, "type": type.value})).fetchone()
+    return None if row is None else row[0]
+
+
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> ModificationRow:
     """The capture or void an operation created (each such operation has exactly one)."""
     async with conn.cursor(row_factory=class_row(ModificationRow)) as cur:

@@ -244,6 +244,14 @@ class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
         """
         return {}
 
+    # Notifications.
+
+    async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
+        """The operation whose provider call was sent under `provider_key` (a notification
+        from the provider names what it made by the key it was sent under), or None: none
+        of this kind's. A kind that does not override it is never named by one."""
+        return None
+
     # Upkeep.
 
     def upkeep(self, db: Database, deliver: Callable[[EventWrite], EventWrite]) -> Upkeep | None:

@@ -249,6 +249,9 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
     ) -> dict[uuid.UUID, PaymentRow]:
         return await payments.get_for_operations(conn, operation_ids)
 
+    async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
+        return await payments.operation_for_key(conn, provider_key)
+
     # What operators see.
 
     async def describe(self, conn: Connection, operation_id: uuid.UUID) -> Described | None:

@@ -16,6 +16,7 @@ from app.payments import attempts
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import CAPTURE_WINDOW_S, CaptureMode, PaymentStatus
+from app.provider.keys import split_attempt_key
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
@@ -55,6 +56,18 @@ _NEXT_ATTEMPT = """
     UPDATE payments SET attempt = %(s_attempt)s, updated_at = now()
     WHERE id = %(s_id)s AND attempt = %(s_attempt)s - 1 AND EXISTS (SELECT FROM changed)
 """
+
+
+_OPERATION_FOR_KEY = "SELECT operation_id FROM payments WHERE provider_key = %(key)s"
+
+
+async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | None:
+    """The operation of the payment whose attempt was sent under `provider_key` (its stored
+    key for attempt 0, `<stored key>:<n>` for attempt n), or None."""
+    split = split_attempt_key(provider_key)
+    stored = provider_key if split is None else split[0]
+    row = await (await conn.execute(_OPERATION_FOR_KEY, {"key": stored})).fetchone()
+    return None if row is None else row[0]
 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:

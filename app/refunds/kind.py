@@ -180,6 +180,9 @@ class RefundKind(OperationKind[CreateRefundCommand, RefundRow, ProviderRefund]):
     ) -> dict[uuid.UUID, RefundRow]:
         return await refunds.get_for_operations(conn, operation_ids)
 
+    async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
+        return await refunds.operation_for_key(conn, provider_key)
+
     # What operators see.
 
     def body(self, subject: RefundRow) -> dict[str, Any]:

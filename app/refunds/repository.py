@@ -120,6 +120,13 @@ async def lock_payment(
     return LockedPayment(status, int(captured_minor), currency, charge_id, provider, int(held[0]))
 
 
+async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | None:
+    """The operation of the refund sent under `provider_key`, or None."""
+    sql = "SELECT operation_id FROM refunds WHERE provider_key = %(key)s"
+    row = await (await conn.execute(sql, {"key": provider_key})).fetchone()
+    return None if row is None else row[0]
+
+
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> RefundRow:
     """The refund an operation created (every refund operation has exactly one)."""
     refund = await _one(conn, _FOR_OPERATION, {"operation_id": operation_id})
