@@ -26,6 +26,8 @@ from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.payments import router as payments_router
 from app.payments.schemas import CreatePaymentCommand
+from app.provider_events import router as provider_events_router
+from app.provider_events.receiver import Receiver
 from app.refunds import router as refunds_router
 from app.refunds.schemas import CreateRefundCommand
 from app.settings import Settings
@@ -51,6 +53,7 @@ class Services:
     operators: OperatorActions
     rate_limiter: TenantRateLimiter
     unauthenticated: UnauthenticatedLimiter
+    provider_events: Receiver
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -67,5 +70,6 @@ def _provides(services: Services) -> None:
         events_router.Needs,
         webhooks_router.Needs,
         admin_router.Needs,
-    ] = (services,) * 8
+        provider_events_router.Needs,
+    ] = (services,) * 9
     del needs

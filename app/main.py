@@ -35,6 +35,8 @@ from app.observability.metrics import Metrics
 from app.operations import router as operations_router
 from app.operations.values import OperationName
 from app.payments import router as payments_router
+from app.provider_events import router as provider_events_router
+from app.provider_events.receiver import Receiver
 from app.refunds import router as refunds_router
 from app.settings import Settings
 from app.tenants.admin import api_key_cache
@@ -100,6 +102,7 @@ def create_app(settings: Settings) -> FastAPI:
                     rate_per_s=settings.unauthenticated_rate_limit_per_s,
                     burst=settings.unauthenticated_rate_limit_burst,
                 ),
+                provider_events=Receiver.from_settings(settings, db=parts.db, metrics=metrics),
             )
             app.state.readiness = health.Readiness(parts.db)
             gc_tuning.freeze_startup()
@@ -123,6 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(operations_router.router)
     app.include_router(events_router.router)
     app.include_router(webhooks_router.router)
+    app.include_router(provider_events_router.router)
     app.include_router(health.router)
     app.include_router(admin_router.router)
     app.include_router(discrepancies_router.router)

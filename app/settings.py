@@ -9,6 +9,7 @@ setting (a misspelt one), stops the process at start with a message that names i
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,6 +23,12 @@ from app.provider.routing import RoutingSpec, RoutingTable
 
 class SettingsError(Exception):
     """A setting is missing or invalid; the message names it."""
+
+
+# A provider's notification secrets: the old and the new while one is rotated.
+MAX_EVENT_SECRETS = 2
+# `whsec_` and visible ASCII: the HMAC key is the whole string's bytes.
+_EVENT_SECRET = re.compile(r"whsec_[\x21-\x7e]{1,500}")
 
 
 # `PAYMENTS_*` variables that belong to the project's other programs: an environment shared
@@ -63,6 +70,11 @@ class Settings(BaseSettings):
     # Which providers a payment goes to, and the declines retried at the next one (JSON,
     # `app/provider/routing.py`). Unset: every provider in the order `providers` lists them.
     routing: RoutingSpec | None = None
+    # The secrets each configured provider signs its notifications with (`POST
+    # /provider-events/{provider}`, app/provider_events/): JSON `{"primary": ["whsec_..."]}`,
+    # one or two per provider (the old and the new while a secret is rotated). A provider
+    # without any refuses every notification. SecretStr: never in the repr, errors or logs.
+    provider_event_secrets: dict[str, tuple[SecretStr, ...]] = Field(default_factory=dict)
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
     # Operations a worker claims in one statement, and reconciles at most at once (each
@@ -200,6 +212,27 @@ class Settings(BaseSettings):
         Failpoints.parse(value)
         return value
 
+    @field_validator("provider_event_secrets")
+    @classmethod
+    def _event_secrets(
+        cls, value: dict[str, tuple[SecretStr, ...]]
+    ) -> dict[str, tuple[SecretStr, ...]]:
+        # The messages name the provider, never a secret.
+        for name, secrets in value.items():
+            if not 1 <= len(secrets) <= MAX_EVENT_SECRETS:
+                raise ValueError(
+                    f"provider {name!r}: one or two live secrets (the old and the new while "
+                    f"rotating), not {len(secrets)}"
+                )
+            plain = [secret.get_secret_value() for secret in secrets]
+            if not all(_EVENT_SECRET.fullmatch(secret) for secret in plain):
+                raise ValueError(
+                    f"provider {name!r}: a secret is `whsec_` and 1 to 500 visible ASCII characters"
+                )
+            if len(set(plain)) != len(plain):
+                raise ValueError(f"provider {name!r}: the same secret twice")
+        return value
+
     _distinct_names = field_validator("providers")(distinct_names)
     _header_safe = field_validator("provider_api_key")(check_api_key)
 
@@ -249,6 +282,18 @@ class Settings(BaseSettings):
             # A failpoint holds requests for seconds: never in a real deployment by mistake.
             raise ValueError(
                 "PAYMENTS_FAILPOINTS is for tests only; set PAYMENTS_TEST_MODE=1 to use it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _event_secrets_of_configured_providers(self) -> Settings:
+        # A name no provider has is a misspelling: its notifications would all be refused.
+        # The names are not echoed (a secret pasted in a name's place would be).
+        configured = sorted(spec.name for spec in self.provider_specs())
+        if unknown := set(self.provider_event_secrets) - set(configured):
+            raise ValueError(
+                f"PAYMENTS_PROVIDER_EVENT_SECRETS: {len(unknown)} of its names is no "
+                f"configured provider's (configured: {', '.join(configured)})"
             )
         return self
 

@@ -13,6 +13,7 @@ from app.db.base import Base
 from app.events.models import Event
 from app.operations.models import Operation, OperationTransition
 from app.payments.models import Payment, PaymentFailover
+from app.provider_events.models import ProviderEvent
 from app.refunds.models import Refund
 from app.settlement.models import (
     ReconciliationItem,
@@ -34,6 +35,7 @@ __all__ = [
     "Payment",
     "PaymentFailover",
     "PaymentModification",
+    "ProviderEvent",
     "ReconciliationItem",
     "ReconciliationItemChange",
     "Refund",

@@ -132,7 +132,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.tenants",),
     ("app.operations",),
     ("app.events", "app.recovery"),
-    ("app.idempotency", "app.webhooks"),
+    ("app.idempotency", "app.webhooks", "app.provider_events"),
     ("app.payments",),
     ("app.refunds", "app.authorizations"),
     ("app.settlement",),

@@ -111,6 +111,13 @@ class Metrics:
             ["from_provider", "to_provider", "cause"],
             registry=r,
         )
+        self.provider_events = Counter(
+            "payments_provider_events_received",
+            "Providers' notifications by provider and outcome: stored, duplicate (kept "
+            "already), or why one was refused (signature_invalid, stale, invalid, too_large)",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.request_latency = Histogram(
             "payments_http_request_duration_seconds",
             "API request latency by route and status",
@@ -198,6 +205,10 @@ class Metrics:
         """A payment moved from one provider to the next, and why (the failover's cause)."""
         self.failovers.labels(from_provider, to_provider, cause).inc()
         self.attempt_begun(to_provider)
+
+    def provider_event(self, provider: str, outcome: str) -> None:
+        """Count a notification from a configured `provider` by what came of it."""
+        self.provider_events.labels(provider, outcome).inc()
 
     def reconciled(self, became: str, *, source: str) -> None:
         """Count a reconciliation by what the operation became (`reconciled_as`)."""
