@@ -116,6 +116,8 @@ class Settings(BaseSettings):
     capture_window_s: int = Field(default=604_800, ge=1, le=30 * 86_400)
     tombstone_ttl_s: int = Field(default=2_592_000, ge=1)
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
+    # How often the worker applies the provider events the inbox keeps (app/provider_events/).
+    provider_events_interval_s: float = Field(default=0.25, gt=0, le=3600)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Settlement (`app/settlement/`): the provider settles a record made on day

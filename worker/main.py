@@ -44,6 +44,7 @@ from app.idempotency.expiry import expire_keys
 from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
+from app.provider_events.apply import APPLY_PACE, EventApplication
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import every_providers_books
@@ -127,6 +128,19 @@ async def _serve(
             allow_local=settings.webhooks_allow_local,
             failpoints=failpoints,
         )
+        # Provider events kept by the API's inbox, each applied by reconciling its operation
+        # now (`app/provider_events/apply.py`).
+        provider_events = WorkLoop(
+            EventApplication(
+                db=parts.db,
+                reconcilers=parts.reconcilers,
+                lease_s=settings.lease_s,
+                key_ttl_s=settings.key_ttl_s,
+                worker=name,
+            ),
+            APPLY_PACE,
+            stopping=stopping,
+        )
         webhooks = WorkLoop(
             DeliveryJob(
                 settings=settings, db=parts.db, sender=sender, worker=name, metrics=metrics
@@ -173,6 +187,7 @@ async def _serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         if once:
+            await provider_events.run()
             total = await reconcile.run()
             attempts = await webhooks.run()
             await expire()
@@ -184,6 +199,7 @@ async def _serve(
         scheduler = AsyncIOScheduler()
         jobs: tuple[tuple[Callable[[], Awaitable[Any]], float, str], ...] = (
             (reconcile.run, settings.reconcile_interval_s, "reconcile"),
+            (provider_events.run, settings.provider_events_interval_s, "provider_events"),
             (webhooks.run, settings.webhook_interval_s, "webhooks"),
             (expire, settings.expire_interval_s, "expire"),
         )
@@ -209,6 +225,7 @@ async def _serve(
         scheduler.pause()
         await settle.wait_idle()
         await reconcile.wait_idle()
+        await provider_events.wait_idle()
         await webhooks.wait_idle()
         scheduler.shutdown(wait=False)
         logger.info("worker stopped", extra={"fields": {"worker": name}})
