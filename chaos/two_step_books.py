@@ -7,7 +7,9 @@ Holds lapse on the database's clock and a worker expires them within a pass
 (`PAYMENTS_EXPIRE_INTERVAL_S`), so before the snapshot the run waits until no hold that has
 lapsed is still open (a hold kept by a capture or void flagged `needs_attention` aside): the
 moment it saw none is `holds_checked_at`, and a hold still open in the snapshot must lapse
-after it.
+after it. Each capture's and void's outcome is read with its transaction (`xmin`), and each
+expiry with its own (its event's `txid`, taken to 32 bits as `xmin` is: no wraparound lies
+between them within a run), so the checks can order them.
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ _PAYMENTS = """
 _MODIFICATIONS = """
     SELECT m.id, m.payment_id, m.operation_id, m.type, m.provider_key, m.charge_id, m.status,
            m.amount_minor, m.provider_reference, m.created_at, m.updated_at,
-           o.idempotency_key, o.state, o.needs_attention
+           m.xmin::text::bigint AS recorded_xid, o.idempotency_key, o.state, o.needs_attention
     FROM payment_modifications m JOIN operations o ON o.id = m.operation_id
     WHERE m.tenant_id = %s
 """
 _EXPIRED = """
-    SELECT p.id, e.created_at FROM events e JOIN payments p ON p.operation_id = e.operation_id
+    SELECT p.id, e.created_at, e.txid %% 4294967296 AS xid
+    FROM events e JOIN payments p ON p.operation_id = e.operation_id
     WHERE e.tenant_id = %s AND e.type = 'payment.expired'
 """
 
@@ -93,6 +96,7 @@ def read_two_step(
         payments=[dict(p) for p in payments],
         modifications=[dict(m) for m in modifications],
         expired_at={str(row["id"]): row["created_at"] for row in expired},
+        expired_xid={str(row["id"]): int(row["xid"]) for row in expired},
         charges=[dict(c) for c in charges if c["charge_id"] in ours],
         captures=[c for c in captures if c["charge_id"] in ours],
         voids=[v for v in voids if v["charge_id"] in ours],

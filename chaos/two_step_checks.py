@@ -10,9 +10,8 @@ modification_matches_ledger a settled capture or void is SUCCEEDED exactly when 
 captured_within_authorized  no charge captured beyond its authorized amount, nor any charge
                             that is no authorization
 no_capture_after_void_or_expiry  no capture at the provider created after a void of the same
-                            charge, nor after our payment expired (after the later of its
-                            `payment.expired` event and its last capture's or void's outcome:
-                            the expiry waits for them); no capture of ours claimed after it
+                            charge, nor after our payment expired; no capture of ours
+                            recorded after the expiry (see `_Index.expired_after`)
 no_void_after_full_capture  no void of a charge its captures had already taken in full, and
                             at most one void per charge
 modification_once_per_key   at most one provider capture (void) per key, none under a key of
@@ -95,6 +94,9 @@ class TwoStepSnapshot:
     # When no lapsed hold was left open (the database's clock): a hold open at the end must
     # lapse after it.
     holds_checked_at: datetime
+    # Payment id -> the expiring transaction's id (its event's `txid`, 32 bits as `xmin`);
+    # each modification's `recorded_xid` is the `xmin` of its row, its outcome's transaction.
+    expired_xid: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,16 +145,35 @@ class _Index:
             if m["type"] == noun and m["status"] == "SUCCEEDED"
         ]
 
+    def recorded_after_expiry(self, payment_id: str) -> list[dict[str, Any]]:
+        """The payment's SUCCEEDED captures whose outcome's transaction is younger than the
+        expiry's. The expiry locks the payment and moves it only with nothing in flight; a
+        capture's outcome writes the payment row, so it commits before the expiry's lock or
+        waits for it and finds the payment moved: every capture of an expired payment was
+        recorded by an older transaction."""
+        expired = self.snapshot.expired_xid.get(payment_id)
+        if expired is None:
+            return []
+        return [
+            m
+            for m in self.succeeded(payment_id, "capture")
+            if m.get("recorded_xid") is not None and m["recorded_xid"] > expired
+        ]
+
     def expired_after(self, payment: Mapping[str, Any]) -> datetime | None:
-        """When the payment's expiry took effect at the latest (None: it never expired): its
-        event, or its last capture's or void's outcome if later (the expiry waited for it)."""
-        expired = self.snapshot.expired_at.get(str(payment["id"]))
+        """When the payment's expiry took effect at the earliest (None: it never expired):
+        its event's time (the expiring transaction's start), or, if later, the outcome of a
+        capture recorded before the expiry (one in flight as that transaction began: the
+        expiry waited for it). A capture the provider made after this came after the expiry."""
+        pid = str(payment["id"])
+        expired = self.snapshot.expired_at.get(pid)
         if expired is None:
             return None
-        outcomes: list[datetime] = [
-            m["updated_at"] for m in self.mods_of.get(str(payment["id"]), [])
+        late = self.recorded_after_expiry(pid)
+        before: list[datetime] = [
+            m["updated_at"] for m in self.succeeded(pid, "capture") if m not in late
         ]
-        return max([expired, *outcomes])
+        return max([expired, *before])
 
 
 def _captured_matches_books(index: _Index) -> Iterator[Violation]:
@@ -246,16 +267,12 @@ def _after_void_or_expiry(index: _Index) -> Iterator[Violation]:
                     f"captured at {capture['created_at']}, after payment {pid} expired "
                     f"({expired.isoformat()})",
                 )
-        claimed_late = [
-            m
-            for m in index.mods_of.get(pid, [])
-            if m["type"] == "capture" and m["created_at"] > index.snapshot.expired_at[pid]
-        ]
-        if claimed_late:
+        for mod in index.recorded_after_expiry(pid):
             yield Violation(
                 "no_capture_after_void_or_expiry",
-                claimed_late[0]["idempotency_key"],
-                f"{len(claimed_late)} captures claimed after payment {pid} expired",
+                mod["idempotency_key"],
+                f"capture recorded by transaction {mod['recorded_xid']}, after payment {pid} "
+                f"expired in {index.snapshot.expired_xid[pid]}",
             )
 
 

@@ -50,9 +50,9 @@ def _sent(op: str, pid: str, response: httpx.Response, amount: str | None = None
 def _books(
     client: httpx.Client, db: Db, tenant: TenantHandle, url: str, spawn: Spawner
 ) -> tuple[list[dict[str, Any]], dict[str, str], datetime]:
-    """A partial capture then a void, a capture of everything, a lapsed hold the worker
-    expires and a capture refused after it: their history, payment ids, and the moment no
-    lapsed hold was open."""
+    """A partial capture then a void, a capture of everything, two lapsed holds the worker
+    expires (one captured in part before: CAPTURED, the rest released) and a capture refused
+    after the lapse: their history, payment ids, and the moment no lapsed hold was open."""
     history = []
     held = authorized(client, amount="10.00")["payment_id"]
     history.append(_sent("capture", held, post_capture(client, held, "4.00"), "4.00"))
@@ -60,18 +60,20 @@ def _books(
     full = authorized(client, amount="5.00")["payment_id"]
     history.append(_sent("capture", full, post_capture(client, full)))
     lapsed = authorized(client, amount="3.00")["payment_id"]
+    partly = authorized(client, amount="2.00")["payment_id"]
+    history.append(_sent("capture", partly, post_capture(client, partly, "1.00"), "1.00"))
     db.execute(
-        "UPDATE payments SET capture_before = now() - interval '1 second' WHERE id = %s",
-        (lapsed,),
+        "UPDATE payments SET capture_before = now() - interval '1 second' WHERE id = ANY(%s)",
+        ([lapsed, partly],),
     )
     _, open_lapsed = lapsed_holds_expired(url, tenant.id, time.time())
-    assert open_lapsed == 1
+    assert open_lapsed == 2
     spawn.worker(once=True).wait_exit(timeout=60)
     checked_at, open_lapsed = lapsed_holds_expired(url, tenant.id, time.time() + 30)
     assert open_lapsed == 0
     history.append(_sent("capture", lapsed, post_capture(client, lapsed)))
-    assert [r["status"] for r in history] == [201, 201, 201, 409], history
-    ids = {"held": held, "full": full, "lapsed": lapsed}
+    assert [r["status"] for r in history] == [201, 201, 201, 201, 409], history
+    ids = {"held": held, "full": full, "lapsed": lapsed, "partly": partly}
     return history, ids, checked_at
 
 
@@ -93,13 +95,16 @@ def test_real_two_step_books_pass_and_what_breaks_them_is_found(
     violations, figures = check_two_step(history, books)
     assert violations == []
     counts = figures.counts
-    assert counts["manual_payments"] == {"CAPTURED": 2, "EXPIRED": 1}
-    assert (counts["provider_captures"], counts["provider_captured_minor"]) == (2, 900)
-    assert (counts["our_captures"], counts["our_captured_minor"]) == (2, 900)
-    assert counts["payments_captured_minor"] == 900
-    assert (counts["provider_voids"], counts["our_voids"], counts["expired"]) == (1, 1, 1)
+    assert counts["manual_payments"] == {"CAPTURED": 3, "EXPIRED": 1}
+    assert (counts["provider_captures"], counts["provider_captured_minor"]) == (3, 1000)
+    assert (counts["our_captures"], counts["our_captured_minor"]) == (3, 1000)
+    assert counts["payments_captured_minor"] == 1000
+    assert (counts["provider_voids"], counts["our_voids"], counts["expired"]) == (1, 1, 2)
     times = effect_times(books)
-    assert (len(times["captures"]), len(times["voids"]), len(times["expired"])) == (2, 1, 1)
+    assert (len(times["captures"]), len(times["voids"]), len(times["expired"])) == (3, 1, 2)
+    # The capture before the lapse was recorded by a transaction older than the expiry's.
+    [before] = [m for m in books.modifications if str(m["payment_id"]) == ids["partly"]]
+    assert before["recorded_xid"] < books.expired_xid[ids["partly"]]
 
     # One capture too many at the provider, under the first capture's key, after the void.
     first = next(c for c in books.captures if c["amount_minor"] == 400)

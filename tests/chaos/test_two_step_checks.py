@@ -42,7 +42,9 @@ def _payment(amount: int, status: str, captured: int, charge: str, lapses_s: flo
     }
 
 
-def _mod(payment: Any, noun: str, key: str, amount: int, reference: str, at_s: float) -> Any:
+def _mod(
+    payment: Any, noun: str, key: str, amount: int, reference: str, at_s: float, xid: int = 100
+) -> Any:
     mod_id = uuid.uuid4()
     return {
         "id": mod_id,
@@ -56,6 +58,7 @@ def _mod(payment: Any, noun: str, key: str, amount: int, reference: str, at_s: f
         "provider_reference": reference,
         "created_at": _t(at_s - 0.5),
         "updated_at": _t(at_s + 0.1),
+        "recorded_xid": xid,
         "idempotency_key": key,
         "state": "COMPLETED",
         "needs_attention": False,
@@ -99,6 +102,7 @@ def _world() -> tuple[list[dict[str, Any]], TwoStepSnapshot]:
         payments=[held, lapsed, still],
         modifications=[capture, void],
         expired_at={str(lapsed["id"]): _t(3)},
+        expired_xid={str(lapsed["id"]): 200},
         charges=[
             _charge("ch_a", 1000, 400, True),
             _charge("ch_b", 500, 0, False),
@@ -182,12 +186,41 @@ def test_a_capture_after_the_expiry_is_found() -> None:
     assert "no_capture_after_void_or_expiry" not in _checks(history, snapshot)
 
 
-def test_a_capture_claimed_after_the_expiry_is_found() -> None:
+def _in_flight_at_expiry(xid: int) -> tuple[list[dict[str, Any]], TwoStepSnapshot]:
+    """The lapsing payment captured in part by a capture in flight as the expiring
+    transaction began (claimed at 2 s, made at the provider at 3.2 s, recorded at 3.5 s;
+    the expiry's event at 3 s), its outcome recorded by transaction `xid` (the expiry's is
+    200): then CAPTURED, the rest released."""
     history, snapshot = _world()
-    late = _mod(snapshot.payments[1], "capture", "cap-late", 100, "cp_9", 5)
-    late["status"], late["state"], late["provider_reference"] = "FAILED", "FAILED", None
-    snapshot.modifications.append(late)
-    assert _checks(history, snapshot) == {"no_capture_after_void_or_expiry"}
+    lapsed = snapshot.payments[1]
+    lapsed["status"], lapsed["amount_captured_minor"] = "CAPTURED", 100
+    mod = _mod(lapsed, "capture", "cap-edge", 100, "cp_7", 3.4, xid=xid)
+    mod["created_at"] = _t(2)
+    snapshot.modifications.append(mod)
+    snapshot.charges[1]["amount_captured_minor"] = 100
+    snapshot.captures.append(
+        {
+            "capture_id": "cp_7",
+            "charge_id": "ch_b",
+            "idempotency_key": mod["provider_key"],
+            "amount_minor": 100,
+            "created_at": _z(3.2),
+        }
+    )
+    return history, snapshot
+
+
+def test_a_capture_in_flight_as_the_expiry_began_is_no_violation() -> None:
+    assert check_two_step(*_in_flight_at_expiry(xid=150))[0] == []
+
+
+def test_a_capture_recorded_after_the_expiry_is_found() -> None:
+    found = check_two_step(*_in_flight_at_expiry(xid=250))[0]
+    assert [(v.check, v.key) for v in found] == [
+        ("no_capture_after_void_or_expiry", found[0].key),
+        ("no_capture_after_void_or_expiry", "cap-edge"),
+    ]
+    assert "after payment" in found[0].detail
 
 
 def test_a_void_after_a_full_capture_is_found() -> None:
