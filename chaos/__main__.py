@@ -11,7 +11,8 @@ from pathlib import Path
 
 from app.db.migrate import upgrade_head
 from chaos.config import ChaosConfig
-from chaos.run import ChaosReport, run_chaos
+from chaos.report import ChaosReport
+from chaos.run import run_chaos
 from tests.support.control.database import test_database
 from tests.support.control.replication import replicated_postgres
 
@@ -55,6 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="payment providers: 2 for a primary that refuses, hangs and declines about 30%% "
         "of its charge calls and a secondary the payments fail over to (default 1)",
     )
+    parser.add_argument(
+        "--two-step",
+        type=float,
+        help="the share of intents that are manual payments, then captured, voided or left "
+        "to lapse (default: 1/3 with one provider, 0 with two)",
+    )
+    parser.add_argument(
+        "--capture-window",
+        type=int,
+        help="seconds a manual payment's hold stays open (default 45, short 20)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep logs and history")
     parser.add_argument(
         "--results",
@@ -93,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "failover_at_s": args.failover_at,
             "providers": args.providers,
+            "two_step_share": args.two_step,
+            "capture_window_s": args.capture_window,
         }.items()
         if value is not None
     }
@@ -102,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         # The primary's fault mix is the two-provider run's provider fault: no outage unless
         # asked for (it would stop the mix while it lasts).
         overrides["outage_s"] = 0.0
+    if args.two_step is not None and not 0 <= args.two_step <= 1:
+        parser.error("--two-step must be between 0 and 1")
+    if args.capture_window is not None and args.capture_window < 1:
+        parser.error("--capture-window must be at least 1")
     if min(args.apis or 2, args.workers or 2) < 2:
         parser.error("--apis and --workers must be at least 2")
     config = ChaosConfig.short(**overrides) if args.short else ChaosConfig.long(**overrides)

@@ -38,8 +38,10 @@ outcome_at_route_attempt  a final payment agrees with the ledger of the provider
                           no charge there; the charge it records is that one, not another
                           provider's or attempt's
 
-The refunds' checks are in `chaos/refund_checks.py`, the settlement pass's in
-`chaos/settlement.py`.
+A manual payment's charge is an authorization (`authorized`): the checks take it as they take
+a succeeded charge, its payment AUTHORIZED or what its captures, voids and expiry made of it
+(`HELD`). The refunds' checks are in `chaos/refund_checks.py`, the two-step payments' in
+`chaos/two_step_checks.py`, the settlement pass's in `chaos/settlement.py`.
 
 Besides the violations, `breaker_findings`: when the run had an outage phase, each API's
 circuit breaker was seen open during it and closed again after it. Not a promise of the
@@ -64,7 +66,12 @@ ORIGINAL_ALLOWED = frozenset({201, 202, 402, 409, 502, 503})
 MISMATCH_ANSWERS = frozenset({(422, "IDEMPOTENCY_KEY_REUSED"), (503, "SERVICE_UNAVAILABLE")})
 # A succeeded payment stays succeeded when refunds give money back on it.
 CHARGED = frozenset({"SUCCEEDED", "PARTIALLY_REFUNDED", "REFUNDED"})
-FINAL_PAYMENT = CHARGED | {"DECLINED", "FAILED"}
+# An authorized manual payment, and whatever its captures, voids, expiry and refunds made of it.
+_TWO_STEP = ("AUTHORIZED", "PARTIALLY_CAPTURED", "CAPTURED", "VOIDED", "EXPIRED")
+HELD = frozenset({*_TWO_STEP, "PARTIALLY_REFUNDED", "REFUNDED"})
+# The payment statuses each approved charge status allows.
+APPROVED = {"succeeded": CHARGED, "authorized": HELD}
+FINAL_PAYMENT = CHARGED | HELD | {"DECLINED", "FAILED"}
 # The provider a payment row without a route went to (the registry's name for the only one).
 DEFAULT_PROVIDER = "primary"
 
@@ -122,6 +129,11 @@ def _minor(amount: str) -> int:
     return int(Decimal(amount) * 100)
 
 
+def agrees(charge_status: str, payment_status: str) -> bool:
+    """Whether a payment's status is one its charge's status allows."""
+    return payment_status in APPROVED.get(charge_status, frozenset({"DECLINED"}))
+
+
 def _is_final(record: Mapping[str, Any]) -> bool:
     status = record.get("status")
     return status in (201, 402) or (status == 502 and record.get("code") == "PROVIDER_REJECTED")
@@ -159,9 +171,10 @@ class _Index:
         return self.charge_at.get((route[attempt], attempt_key(payment["provider_key"], attempt)))
 
     def succeeded_charge(self, payment: Mapping[str, Any]) -> dict[str, Any] | None:
-        """A succeeded charge under any of the payment's attempts, else its current charge."""
+        """An approved charge (succeeded or authorized) under any of the payment's attempts,
+        else its current charge."""
         for _attempt, _where, charge in self.charges_of.get(str(payment["id"]), []):
-            if charge["status"] == "succeeded":
+            if charge["status"] in APPROVED:
                 return charge
         return self.current_charge(payment)
 
@@ -207,8 +220,7 @@ def _ledger_matches_database(index: _Index) -> Iterator[Violation]:
         op = index.op_by_id.get(str(payment["operation_id"]))
         if op is None or op["state"] not in ("COMPLETED", "FAILED"):
             continue  # unsettled: operations_settled reports it unless flagged
-        expected = CHARGED if charge["status"] == "succeeded" else {"DECLINED"}
-        if op["state"] != "COMPLETED" or payment["status"] not in expected:
+        if op["state"] != "COMPLETED" or not agrees(charge["status"], payment["status"]):
             yield Violation(
                 "ledger_matches_database",
                 key,
@@ -224,12 +236,12 @@ def _ledger_matches_database(index: _Index) -> Iterator[Violation]:
             )
     charged_ids = {c["charge_id"] for c in index.snapshot.ledger}
     for payment in index.snapshot.payments:
-        if payment["status"] in CHARGED and payment["provider_charge_id"] not in charged_ids:
+        if payment["status"] in CHARGED | HELD and payment["provider_charge_id"] not in charged_ids:
             yield Violation(
                 "ledger_matches_database",
                 index.key_of(payment),
-                f"payment SUCCEEDED with charge {payment['provider_charge_id']} that the "
-                "ledger does not have",
+                f"payment {payment['status']} with charge {payment['provider_charge_id']} that "
+                "the ledger does not have",
             )
 
 
@@ -263,7 +275,7 @@ def _routed_payment(index: _Index, payment: Mapping[str, Any]) -> Iterator[Viola
     key = index.key_of(payment)
     route, attempt = route_of(payment), attempt_of(payment)
     charges = sorted(index.charges_of.get(str(payment["id"]), []), key=lambda c: c[0])
-    succeeded = [c for c in charges if c[2]["status"] == "succeeded"]
+    succeeded = [c for c in charges if c[2]["status"] in APPROVED]
     if len(succeeded) > 1:
         where = {provider for _, provider, _ in succeeded}
         both = f" at {len(where)} providers" if len(where) > 1 else ""
@@ -323,14 +335,14 @@ def _outcome_at_route_attempt(
         else f"{here} holds nothing under attempt {attempt}"
     )
     recorded = payment.get("provider_charge_id")
-    expected = {"COMPLETED": CHARGED | {"DECLINED"}, "FAILED": {"FAILED"}}[op["state"]]
+    expected = {"COMPLETED": CHARGED | HELD | {"DECLINED"}, "FAILED": {"FAILED"}}[op["state"]]
     problem = None
     if status not in FINAL_PAYMENT or status not in expected:
         problem = f"operation {op['state']}, payment {status}"
     elif status == "FAILED":
         if charge is not None:
             problem = f"payment FAILED but {held}"
-    elif charge is None or charge["status"] != ("succeeded" if status in CHARGED else "declined"):
+    elif charge is None or not agrees(charge["status"], status):
         problem = f"payment {status} but {held}"
     elif recorded != charge["charge_id"]:
         problem = f"payment records {recorded} but {held}"
@@ -361,7 +373,7 @@ def _success_problem(index: _Index, record: Mapping[str, Any]) -> str | None:
     charge = index.current_charge(payment)
     if charge is None:
         return "no charge in the ledger"
-    if charge["status"] != "succeeded":
+    if charge["status"] not in APPROVED:
         return f"ledger charge is {charge['status']}"
     if charge["charge_id"] != body.get("provider_charge_id"):
         return f"answered {body.get('provider_charge_id')}, ledger {charge['charge_id']}"
@@ -369,7 +381,10 @@ def _success_problem(index: _Index, record: Mapping[str, Any]) -> str | None:
         return f"answered {body['amount']}, charged {charge['amount_minor']}"
     if charge["amount_minor"] != _minor(record["amount"]):
         return f"requested {record['amount']}, charged {charge['amount_minor']}"
-    if payment["status"] not in CHARGED or payment["provider_charge_id"] != charge["charge_id"]:
+    if (
+        not agrees(charge["status"], payment["status"])
+        or payment["provider_charge_id"] != charge["charge_id"]
+    ):
         return f"payment row is {payment['status']} with {payment['provider_charge_id']}"
     return None
 
@@ -393,11 +408,11 @@ def _per_key(index: _Index, key: str, attempts: list[dict[str, Any]]) -> Iterato
 
     failed = [r for r in finals if r["status"] in (402, 502)]
     charge = index.charge_for_key(key)
-    if failed and charge is not None and charge["status"] == "succeeded":
+    if failed and charge is not None and charge["status"] in APPROVED:
         yield Violation(
             "nothing_charged_on_failure",
             key,
-            f"answered {failed[0]['status']} but charge {charge['charge_id']} succeeded",
+            f"answered {failed[0]['status']} but charge {charge['charge_id']} {charge['status']}",
         )
 
     for record in attempts:

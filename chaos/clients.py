@@ -11,9 +11,13 @@ convergence deadline). Intents:
                    different amount, concurrently with the original's retries
     decline        an account the provider declines (a final 402)
     reject         an account the provider rejects as invalid (a final 502, nothing charged)
+    manual         a manual payment (`"capture": "manual"`), as `single` (a tenth of them at
+                   the declining account); once authorized, captured, voided, both at once,
+                   or left to lapse (`chaos/two_step.py`)
 
 A `single` payment that succeeded is sometimes followed by a burst of concurrent refunds that
-together ask for more than it (`chaos/refunds.py`).
+together ask for more than it (`chaos/refunds.py`). A share of the intents (`manual_share`)
+are `manual`; the others are drawn from the weights below.
 
 Retries: transport errors, 202, 409, 503 and other 5xx are retried with the same key and body,
 on either API (a dead API's clients move to the other). After a 202 a client sometimes waits
@@ -34,6 +38,7 @@ from typing import Any, TextIO
 import httpx
 
 from chaos.refunds import REFUND_SHARE, Refunder
+from chaos.two_step import TwoStep
 
 RETRY_STATUSES = frozenset({202, 409, 500, 502, 503, 504})
 INTENT_WEIGHTS = {
@@ -61,6 +66,7 @@ class ClientSpec:
     phase_end: float  # wall clock: no new intent after this
     deadline: float  # wall clock: give up on unfinished keys after this
     history_path: str
+    manual_share: float = 0.0  # the share of intents that are manual payments
 
 
 class InFlight:
@@ -77,7 +83,14 @@ class InFlight:
 class Client:
     """One client process's tasks, sharing its HTTP connections and its history file."""
 
-    def __init__(self, spec: ClientSpec, in_flight: InFlight, history: TextIO, refunds: TextIO):
+    def __init__(
+        self,
+        spec: ClientSpec,
+        in_flight: InFlight,
+        history: TextIO,
+        refunds: TextIO,
+        two_step: TextIO,
+    ):
         self.spec = spec
         self.in_flight = in_flight
         self.history = history
@@ -94,6 +107,7 @@ class Client:
             for url in spec.api_urls
         ]
         self.refunder = Refunder(self, refunds)
+        self.two_step = TwoStep(self, two_step)
 
     async def close(self) -> None:
         for client in self.http:
@@ -119,6 +133,7 @@ class Client:
             "amount": body["amount"],
             "account": body["account_id"],
             "reference": body["merchant_reference"],
+            **({"capture": body["capture"]} if "capture" in body else {}),
             "api": api,
             "t0": time.time(),
         }
@@ -210,16 +225,23 @@ class Client:
 
     def _body(self, kind: str) -> dict[str, str]:
         cents = self.rng.randint(100, 99_999)
+        declined = kind == "decline" or (kind == "manual" and self.rng.random() < 0.1)
         account = {
             "decline": DECLINE_ACCOUNT,
             "reject": REJECT_ACCOUNT,
-        }.get(kind, f"acc_chaos_{self.spec.client_id}_{self.rng.randint(0, 9)}")
-        return {
+        }.get(
+            "decline" if declined else kind,
+            f"acc_chaos_{self.spec.client_id}_{self.rng.randint(0, 9)}",
+        )
+        body = {
             "amount": str(Decimal(cents) / 100),
             "currency": "EUR",
             "account_id": account,
             "merchant_reference": f"chaos-{self.rng.getrandbits(32):08x}",
         }
+        if kind == "manual":
+            body["capture"] = "manual"
+        return body
 
     @staticmethod
     def _mismatched(body: dict[str, str]) -> dict[str, str]:
@@ -257,24 +279,32 @@ class Client:
             await original
         else:
             final = await self.drive(intent, kind, "original", key, body)
-            if final is not None and kind == "single":
+            if final is not None and kind in ("single", "manual"):
                 roll = self.rng.random()
                 if roll < 0.3:
                     await self.drive(intent, kind, "replay", key, body)
                 elif roll < 0.5:
                     await self.mismatch(intent, kind, key, body)
-                if final.status_code == 201 and self.rng.random() < REFUND_SHARE:
+                if final.status_code != 201:
+                    return
+                if kind == "manual":
+                    await self.two_step.follow(intent, final.json())
+                elif self.rng.random() < REFUND_SHARE:
                     await self.refunder.burst(intent, final.json())
 
     async def task(self) -> None:
         kinds = list(INTENT_WEIGHTS)
         weights = list(INTENT_WEIGHTS.values())
         while time.time() < self.spec.phase_end and self.requests < self.spec.max_requests:
-            await self.run_intent(self.rng.choices(kinds, weights)[0])
+            if self.rng.random() < self.spec.manual_share:
+                await self.run_intent("manual")
+            else:
+                await self.run_intent(self.rng.choices(kinds, weights)[0])
 
     async def run(self) -> None:
         try:
             await asyncio.gather(*(self.task() for _ in range(self.spec.tasks)))
+            await self.two_step.finish()
         finally:
             await self.close()
 
@@ -314,8 +344,10 @@ def _retry_after_s(response: httpx.Response) -> float:
 def client_main(spec: ClientSpec, counters: Any) -> None:
     """Entry point of one client process."""
     refunds_path = Path(spec.history_path).with_name(f"refunds-{spec.client_id}.jsonl")
+    two_step_path = Path(spec.history_path).with_name(f"two-step-{spec.client_id}.jsonl")
     with (
         Path(spec.history_path).open("a", encoding="utf-8") as history,
         refunds_path.open("a", encoding="utf-8") as refunds,
+        two_step_path.open("a", encoding="utf-8") as two_step,
     ):
-        asyncio.run(Client(spec, InFlight(counters), history, refunds).run())
+        asyncio.run(Client(spec, InFlight(counters), history, refunds, two_step).run())

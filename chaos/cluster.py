@@ -74,6 +74,9 @@ class Cluster:
             PAYMENTS_BACKOFF_MAX_S=str(config.backoff_max_s),
             PAYMENTS_BREAKER_FAILURES=str(config.breaker_failures),
             PAYMENTS_BREAKER_COOLDOWN_S=str(config.breaker_cooldown_s),
+            # Holds that lapse within the run, expired at once (chaos/two_step.py).
+            PAYMENTS_CAPTURE_WINDOW_S=str(config.capture_window_s),
+            PAYMENTS_EXPIRE_INTERVAL_S=str(config.expire_interval_s),
             **WEBHOOK_ENV,
             **SETTLE_LAG_ENV,
         )

@@ -67,6 +67,15 @@ class ChaosConfig:
     primary_fault_share: float = 0.3
     # The settlement pass after the checks (chaos/settlement.py); a test may leave it out.
     settle: bool = True
+    # Two-step payments (chaos/two_step.py): the share of intents that are manual payments,
+    # each then captured, voided, raced or left to lapse (None: a third with one provider;
+    # none with two, whose fault mix is measured on charge calls). Every API and worker gets
+    # a capture window short enough that holds lapse within the run
+    # (`PAYMENTS_CAPTURE_WINDOW_S`), and the workers an expiry pass every
+    # `expire_interval_s` (`PAYMENTS_EXPIRE_INTERVAL_S`), so that lapsed holds expire at once.
+    two_step_share: float | None = None
+    capture_window_s: int = 45
+    expire_interval_s: float = 1.0
 
     @classmethod
     def short(cls, **overrides: Any) -> ChaosConfig:
@@ -80,6 +89,7 @@ class ChaosConfig:
             outage_s=7.0,
             breaker_failures=3,
             breaker_cooldown_s=2.0,
+            capture_window_s=20,
         )
         return replace(base, **overrides)
 
@@ -90,6 +100,13 @@ class ChaosConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def manual_share(self) -> float:
+        """The share of intents that are manual payments (see `two_step_share`)."""
+        if self.two_step_share is not None:
+            return self.two_step_share
+        return 1 / 3 if self.providers == 1 else 0.0
 
     @property
     def worker_pause_s(self) -> float:

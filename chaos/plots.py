@@ -17,6 +17,10 @@ provider stored per time bucket, by provider and status (succeeded, declined), w
 payments final at each in the legend; and the failovers per time bucket, stacked by cause
 (from the audit trail). The primary's faults are the top panel's provider rows.
 
+With two-step payments in the run, one more: the captures and voids the provider made per
+time bucket and the payments that expired, titled with the provider's captures against our
+books (chaos/two_step_books.py).
+
 A dashed line marks the end of the fault phase, a dotted one the start of the final replay;
 the outage is shaded in every panel, and so, in blue, is the time without a primary of a
 `--failover` run (from the primary's death to the standby's promotion).
@@ -81,6 +85,8 @@ CHARGE_COLOURS: dict[tuple[int, str], str] = {
     (1, "succeeded"): "#55a868",
     (1, "declined"): "#a1c45a",
 }
+# Two-step payments: what the provider made, and the holds that lapsed.
+TWO_STEP_COLOURS: dict[str, str] = {"captures": "#55a868", "voids": "#dd8452", "expired": "#8172b3"}
 BUCKETS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0)
 MAX_BUCKETS = 120
 
@@ -306,30 +312,38 @@ def _outcomes(
         at = _answered_at(record)
         if at is not None:
             counts[outcome(record)][math.floor((at - origin) / bucket_s)] += 1
-    buckets = sorted({b for counter in counts.values() for b in counter})
-    x = [b * bucket_s for b in buckets]
-    bottom = [0] * len(buckets)
-    for name, colour in OUTCOMES.items():
-        heights = [counts[name][b] for b in buckets]
-        if any(heights):
-            total = sum(heights)
-            ax.bar(
-                x,
-                heights,
-                width=bucket_s,
-                bottom=bottom,
-                align="edge",
-                color=colour,
-                label=f"{name} ({total})",
-            )
-            bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
-    if buckets:
+    series = [
+        (f"{name} ({sum(counts[name].values())})", colour, counts[name])
+        for name, colour in OUTCOMES.items()
+    ]
+    if _stack(ax, series, bucket_s):
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="answers")
     else:
         ax.text(0.5, 0.5, "no requests", transform=ax.transAxes, ha="center")
     ax.set_title(f"answers to the clients' requests, per {bucket_s:g} s")
     ax.set_ylabel("requests")
     ax.set_xlabel("seconds since the fault phase started")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _two_step(ax: Axes, section: Mapping[str, Any], origin: float, bucket_s: float) -> None:
+    times = section.get("times") or {}
+    series = []
+    for name, colour in TWO_STEP_COLOURS.items():
+        made = [t for t in (_time(v) for v in times.get(name) or []) if t is not None]
+        series.append((f"{name} ({len(made)})", colour, _bucketed(made, origin, bucket_s)))
+    if _stack(ax, series, bucket_s):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="two-step")
+    else:
+        ax.text(0.5, 0.5, "no capture, void or expiry", transform=ax.transAxes, ha="center")
+    c = section.get("counts") or {}
+    ax.set_title(
+        f"captures and voids made at the provider, and holds expired, per {bucket_s:g} s: "
+        f"captured {c.get('provider_captures')} ({c.get('provider_captured_minor')} minor) at "
+        f"the provider, {c.get('our_captures')} ({c.get('our_captured_minor')}) in our books; "
+        f"voids {c.get('provider_voids')} / {c.get('our_voids')}"
+    )
+    ax.set_ylabel("made")
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -343,6 +357,7 @@ def draw(
     breakers: Mapping[str, Any] | None = None,
     failover: Mapping[str, Any] | None = None,
     providers: Mapping[str, Any] | None = None,
+    two_step: Mapping[str, Any] | None = None,
     title: str = "Chaos run",
 ) -> Path:
     """Draw the faults of `faults` (`FaultLog.as_dict()`), the breaker states of `breakers`
@@ -362,17 +377,20 @@ def draw(
     ]
     origin = phase_start if phase_start is not None else min(times, default=0.0)
     span_s = max([*times, origin + 1.0]) - origin
-    figure = Figure(figsize=(16, 17 if providers else 12), layout="constrained")
-    FigureCanvasAgg(figure)
+    # The panels between the breakers and the answers: (height, drawer, its section).
+    extra: list[tuple[float, Any, Mapping[str, Any]]] = []
     if providers:
-        axes = figure.subplots(5, 1, sharex=True, height_ratios=[1, 0.45, 0.8, 0.6, 1.3])
-        top, middle, charges, failed_over, bottom = axes
-        _provider_charges(charges, providers, origin, _bucket_s(span_s))
-        _failovers(failed_over, providers, origin, _bucket_s(span_s))
-    else:
-        top, middle, bottom = axes = figure.subplots(
-            3, 1, sharex=True, height_ratios=[1, 0.45, 1.3]
-        )
+        extra += [(0.8, _provider_charges, providers), (0.6, _failovers, providers)]
+    if two_step and (two_step.get("counts") or {}).get("manual_payments"):
+        extra.append((0.6, _two_step, two_step))
+    figure = Figure(figsize=(16, 12 + 4 * sum(h for h, _, _ in extra)), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(
+        3 + len(extra), 1, sharex=True, height_ratios=[1, 0.45, *(h for h, _, _ in extra), 1.3]
+    )
+    top, middle, bottom = axes[0], axes[1], axes[-1]
+    for ax, (_, drawer, section) in zip(axes[2:-1], extra, strict=True):
+        drawer(ax, section, origin, _bucket_s(span_s))
     _timeline(top, faults, origin, span_s)
     _breakers(middle, breakers, origin, span_s)
     _outcomes(bottom, history, origin, _bucket_s(span_s))
@@ -394,33 +412,21 @@ def draw(
             ax.axvline(phase_end - origin, color="#404040", linestyle="--", linewidth=1)
         if finals:
             ax.axvline(min(finals) - origin, color="#404040", linestyle=":", linewidth=1)
-    if killed is not None:
-        top.annotate(
-            "no primary",
-            (killed - origin, 1),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, -10),
-            textcoords="offset points",
-            fontsize=8,
-        )
-    if phase_end is not None:
-        top.annotate(
-            "faults stop",
-            (phase_end - origin, 0),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, 3),
-            textcoords="offset points",
-            fontsize=8,
-        )
-    if finals:
-        top.annotate(
-            "final replay",
-            (min(finals) - origin, 0),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, 3),
-            textcoords="offset points",
-            fontsize=8,
-        )
+    marks = [
+        ("no primary", killed, 1, -10),
+        ("faults stop", phase_end, 0, 3),
+        ("final replay", min(finals) if finals else None, 0, 3),
+    ]
+    for text, mark, y, dy in marks:
+        if mark is not None:
+            top.annotate(
+                text,
+                (mark - origin, y),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, dy),
+                textcoords="offset points",
+                fontsize=8,
+            )
     bottom.set_xlim(min(0.0, span_s * -0.01), span_s * 1.01)
     figure.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -468,6 +474,7 @@ def redraw(work_dir: Path) -> Path:
         breakers=report.get("breakers") or {},
         failover=report.get("failover") or {},
         providers=report.get("providers") or {},
+        two_step=report.get("two_step") or {},
         title=title_of(report),
     )
 

@@ -6,6 +6,8 @@
 3. Convergence: the schedule stops, every paused process continues and every dead one is
    restarted; clients finish the keys they hold; workers drain. Bounded by `converge_s`.
 4. A final replay of every finished key, then the checks on history, database and ledger.
+   Two-step payments (chaos/two_step.py) are checked once every lapsed hold has expired
+   (chaos/two_step_books.py, chaos/two_step_checks.py).
 5. The settlement pass: `payments settle` for every day the run made payments on, at T+0,
    and no reconciliation item left open (chaos/settlement.py).
 
@@ -21,7 +23,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,152 +41,21 @@ from chaos.config import ChaosConfig
 from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
 from chaos.refund_checks import RefundSnapshot, check_refunds
-from chaos.settlement import settlement_pass, summary_lines
+from chaos.replays import final_replays, final_two_step_replays
+from chaos.report import ChaosReport
+from chaos.settlement import (
+    SKIPPED_FOR_CAPTURES,
+    settlement_pass,
+    settles_captures,
+)
+from chaos.two_step_books import effect_times, lapsed_holds_expired, read_two_step
+from chaos.two_step_checks import check_two_step
 from chaos.webhooks import Consumer, check_events, wait_delivered
 from tests.support.control.replication import ReplicatedPostgres
 
 
 def say(message: str) -> None:
     print(f"chaos: {message}", flush=True)
-
-
-@dataclass
-class ChaosReport:
-    """What a run did and found."""
-
-    config: dict[str, Any]
-    requests: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    intents: dict[str, int] = field(default_factory=dict)
-    operations: dict[str, int] = field(default_factory=dict)
-    operation_count: int = 0  # payments' and refunds' operations, every state
-    needs_attention: int = 0
-    charges: int = 0
-    refunds: dict[str, int] = field(default_factory=dict)
-    faults: dict[str, Any] = field(default_factory=dict)
-    restarts: dict[str, int] = field(default_factory=dict)
-    violations: list[str] = field(default_factory=list)
-    gaps: list[str] = field(default_factory=list)
-    schedule_errors: list[str] = field(default_factory=list)
-    harness_failures: list[str] = field(default_factory=list)
-    recovery: dict[str, int] = field(default_factory=dict)
-    # Events and their webhook deliveries to the chaos consumer (chaos/webhooks.py).
-    webhooks: dict[str, int] = field(default_factory=dict)
-    # The processes' provider circuit breakers over time (chaos/breakers.py), and what they
-    # did not show of the outage: findings, not violations.
-    breakers: dict[str, Any] = field(default_factory=dict)
-    findings: list[str] = field(default_factory=list)
-    # The settlement pass after convergence (chaos/settlement.py): the days settled, each
-    # run's summary, the items left open by kind.
-    settlement: dict[str, Any] = field(default_factory=dict)
-    # `--failover`: when the primary died and the standby was promoted (wall clock).
-    failover: dict[str, Any] = field(default_factory=dict)
-    # `--providers 2`: each provider's charges and faults, the failovers, their outcomes
-    # (chaos/providers.py); empty with one provider.
-    providers: dict[str, Any] = field(default_factory=dict)
-    phase_end_at: float | None = None  # wall clock; the phase began `duration_s` before
-    last_fault_end_s: float | None = None
-    converge_s: float | None = None
-    converged: bool = False
-    wall_s: float = 0.0
-    work_dir: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return (
-            not self.violations and not self.gaps and not self.harness_failures and self.converged
-        )
-
-    def summary(self) -> str:
-        kinds = self.faults.get("kinds", {})
-        fault_lines = [
-            f"    {kind:34} injected {v['injected']:3}  window hit {v['hit']:3}"
-            for kind, v in sorted(kinds.items())
-        ]
-        lines = [
-            "chaos run summary",
-            f"  requests sent        {self.requests}  {dict(sorted(self.statuses.items()))}",
-            f"  intents              {sum(self.intents.values())}  {self.intents}",
-            f"  operations           {sum(self.operations.values())}  {self.operations}"
-            f"  (needs_attention {self.needs_attention})",
-            f"  provider charges     {self.charges}",
-            f"  refunds              {self.refunds}",
-            f"  recovery             {self.recovery}",
-            f"  restarts             {self.restarts}",
-            f"  events and webhooks  {self.webhooks}",
-            "  faults injected:",
-            *fault_lines,
-            f"  fault windows never hit: {self.gaps or 'none'}",
-            *self._breaker_lines(),
-            *self._failover_lines(),
-            *routed.summary_lines(self.providers, self._origin()),
-            *(
-                [f"  findings             {len(self.findings)}"]
-                + [f"    {finding[:300]}" for finding in self.findings[:10]]
-                if self.providers
-                else []
-            ),
-            *summary_lines(self.settlement),
-            f"  converged            {self.converged}, "
-            + (
-                f"{self.converge_s:.1f} s after the fault phase ended (its last fault ended "
-                f"{self.last_fault_end_s:.1f} s after it)"
-                if self.converge_s is not None and self.last_fault_end_s is not None
-                else "-"
-            ),
-            f"  violations           {len(self.violations)}",
-            *(f"    {v}" for v in self.violations[:30]),
-            f"  wall time            {self.wall_s:.1f} s; logs and history in {self.work_dir}",
-        ]
-        if self.schedule_errors:
-            lines.append(f"  schedule notes       {self.schedule_errors[:10]}")
-        if self.harness_failures:
-            lines.append(f"  HARNESS FAILED      {self.harness_failures}")
-        return "\n".join(lines)
-
-    def _origin(self) -> float | None:
-        duration = self.config.get("duration_s")
-        if self.phase_end_at is None or duration is None:
-            return None
-        return self.phase_end_at - float(duration)
-
-    def _failover_lines(self) -> list[str]:
-        duration = self.config.get("duration_s")
-        if not self.failover or self.phase_end_at is None or duration is None:
-            return []
-        origin = self.phase_end_at - float(duration)
-        killed, promoted = self.failover.get("killed_at"), self.failover.get("promoted_at")
-        if killed is None or promoted is None:
-            return [f"  database failover    did not happen: {self.failover.get('error')}"]
-        return [
-            f"  database failover    primary killed at {killed - origin:.1f} s, "
-            f"standby promoted at {promoted - origin:.1f} s"
-        ]
-
-    def _breaker_lines(self) -> list[str]:
-        """The outage and each process's breaker changes, in seconds into the fault phase."""
-        duration = self.config.get("duration_s")
-        if self.phase_end_at is None or duration is None:
-            return []
-        origin = self.phase_end_at - float(duration)
-        outage = (self.faults.get("outage") or {}) if self.faults else {}
-        lines = []
-        if outage.get("armed_at") is not None and outage.get("used_up_at") is not None:
-            lines.append(
-                f"  provider outage      {outage['armed_at'] - origin:.1f}-"
-                f"{outage['used_up_at'] - origin:.1f} s: {outage.get('consumed', 0)} charges hung"
-            )
-        for source in ("sampled", "logged"):
-            for name, changes in sorted((self.breakers.get(source) or {}).items()):
-                steps = ", ".join(
-                    f"{c['at'] - origin:.1f} {'restart' if c.get('restart') else c['state']}"
-                    for c in changes
-                )
-                label = "metric" if source == "sampled" else "log"
-                lines.append(f"  breaker {name:8} ({label:6}) {steps or '-'}")
-        if outage:
-            lines.append(f"  breaker findings     {self.findings or 'none'}")
-        return lines
 
 
 def _make_tenant(database_url: str) -> tuple[uuid.UUID, str]:
@@ -326,66 +196,6 @@ def _refund_snapshot(
     )
 
 
-def _final_replays(
-    cluster: Cluster, api_key: str, history: list[dict[str, Any]], path: Path
-) -> None:
-    """Send every finished key once more with its original body; record the answers."""
-    seen: dict[str, dict[str, Any]] = {}
-    for record in history:
-        if record["role"] == "original" and record["key"] not in seen:
-            seen[record["key"]] = record
-    headers = {"authorization": f"Bearer {api_key}"}
-    with (
-        path.open("a", encoding="utf-8") as out,
-        httpx.Client(headers=headers, timeout=30) as http,
-    ):
-        for n, (key, first) in enumerate(seen.items()):
-            body = _request_body(first)
-            api = n % len(cluster.api_urls)
-            started = time.time()
-            try:
-                response = http.post(
-                    f"{cluster.api_urls[api]}/payments",
-                    json=body,
-                    headers={"idempotency-key": key},
-                )
-            except httpx.HTTPError as exc:
-                record = {"status": None, "error": str(exc)[:200]}
-            else:
-                code = None
-                if response.headers.get("content-type", "").startswith("application/problem"):
-                    code = response.json().get("code")
-                record = {
-                    "status": response.status_code,
-                    "body": response.text,
-                    "replayed": response.headers.get("idempotent-replayed") == "true",
-                    "code": code,
-                }
-            record.update(
-                client=-1,
-                intent=first["intent"],
-                kind=first["kind"],
-                role="final",
-                key=key,
-                amount=first["amount"],
-                account=first["account"],
-                reference=first["reference"],
-                api=api,
-                t0=started,
-                t1=time.time(),
-            )
-            out.write(json.dumps(record, separators=(",", ":")) + "\n")
-
-
-def _request_body(record: dict[str, Any]) -> dict[str, str]:
-    return {
-        "amount": record["amount"],
-        "currency": "EUR",
-        "account_id": record["account"],
-        "merchant_reference": record["reference"],
-    }
-
-
 def run_chaos(
     config: ChaosConfig,
     database_url: str,
@@ -431,6 +241,7 @@ def run_chaos(
                 phase_end=phase_end,
                 deadline=deadline,
                 history_path=str(work_dir / f"history-{n}.jsonl"),
+                manual_share=config.manual_share,
             )
             process = context.Process(target=client_main, args=(spec, in_flight), daemon=True)
             process.start()
@@ -478,8 +289,18 @@ def run_chaos(
         report.converge_s = round(time.monotonic() - phase_ended, 1)
         say(f"converged={report.converged} after {report.converge_s} s; final replays")
         history = list(_read_history(work_dir))
-        _final_replays(cluster, api_key, history, work_dir / "history-final.jsonl")
+        final_replays(cluster.api_urls, api_key, history, work_dir / "history-final.jsonl")
         history = list(_read_history(work_dir))
+        final_two_step_replays(
+            cluster.api_urls,
+            api_key,
+            _read_history(work_dir, "two-step-*.jsonl"),
+            work_dir / "two-step-final.jsonl",
+        )
+        two_step_history = list(_read_history(work_dir, "two-step-*.jsonl"))
+        holds_checked_at, lapsed_open = lapsed_holds_expired(
+            database_url, tenant_id, time.time() + config.converge_s
+        )
         snapshot = read_snapshot(
             database_url, tenant_id, cluster.provider_url, providers=cluster.provider_urls
         )
@@ -489,6 +310,11 @@ def run_chaos(
             database_url, tenant_id, cluster.provider_urls, snapshot.ledger
         )
         violations += check_refunds(refund_history, refund_snapshot)
+        two_step_books = read_two_step(
+            database_url, tenant_id, cluster.provider_urls, snapshot.ledger, holds_checked_at
+        )
+        two_step_violations, two_step = check_two_step(two_step_history, two_step_books)
+        violations += two_step_violations
         share: routed.FailoverShare | None = None
         if snapshot.routed:
             failovers = routed.read_failovers(database_url, tenant_id)
@@ -512,6 +338,13 @@ def run_chaos(
         _fill(report, history, snapshot, schedule.log, violations)
         if share is not None and share.eligible == 0:
             report.gaps.append("failover: the primary refused or declined no payment")
+        report.two_step = {
+            "checked": two_step.checked,
+            "counts": two_step.counts,
+            "holds_checked_at": holds_checked_at.isoformat(),
+            "lapsed_open": lapsed_open,
+            "times": effect_times(two_step_books),
+        }
         report.refunds = {
             "requests": len(refund_history),
             "keys": len({r["key"] for r in refund_history}),
@@ -523,7 +356,9 @@ def run_chaos(
         event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
         report.violations += event_violations
         settlement_violations: list[Violation] = []
-        if config.settle:
+        if config.settle and two_step.counts["manual_payments"] and not settles_captures():
+            report.settlement = {"skipped": SKIPPED_FOR_CAPTURES}
+        elif config.settle:
             say("settling every day of the run")
             report.settlement, settlement_violations = settlement_pass(
                 database_url,

@@ -5,7 +5,12 @@ registered as the chaos tenant's endpoint for every event type. The workers deli
 they are killed and paused; once the run has converged and every delivery is settled:
 
 - every final outcome (`COMPLETED`, `FAILED`) has exactly one event, of the type its payment
-  status says, and no operation that is not final has an outcome event;
+  status says (a manual payment's: `payment.authorized`, whatever its captures, voids and
+  expiry made of it since), or its capture's or void's (`payment.captured`,
+  `payment.capture_failed`, `payment.voided`, `payment.void_failed`), and no operation that is
+  not final has an outcome event;
+- every manual payment whose hold lapsed (EXPIRED, or CAPTURED with less than its amount and
+  no void) has exactly one `payment.expired` event, and no other payment has one;
 - every event was delivered at least once (its id is in the consumer's inbox) and every
   delivery succeeded.
 """
@@ -45,7 +50,26 @@ _OUTCOME_TYPES = {
     ("create_payment", "FAILED"): "payment.failed",
     ("create_refund", "SUCCEEDED"): "refund.succeeded",
     ("create_refund", "FAILED"): "refund.failed",
+    ("capture_payment", "SUCCEEDED"): "payment.captured",
+    ("capture_payment", "FAILED"): "payment.capture_failed",
+    ("void_payment", "SUCCEEDED"): "payment.voided",
+    ("void_payment", "FAILED"): "payment.void_failed",
 }
+# A manual payment's outcome is its authorization, whatever became of the hold since.
+_AUTHORIZED = "payment.authorized"
+_EXPIRED = "payment.expired"
+_NOT_HELD = frozenset({"DECLINED", "FAILED"})
+
+
+def _outcome_type(name: str, status: str | None, capture_mode: str | None) -> str:
+    if name == "create_payment" and capture_mode == "manual" and status not in _NOT_HELD:
+        return _AUTHORIZED
+    return _OUTCOME_TYPES.get((name, str(status)), "?")
+
+
+def _lapsed(status: str | None, amount: int, captured: int, voided: bool) -> bool:
+    """Whether a manual payment's hold lapsed: EXPIRED, or CAPTURED in part, not voided."""
+    return status == "EXPIRED" or (status == "CAPTURED" and captured < amount and not voided)
 
 
 class Consumer:
@@ -115,10 +139,14 @@ def check_events(
     """The violations of the events' rules, and the counts for the report."""
     with psycopg.connect(database_url) as conn:
         operations = conn.execute(
-            "SELECT o.id, o.state, o.operation_name, coalesce(p.status, r.status)"
+            "SELECT o.id, o.state, o.operation_name, coalesce(p.status, r.status, m.status),"
+            " p.capture_mode, p.amount_minor, p.amount_captured_minor,"
+            " EXISTS (SELECT FROM payment_modifications v WHERE v.payment_id = p.id"
+            "         AND v.type = 'void' AND v.status = 'SUCCEEDED')"
             " FROM operations o"
             " LEFT JOIN payments p ON p.operation_id = o.id"
             " LEFT JOIN refunds r ON r.operation_id = o.id"
+            " LEFT JOIN payment_modifications m ON m.operation_id = o.id"
             " WHERE o.tenant_id = %s",
             (tenant_id,),
         ).fetchall()
@@ -132,18 +160,27 @@ def check_events(
         attempts = conn.execute(
             "SELECT count(*) FROM webhook_attempts WHERE tenant_id = %s", (tenant_id,)
         ).fetchone()
+    outcome_types = {*_OUTCOME_TYPES.values(), _AUTHORIZED}
     outcome_events: dict[uuid.UUID, list[str]] = {}
+    expiries: dict[uuid.UUID, int] = {}
     for _, operation_id, kind in events:
-        if kind in set(_OUTCOME_TYPES.values()):
+        if kind in outcome_types:
             outcome_events.setdefault(operation_id, []).append(kind)
+        elif kind == _EXPIRED:
+            expiries[operation_id] = expiries.get(operation_id, 0) + 1
     violations: list[str] = []
-    for operation_id, state, name, status in operations:
+    for operation_id, state, name, status, mode, amount, captured, voided in operations:
         found = outcome_events.get(operation_id, [])
         if state in ("COMPLETED", "FAILED"):
-            if found != [_OUTCOME_TYPES.get((name, status), "?")]:
+            if found != [_outcome_type(name, status, mode)]:
                 violations.append(f"{operation_id} {state}/{status} has events {found}")
         elif found:
             violations.append(f"{operation_id} {state} is not final but has events {found}")
+        lapsed = mode == "manual" and _lapsed(status, amount, captured, voided)
+        if expiries.get(operation_id, 0) != int(lapsed):
+            violations.append(
+                f"{operation_id} {status} has {expiries.get(operation_id, 0)} {_EXPIRED} events"
+            )
     received = consumer.received()
     never = [str(event_id) for event_id, _, _ in events if f"evt_{event_id.hex}" not in received]
     if never:

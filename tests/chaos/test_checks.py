@@ -170,3 +170,19 @@ def test_an_answer_outside_the_contract_is_found() -> None:
 def test_a_key_without_a_final_answer_is_found() -> None:
     ids, snapshot = _world()
     assert "intents_finished" in _checks([_record(ids, status=202)], snapshot)
+
+
+def test_an_authorization_is_a_manual_payment_held_not_a_charge_gone_missing() -> None:
+    ids, snapshot = _world(payment_status="AUTHORIZED", charge_status="authorized")
+    snapshot.payments[0]["provider_charge_id"] = "ch_1"
+    history = [_record(ids, status=202), _record(ids, status=201)]
+    assert check_all(history, snapshot) == []
+    for status in ("CAPTURED", "VOIDED", "EXPIRED", "PARTIALLY_CAPTURED"):
+        snapshot.payments[0]["status"] = status
+        assert check_all(history, snapshot) == []
+    # An authorization recorded as a one-step success, or behind a decline, is not.
+    snapshot.payments[0]["status"] = "SUCCEEDED"
+    assert _checks(history, snapshot) == {"ledger_matches_database", "success_matches_ledger"}
+    ids, snapshot = _world(payment_status="DECLINED", charge_status="authorized")
+    found = _checks([_record(ids, status=402)], snapshot)
+    assert {"nothing_charged_on_failure", "ledger_matches_database"} <= found

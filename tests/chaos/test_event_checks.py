@@ -20,6 +20,8 @@ from psycopg.rows import DictRow
 from chaos.webhooks import Consumer, check_events
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import free_port
+from tests.support.control.spawner import Spawner
+from tests.support.factories.authorizations import authorized, post_capture, post_void
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.tenants import TenantHandle
 from tests.support.factories.webhooks import create_endpoint
@@ -168,3 +170,38 @@ def test_a_delivery_not_succeeded_is_found(
         assert stats["deliveries_succeeded"] == 0
     finally:
         assert client.delete(f"/webhook-endpoints/{endpoint['id']}").status_code == 204
+
+
+def test_two_step_events_are_checked_and_an_expiry_without_its_event_is_found(
+    client: httpx.Client,
+    db: Db,
+    tenant: TenantHandle,
+    spawn: Spawner,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    # Authorized, captured in part, the rest voided; and a hold the worker expires.
+    held = authorized(client, amount="10.00")["payment_id"]
+    assert post_capture(client, held, "4.00").status_code == 201
+    assert post_void(client, held).status_code == 201
+    lapsed = authorized(client, amount="3.00")
+    db.execute(
+        "UPDATE payments SET capture_before = now() - interval '1 second' WHERE id = %s",
+        (lapsed["payment_id"],),
+    )
+    spawn.worker(once=True).wait_exit(timeout=60)
+    events = _events(db, tenant)
+    assert sorted(e["type"] for e in events) == [
+        "payment.authorized",
+        "payment.authorized",
+        "payment.captured",
+        "payment.expired",
+        "payment.voided",
+    ]
+    consumer = _consumer(tmp_path, [e["id"] for e in events])
+    assert _violations(database_url, tenant, consumer)[0] == []
+    expired = next(e for e in events if e["type"] == "payment.expired")
+    db.execute("DELETE FROM events WHERE id = %s", (expired["id"],))
+    assert _violations(database_url, tenant, consumer)[0] == [
+        f"{lapsed['operation_id']} EXPIRED has 0 payment.expired events"
+    ]

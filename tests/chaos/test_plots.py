@@ -131,3 +131,42 @@ def test_a_kept_folder_is_redrawn(tmp_path: Path) -> None:
 
     assert _is_png(tmp_path / "report.png")
     assert _is_png(older / "report.png")
+
+
+def _height(path: Path) -> int:
+    """A PNG's height in pixels, from its header."""
+    return int.from_bytes(path.read_bytes()[20:24], "big")
+
+
+def test_two_step_payments_get_a_panel_of_their_own(tmp_path: Path) -> None:
+    two_step = {
+        "counts": {
+            "manual_payments": {"CAPTURED": 2, "EXPIRED": 1},
+            "provider_captures": 3,
+            "provider_captured_minor": 900,
+            "our_captures": 3,
+            "our_captured_minor": 900,
+            "provider_voids": 1,
+            "our_voids": 1,
+        },
+        "times": {
+            "captures": [START + 1, START + 2.2, START + 2.4],
+            "voids": [START + 3],
+            "expired": [START + 6, "not a time"],
+        },
+    }
+    plain = draw(tmp_path / "plain.png", _history(), _faults(), phase_start=START)
+    with_panel = draw(
+        tmp_path / "two-step.png", _history(), _faults(), phase_start=START, two_step=two_step
+    )
+    assert _is_png(with_panel)
+    assert _height(with_panel) > _height(plain)
+    # A run that sent no manual payment draws no such panel.
+    none = draw(
+        tmp_path / "none.png",
+        _history(),
+        _faults(),
+        phase_start=START,
+        two_step={"counts": {"manual_payments": {}}},
+    )
+    assert _height(none) == _height(plain)
