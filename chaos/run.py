@@ -44,9 +44,7 @@ from chaos.refund_checks import RefundSnapshot, check_refunds
 from chaos.replays import final_replays, final_two_step_replays
 from chaos.report import ChaosReport
 from chaos.settlement import (
-    SKIPPED_FOR_CAPTURES,
     settlement_pass,
-    settles_captures,
 )
 from chaos.two_step_books import effect_times, lapsed_holds_expired, read_two_step
 from chaos.two_step_checks import check_two_step
@@ -356,9 +354,7 @@ def run_chaos(
         event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
         report.violations += event_violations
         settlement_violations: list[Violation] = []
-        if config.settle and two_step.counts["manual_payments"] and not settles_captures():
-            report.settlement = {"skipped": SKIPPED_FOR_CAPTURES}
-        elif config.settle:
+        if config.settle:
             say("settling every day of the run")
             report.settlement, settlement_violations = settlement_pass(
                 database_url,

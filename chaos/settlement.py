@@ -11,11 +11,8 @@ settlement_matches   `payments settle --date D` for every UTC day D the run's pa
                      afterwards (a key whose operation is still not final is the
                      reconciler's, and queues nothing: `operations_settled` reports it)
 
-A run with manual payments needs a `payments settle` that reads two-step records: the
-provider's report lists each capture as a line of type `capture`, which
-`app/settlement/books.py` parses as a `RecordType`. While `RecordType` has no such member the
-pass is not run, and the report and the summary say why (`skipped`), rather than report the
-settlement code's refusal of a capture line as a difference of the books.
+A run with manual payments settles their captures (lines of type `capture`) and judges
+their charges as authorizations, as docs/settlement.md says.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app.settlement.rows import ItemKind, RecordType
+from app.settlement.rows import ItemKind
 from chaos.checks import Violation
 from tests.support.control.settlement import settle
 from tests.support.control.system import system_env
@@ -39,21 +36,6 @@ LAG_DAYS = 0
 # The provider's lag, and the one every process of the run expects.
 PROVIDER_LAG_ENV = {"PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS": str(LAG_DAYS)}
 SETTLE_LAG_ENV = {"PAYMENTS_SETTLEMENT_LAG_DAYS": str(LAG_DAYS)}
-
-
-def settles_captures() -> bool:
-    """Whether `payments settle` reads a capture line of a settlement report."""
-    try:
-        RecordType("capture")
-    except ValueError:
-        return False
-    return True
-
-
-SKIPPED_FOR_CAPTURES = (
-    "not run: the run made manual payments, and payments settle does not read a settlement "
-    "report's capture lines yet (app/settlement/rows.py: RecordType has no 'capture')"
-)
 
 
 def creation_days(database_url: str, tenant_id: uuid.UUID) -> list[date]:
