@@ -24,6 +24,7 @@ def _view(rule: FaultRule, remaining: int) -> FaultRuleView:
         delay_s=rule.delay_s,
         decline_code=rule.decline_code,
         call=rule.call,
+        copies=rule.copies,
     )
 
 

@@ -24,6 +24,7 @@ from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
+from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import Capture, CaptureList, CapturePage, CaptureRequest
 
 router = APIRouter(tags=["captures"])
@@ -31,9 +32,12 @@ router = APIRouter(tags=["captures"])
 ChargeIdPath = Annotated[str, Path(min_length=1, max_length=128)]
 
 
-def _process(ledger: Ledger, charge_id: str, key: str, body: CaptureRequest) -> Response:
-    """Make the capture and record it; the answer a healthy provider would give."""
-    recorded = ledger.record_capture(charge_id, key, body)
+def _process(
+    ledger: Ledger, charge_id: str, key: str, body: CaptureRequest, notify: Announcer | None
+) -> Response:
+    """Make the capture and record it (with its event, if `notify`); the answer a healthy
+    provider would give."""
+    recorded = ledger.record_capture(charge_id, key, body, notify)
     if recorded.capture is None:
         return invalid_request(f"{recorded.refused}; nothing was captured")
     if not recorded.capture.same_request(charge_id, body):
@@ -63,8 +67,9 @@ async def create_capture(
         idempotency_key=idempotency_key,
         call="capture",
     )
+    notify = announcer_for(request)
     return await serve_with_faults(
-        request, rule, lambda: _process(ledger, charge_id, idempotency_key, body)
+        request, rule, lambda: _process(ledger, charge_id, idempotency_key, body, notify), notify
     )
 
 

@@ -28,6 +28,7 @@ from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, DECLINE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
+from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
     Charge,
@@ -50,11 +51,14 @@ def _charge_response(charge: Charge, *, replayed: bool) -> JSONResponse:
     return JSONResponse(charge.model_dump(mode="json"), status_code=201, headers=headers)
 
 
-def _process(ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest) -> JSONResponse:
-    """Decide the charge and record it; the answer a healthy provider would give (a span of
-    the caller's trace when tracing is on: the request's `traceparent` is continued)."""
+def _process(
+    ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest, notify: Announcer | None
+) -> JSONResponse:
+    """Decide the charge and record it (with its event, if `notify`); the answer a healthy
+    provider would give (a span of the caller's trace when tracing is on: the request's
+    `traceparent` is continued)."""
     with span("ledger charge", attributes={"payments.provider_key": key}) as current:
-        answer = _decide_and_record(ledger, faults, key, body)
+        answer = _decide_and_record(ledger, faults, key, body, notify)
         if current is not None:
             current.set_attribute("http.response.status_code", answer.status_code)
         return answer
@@ -85,7 +89,7 @@ def _ruled_decline(
 
 
 def _decide_and_record(
-    ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest
+    ledger: Ledger, faults: FaultBook, key: str, body: ChargeRequest, notify: Announcer | None
 ) -> JSONResponse:
     # A rule's decline stands in for whatever the account would decide, `acc_reject`
     # included: the provider said no before looking at the account.
@@ -94,11 +98,13 @@ def _decide_and_record(
     if isinstance(decision, Reject):
         return invalid_request(decision.detail)
     if isinstance(decision, Decline):
-        recorded = ledger.record(key, body, status="declined", decline_code=decision.code)
+        recorded = ledger.record(
+            key, body, status="declined", decline_code=decision.code, notify=notify
+        )
     else:
         # An approved manual charge only holds the money: it is an authorization.
         approved: ChargeStatus = "authorized" if body.capture == "manual" else "succeeded"
-        recorded = ledger.record(key, body, status=approved, decline_code=None)
+        recorded = ledger.record(key, body, status=approved, decline_code=None, notify=notify)
     if recorded.created:
         return _charge_response(recorded.charge, replayed=False)
     if recorded.charge.same_request(body):
@@ -129,8 +135,9 @@ async def charge(
     rule = faults.take(
         CHARGE_FAULTS, account_id=body.account_id, idempotency_key=idempotency_key, call="charge"
     )
+    notify = announcer_for(request)
     return await serve_with_faults(
-        request, rule, lambda: _process(ledger, faults, idempotency_key, body)
+        request, rule, lambda: _process(ledger, faults, idempotency_key, body, notify), notify
     )
 
 

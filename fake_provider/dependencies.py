@@ -14,6 +14,7 @@ from starlette.requests import Request
 from fake_provider.faults import FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.ledger_edits import EditableLedger
+from fake_provider.notifications import Notifications
 
 
 async def _ledger(request: Request) -> Ledger:
@@ -32,6 +33,12 @@ async def _faults(request: Request) -> FaultBook:
     return faults
 
 
+async def _notifications(request: Request) -> Notifications:
+    notifications: Notifications = request.app.state.notifications
+    return notifications
+
+
 LedgerDep = Annotated[Ledger, Depends(_ledger)]
 EditableLedgerDep = Annotated[EditableLedger, Depends(_editable_ledger)]
 FaultsDep = Annotated[FaultBook, Depends(_faults)]
+NotificationsDep = Annotated[Notifications, Depends(_notifications)]

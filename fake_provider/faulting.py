@@ -6,6 +6,10 @@ before `process`; faults that act after the commit (`timeout_after_commit`,
 run after it, so the ledger holds the result while the caller sees none, or, for the last, a
 "not processed" answer that is wrong. A replay goes through the same steps, so a fault
 hides a replayed answer just as it hides a first one.
+
+The events of the records `process` made are handed on right after it
+(`notifications.Announcer.after_commit`), before any fault acts on the answer: a
+`notify_early` event is sent before the answer, whatever becomes of the answer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from starlette.responses import Response
 from fake_provider.connection import drop_connection
 from fake_provider.errors import error_response, unavailable
 from fake_provider.faults import CRASH_EXIT_STATUS, FaultRule
+from fake_provider.notifications import Announcer
 
 
 def _discarded() -> Response:
@@ -56,9 +61,13 @@ async def lookup_with_faults(
 
 
 async def serve_with_faults(
-    request: Request, rule: FaultRule | None, process: Callable[[], Response]
+    request: Request,
+    rule: FaultRule | None,
+    process: Callable[[], Response],
+    notify: Announcer | None = None,
 ) -> Response:
-    """`process()` (decide and commit) wrapped in what `rule`'s fault does around it."""
+    """`process()` (decide and commit) wrapped in what `rule`'s fault does around it;
+    `notify`, the announcer `process` gives the ledger, if the merchant has an endpoint."""
     fault = None if rule is None else rule.fault
 
     if fault == "unavailable":
@@ -73,6 +82,8 @@ async def serve_with_faults(
     # Inline on the event loop: without an fsync per commit, SQLite's work is a few dozen
     # microseconds, less than handing it to a worker thread and back.
     response = process()
+    if notify is not None:
+        await notify.after_commit()
 
     if fault == "crash_after_commit":
         # The commit is in the WAL by now; exit without cleanup, as a killed process would.

@@ -13,6 +13,11 @@ one such rule per call, drawn as it arrives. A `decline` rule (`DECLINE_FAULTS`)
 instead what a new charge is: it is drawn at the ledger step, only by a `POST /charges` that
 is about to store a charge under a key that holds none, so a decline can also have its answer
 lost by a charge fault, as a real provider's decline can.
+
+The notification faults (`NOTIFY_FAULTS`) decide how the event a new record makes is sent
+(`notifications`): drawn once per event, when the record is made and only if its merchant has
+a notification endpoint, matched on the record's key and its charge's account; a `call` of
+`notification` matches every event, a kind of call the events of that kind of record.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fake_provider.schemas import CallKind, FaultName, FaultRuleRequest
+from fake_provider.schemas import CallKind, FaultName, FaultRuleRequest, RuleCall
 
 LOOKUP_FAULTS: frozenset[FaultName] = frozenset({"lookup_unavailable", "lookup_latency"})
 CHARGE_FAULTS: frozenset[FaultName] = frozenset(
@@ -39,6 +44,19 @@ CHARGE_FAULTS: frozenset[FaultName] = frozenset(
 )
 # The faults that decide a new charge's outcome rather than how the call is carried.
 DECLINE_FAULTS: frozenset[FaultName] = frozenset({"decline"})
+# The faults that change how a record's notification event is sent.
+NOTIFY_FAULTS: frozenset[FaultName] = frozenset(
+    {
+        "notify_duplicate",
+        "notify_delay",
+        "notify_drop",
+        "notify_reorder",
+        "notify_early",
+        "notify_unknown_key",
+    }
+)
+# How many times a `notify_duplicate` rule sends its event when it gives no `copies`.
+DEFAULT_COPIES = 2
 # What a `decline` rule declines with when it gives no `decline_code`: the vague code real
 # providers send when the processor, not the card, said no.
 DEFAULT_RULE_DECLINE_CODE = "processor_declined"
@@ -48,6 +66,7 @@ DEFAULT_DELAY_S: dict[FaultName, float] = {
     "lookup_latency": 1.0,
     "timeout_before_commit": 30.0,
     "timeout_after_commit": 30.0,
+    "notify_delay": 5.0,
 }
 # The exit status of `crash_after_commit`, so a test can tell the crash from other failures.
 CRASH_EXIT_STATUS = 75
@@ -69,12 +88,16 @@ class FaultRule:
     delay_s: float | None
     # What a `decline` rule declines with (its default filled in); None for every other fault.
     decline_code: str | None
-    # The one kind of call the rule applies to; None: every kind.
-    call: CallKind | None = None
+    # The one kind of call the rule applies to (`notification`: every event); None: every kind.
+    call: RuleCall | None = None
+    # How many times a `notify_duplicate` rule sends its event (its default filled in); None
+    # for every other fault.
+    copies: int | None = None
 
     def matches(self, *, account_id: str | None, idempotency_key: str, call: CallKind) -> bool:
-        """Whether a call of this kind, on this account and key, passes the rule's filters."""
-        if self.call is not None and self.call != call:
+        """Whether a call of this kind, on this account and key, passes the rule's filters
+        (for a notification fault: the event of a record of this kind)."""
+        if self.call not in (None, "notification", call):
             return False
         if self.account_id is not None and self.account_id != account_id:
             return False
@@ -109,12 +132,22 @@ class FaultBook:
             )
         if request.fault in DECLINE_FAULTS and request.call not in (None, "charge"):
             raise FaultRuleError(f"{request.fault} applies only to charges, not to {request.call}")
+        if request.copies is not None and request.fault != "notify_duplicate":
+            raise FaultRuleError(f"copies applies only to notify_duplicate, not to {request.fault}")
+        if request.call == "notification" and request.fault not in NOTIFY_FAULTS:
+            raise FaultRuleError(
+                f"call notification applies only to {', '.join(sorted(NOTIFY_FAULTS))}, "
+                f"not to {request.fault}"
+            )
         delay_s = request.delay_s
         if delay_s is None:
             delay_s = DEFAULT_DELAY_S.get(request.fault)
         decline_code = request.decline_code
         if decline_code is None and request.fault in DECLINE_FAULTS:
             decline_code = DEFAULT_RULE_DECLINE_CODE
+        copies = request.copies
+        if copies is None and request.fault == "notify_duplicate":
+            copies = DEFAULT_COPIES
         with self._lock:
             rule = FaultRule(
                 id=next(self._ids),
@@ -125,6 +158,7 @@ class FaultBook:
                 delay_s=None if delay_s is None else float(delay_s),
                 decline_code=decline_code,
                 call=request.call,
+                copies=copies,
             )
             self._rules[rule.id] = rule
             self._remaining[rule.id] = rule.times
@@ -134,6 +168,12 @@ class FaultBook:
         """The rules with calls left and how many, in matching order."""
         with self._lock:
             return [(rule, self._remaining[rule.id]) for rule in self._rules.values()]
+
+    def armed(self, faults: frozenset[FaultName]) -> bool:
+        """Whether any rule among `faults` has calls left (a cheap check before work that only
+        a matching rule would need)."""
+        with self._lock:
+            return any(rule.fault in faults for rule in self._rules.values())
 
     def clear(self) -> None:
         """Drop every rule."""

@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from fake_provider import ledger_schema
 from fake_provider.ledger_results import Recorded, RecordedRefund, UnknownRecord
@@ -28,11 +28,13 @@ from fake_provider.ledger_sql import (
     INSERT_REFUND,
     LISTED_REFUND,
     REFUND_COLUMNS,
+    insert_record,
     refund_from_row,
     rows_by_id,
     timeline_key,
 )
 from fake_provider.ledger_two_step import TwoStepBooks
+from fake_provider.notify_outbox import Outbox
 from fake_provider.schemas import (
     Charge,
     ChargeRequest,
@@ -44,6 +46,9 @@ from fake_provider.schemas import (
     RefundRequest,
 )
 from fake_provider.timeline import Key, Timeline, now_timestamp
+
+if TYPE_CHECKING:
+    from fake_provider.notifications import Announcer
 
 
 class Ledger(TwoStepBooks):
@@ -59,6 +64,8 @@ class Ledger(TwoStepBooks):
         # keeps the class safe for threads too (sqlite3 connections are not safe for concurrent
         # use), and costs next to nothing uncontended.
         self._lock = threading.Lock()
+        # The notifications outbox, in the same file, under the same lock.
+        self.outbox = Outbox(connection, self._lock)
         # In memory, read once here and kept in step by every write below (this process is
         # the ledger's only writer): the records in creation order, for the listings and the
         # settlement reports, and what each refunded charge has given back (and, read by
@@ -112,8 +119,10 @@ class Ledger(TwoStepBooks):
         *,
         status: ChargeStatus,
         decline_code: str | None,
+        notify: Announcer | None = None,
     ) -> Recorded:
-        """Create the charge for `key`, or return the one already stored under it.
+        """Create the charge for `key`, or return the one already stored under it; with
+        `notify`, the event of a charge created is stored with it.
 
         Never reads before inserting: the unique key makes the insert a no-op for every
         caller but the first, however many arrive at once.
@@ -131,7 +140,7 @@ class Ledger(TwoStepBooks):
             "capture": request.capture,
         }
         with self._lock:
-            charge = self._insert_charge(params)
+            charge = self._insert_charge(params, notify)
             if charge is not None:
                 return Recorded(charge, created=True)
             existing = self._find(key)
@@ -153,10 +162,13 @@ class Ledger(TwoStepBooks):
             ).fetchall()
             return [self._charge(row) for row in rows]
 
-    def record_refund(self, key: str, request: RefundRequest) -> RecordedRefund:
+    def record_refund(
+        self, key: str, request: RefundRequest, notify: Announcer | None = None
+    ) -> RecordedRefund:
         """Create the refund for `key` if the charge has that much left (a succeeded charge
-        its amount, an authorization its captures, less their refunds); or return the one
-        already stored under the key; or say why nothing was stored."""
+        its amount, an authorization its captures, less their refunds), with its event if
+        `notify`; or return the one already stored under the key; or say why nothing was
+        stored."""
         params = {
             "refund_id": f"re_{uuid.uuid4().hex}",
             "charge_id": request.charge_id,
@@ -165,9 +177,8 @@ class Ledger(TwoStepBooks):
             "created_at": now_timestamp(),
         }
         with self._lock:
-            inserted = self._conn.execute(INSERT_REFUND, params).fetchall()
-            if inserted:
-                refund = refund_from_row(inserted[0])
+            refund = insert_record(self._conn, INSERT_REFUND, params, refund_from_row, notify)
+            if refund is not None:
                 self._refund_times.add(refund.created_at, refund.refund_id)
                 self._refunded[refund.charge_id] = (
                     self._refunded.get(refund.charge_id, 0) + refund.amount_minor
@@ -271,13 +282,14 @@ class Ledger(TwoStepBooks):
             }
         )
 
-    def _insert_charge(self, params: Mapping[str, object]) -> Charge | None:
-        """Insert the charge `params` describe unless one has its key (None then); under the
-        lock."""
-        inserted = self._conn.execute(INSERT_CHARGE, params).fetchall()
-        if not inserted:
+    def _insert_charge(
+        self, params: Mapping[str, object], notify: Announcer | None = None
+    ) -> Charge | None:
+        """Insert the charge `params` describe unless one has its key (None then), with its
+        event if `notify`; under the lock."""
+        charge = insert_record(self._conn, INSERT_CHARGE, params, self._charge, notify)
+        if charge is None:
             return None
-        charge = self._charge(inserted[0])
         self._charge_times.add(charge.created_at, charge.charge_id)
         return charge
 

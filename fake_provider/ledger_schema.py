@@ -1,10 +1,11 @@
 """The ledger's SQLite schema, and the upgrade in place of a file an older provider wrote.
 
 `PRAGMA user_version` numbers the schema a file holds: 0 for a ledger from before two-step
-payments (a charge succeeded or was declined; no captures, no voids), `VERSION` since.
-`prepare` brings any file to `VERSION` in one transaction when the ledger opens, so a provider
-started on an old ledger serves every charge and refund it holds, as automatic charges, and
-takes authorizations, captures and voids beside them. A file from a newer provider is
+payments (a charge succeeded or was declined; no captures, no voids), 1 for one from before
+notifications (no outbox), `VERSION` since. `prepare` brings any file to `VERSION` in one
+transaction when the ledger opens, so a provider started on an old ledger serves every charge
+and refund it holds, as automatic charges, and takes authorizations, captures and voids
+beside them, and notifies of what it makes from then on. A file from a newer provider is
 refused rather than written.
 
 SQLite cannot change a table's CHECK constraint, and a charge's status may now be
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-VERSION = 1
+VERSION = 2
 
 # `capture`: what the charge's request asked for. An automatic charge is `succeeded` or
 # `declined`; a manual one `authorized` or `declined`. What became of an authorization later
@@ -87,9 +88,64 @@ CREATE TABLE IF NOT EXISTS voids (
     created_at            TEXT NOT NULL
 )
 """
+
+# The notifications outbox (`notify_outbox.py`): one row per copy of an event to send, written
+# in the transaction that makes the record the event tells of, so no record is made without
+# its event and none survives a crash without it. A row keeps where it goes and the secret it
+# is signed with, as they were when the event was made: it is delivered after a restart
+# whatever the provider is configured with then. `charge_id` orders a charge's events;
+# `state`: `pending` (to send, at `next_attempt_at`), `held` (a `notify_reorder`: until a
+# later event of its charge is sent), `delivered` (answered 2xx), `failed` (given up:
+# `reason`), `dropped` (a `notify_drop`: never sent).
+_NOTIFICATION_OUTBOX = """
+CREATE TABLE IF NOT EXISTS notification_outbox (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id        TEXT NOT NULL,
+    copy            INTEGER NOT NULL CHECK (copy >= 1),
+    type            TEXT NOT NULL,
+    charge_id       TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    merchant        TEXT NOT NULL,
+    url             TEXT NOT NULL,
+    secret          TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    created         REAL NOT NULL,
+    fault           TEXT,
+    made_up         INTEGER NOT NULL DEFAULT 0,
+    state           TEXT NOT NULL
+                    CHECK (state IN ('pending', 'held', 'delivered', 'failed', 'dropped')),
+    next_attempt_at REAL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    finished_at     REAL,
+    reason          TEXT,
+    UNIQUE (event_id, copy)
+)
+"""
+# Every attempt to send a row of the outbox: when, and what came back (`status` an HTTP
+# status, or `error` when there was none); `early`: sent before the answer of the call that
+# made the record (`notify_early`).
+_NOTIFICATION_ATTEMPTS = """
+CREATE TABLE IF NOT EXISTS notification_attempts (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    outbox_seq  INTEGER NOT NULL REFERENCES notification_outbox (seq),
+    started_at  REAL NOT NULL,
+    finished_at REAL NOT NULL,
+    status      INTEGER,
+    error       TEXT,
+    early       INTEGER NOT NULL
+)
+"""
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS captures_by_charge ON captures (charge_id)",
     "CREATE INDEX IF NOT EXISTS voids_by_charge ON voids (charge_id)",
+    # What is left to send, by when, and by charge (the order a charge's events keep).
+    "CREATE INDEX IF NOT EXISTS notifications_due ON notification_outbox (next_attempt_at)"
+    " WHERE state = 'pending'",
+    "CREATE INDEX IF NOT EXISTS notifications_by_charge ON notification_outbox"
+    " (charge_id, seq) WHERE state = 'pending'",
+    "CREATE INDEX IF NOT EXISTS notifications_held ON notification_outbox (charge_id)"
+    " WHERE state = 'held'",
+    "CREATE INDEX IF NOT EXISTS notification_attempts_by_row ON notification_attempts (outbox_seq)",
 )
 
 
@@ -109,12 +165,14 @@ def prepare(conn: sqlite3.Connection) -> None:
             raise LedgerVersionError(
                 f"the ledger's schema is version {version}; this provider knows up to {VERSION}"
             )
-        if version < VERSION:
+        if version < 1:
             if _has_table(conn, "charges"):
                 _upgrade_charges(conn)
             else:
                 conn.execute(_CHARGES.format(table="charges"))
-        for statement in (_REFUNDS, _CAPTURES, _VOIDS, *_INDEXES):
+        # Version 2 only adds tables: a version-1 file gets them as a new one does.
+        tables = (_REFUNDS, _CAPTURES, _VOIDS, _NOTIFICATION_OUTBOX, _NOTIFICATION_ATTEMPTS)
+        for statement in (*tables, *_INDEXES):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {VERSION}")
     except BaseException:

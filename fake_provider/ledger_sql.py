@@ -6,14 +6,24 @@ left: a refund never gives back more than was taken (the amount of a succeeded c
 captures of an authorization) less its refunds; a capture never takes more than the
 authorization less its captures, nor follows its void; a void releases what was left to
 capture, once, and only while something was.
+
+Every record is made by one insert (`insert_record`); for a merchant with a notification
+endpoint, its event is stored in the same transaction (`notifications.Announcer`).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
-from fake_provider.schemas import Capture, Refund, Void
+from fake_provider.schemas import Capture, Charge, Refund, Void
 from fake_provider.timeline import Key
+
+if TYPE_CHECKING:
+    from fake_provider.notifications import Announcer
+
+_Made = TypeVar("_Made", Charge, Refund, Capture, Void)
 
 # What an authorization's captures add up to; `c` is the charge.
 _CAPTURED = (
@@ -82,6 +92,35 @@ RETURNING {VOID_COLUMNS}
 
 # Ids fetched per statement: under SQLite's oldest limit on a statement's parameters (999).
 _CHUNK = 500
+
+
+def insert_record(
+    conn: sqlite3.Connection,
+    statement: str,
+    params: Mapping[str, object],
+    read: Callable[[sqlite3.Row], _Made],
+    notify: Announcer | None,
+) -> _Made | None:
+    """Run `statement`, an insert returning the row it makes (none if it makes none), and
+    read that row with `read`; under the ledger's lock.
+
+    Without `notify`, the insert is the one statement, committed as it completes. With it,
+    the insert and the event `notify` stores of the new record are one transaction.
+    """
+    if notify is None:
+        rows = conn.execute(statement, params).fetchall()
+        return read(rows[0]) if rows else None
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = conn.execute(statement, params).fetchall()
+        made = read(rows[0]) if rows else None
+        if made is not None:
+            notify.announce(conn, made)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return made
 
 
 def refund_from_row(row: sqlite3.Row) -> Refund:

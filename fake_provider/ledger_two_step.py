@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fake_provider.ledger_results import RecordedCapture, RecordedVoid, UnknownRecord
 from fake_provider.ledger_sql import (
@@ -27,12 +27,16 @@ from fake_provider.ledger_sql import (
     INSERT_VOID,
     VOID_COLUMNS,
     capture_from_row,
+    insert_record,
     rows_by_id,
     timeline_key,
     void_from_row,
 )
 from fake_provider.schemas import Capture, CaptureRequest, Void
 from fake_provider.timeline import Timeline, now_timestamp
+
+if TYPE_CHECKING:
+    from fake_provider.notifications import Announcer
 
 
 class TwoStepBooks:
@@ -79,10 +83,16 @@ class TwoStepBooks:
         with self._lock:
             return charge_id in self._captured or charge_id in self._voided
 
-    def record_capture(self, charge_id: str, key: str, request: CaptureRequest) -> RecordedCapture:
+    def record_capture(
+        self,
+        charge_id: str,
+        key: str,
+        request: CaptureRequest,
+        notify: Announcer | None = None,
+    ) -> RecordedCapture:
         """Capture `request.amount_minor` of the authorization `charge_id` under `key` if it has
-        that much left to capture and is not voided; or return the capture already stored
-        under the key; or say why nothing was stored."""
+        that much left to capture and is not voided, with its event if `notify`; or return the
+        capture already stored under the key; or say why nothing was stored."""
         params = {
             "capture_id": f"cp_{uuid.uuid4().hex}",
             "charge_id": charge_id,
@@ -91,9 +101,8 @@ class TwoStepBooks:
             "created_at": now_timestamp(),
         }
         with self._lock:
-            inserted = self._conn.execute(INSERT_CAPTURE, params).fetchall()
-            if inserted:
-                capture = capture_from_row(inserted[0])
+            capture = insert_record(self._conn, INSERT_CAPTURE, params, capture_from_row, notify)
+            if capture is not None:
                 self._capture_times.add(capture.created_at, capture.capture_id)
                 self._captured[charge_id] = self._captured.get(charge_id, 0) + capture.amount_minor
                 return RecordedCapture(capture, created=True)
@@ -103,10 +112,12 @@ class TwoStepBooks:
             refused = self._refusal(charge_id, request.amount_minor)
         return RecordedCapture(None, False, refused)
 
-    def record_void(self, charge_id: str, key: str) -> RecordedVoid:
+    def record_void(
+        self, charge_id: str, key: str, notify: Announcer | None = None
+    ) -> RecordedVoid:
         """Void the authorization `charge_id` under `key`, releasing what is left to capture,
-        if it is neither voided nor captured in full; or return the void already stored under
-        the key; or say why nothing was stored."""
+        if it is neither voided nor captured in full, with its event if `notify`; or return
+        the void already stored under the key; or say why nothing was stored."""
         params = {
             "void_id": f"vd_{uuid.uuid4().hex}",
             "charge_id": charge_id,
@@ -114,9 +125,8 @@ class TwoStepBooks:
             "created_at": now_timestamp(),
         }
         with self._lock:
-            inserted = self._conn.execute(INSERT_VOID, params).fetchall()
-            if inserted:
-                void = void_from_row(inserted[0])
+            void = insert_record(self._conn, INSERT_VOID, params, void_from_row, notify)
+            if void is not None:
                 self._void_times.add(void.created_at, void.void_id)
                 self._voided.add(charge_id)
                 return RecordedVoid(void, created=True)

@@ -15,8 +15,9 @@ Merchant calls are `POST /charges`, `POST /refunds`, the captures and voids
 (`POST /charges/{charge_id}/captures`, `.../voids`), the lookups and listings of
 `GET /charges`, `/refunds`, `/captures` and `/voids`, and `GET /settlements/{day}`. The
 provider's own test-control API, on only when `admin` is (tests and `payments dev`), is not a
-merchant's and takes no merchant key: fault rules (`/_faults`), ledger edits (`/_ledger`) and
-the whole ledger (`GET /charges`, `/refunds`, `/captures`, `/voids` with no query at all).
+merchant's and takes no merchant key: fault rules (`/_faults`), ledger edits (`/_ledger`),
+notification endpoints (`/_notifications`) and the whole ledger (`GET /charges`, `/refunds`,
+`/captures`, `/voids` with no query at all).
 Neither is `/healthz`, nor the OpenAPI documents. The merchants share one ledger:
 idempotency keys are not per merchant.
 
@@ -41,12 +42,13 @@ DEVELOPMENT_KEY = "sk_test_payments_development"
 DEVELOPMENT_MERCHANT = "dev"
 DEFAULT_KEYS = f"{DEVELOPMENT_MERCHANT}:{DEVELOPMENT_KEY}"
 
-_MERCHANT = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+MERCHANT_PATTERN = r"[a-z0-9][a-z0-9_-]{0,31}"
+_MERCHANT = re.compile(MERCHANT_PATTERN)
 KEY_PATTERN = r"sk_[A-Za-z0-9_-]{8,200}"
 _KEY = re.compile(KEY_PATTERN)
 
 _ALWAYS_OPEN = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-_ADMIN_PREFIXES = ("/_faults", "/_ledger")
+_ADMIN_PREFIXES = ("/_faults", "/_ledger", "/_notifications")
 _WHOLE_LEDGERS = frozenset({"/charges", "/refunds", "/captures", "/voids"})
 
 

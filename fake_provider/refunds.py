@@ -22,6 +22,7 @@ from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
+from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
     Refund,
@@ -38,9 +39,10 @@ IdempotencyKeyHeader = Annotated[
 IdempotencyKeyQuery = Annotated[str | None, Query(pattern=IDEMPOTENCY_KEY_PATTERN)]
 
 
-def _process(ledger: Ledger, key: str, body: RefundRequest) -> Response:
-    """Make the refund and record it; the answer a healthy provider would give."""
-    recorded = ledger.record_refund(key, body)
+def _process(ledger: Ledger, key: str, body: RefundRequest, notify: Announcer | None) -> Response:
+    """Make the refund and record it (with its event, if `notify`); the answer a healthy
+    provider would give."""
+    recorded = ledger.record_refund(key, body, notify)
     if recorded.refund is None:
         return invalid_request(f"{recorded.refused}; nothing was refunded")
     if not recorded.refund.same_request(body):
@@ -68,7 +70,10 @@ async def create_refund(
         idempotency_key=idempotency_key,
         call="refund",
     )
-    return await serve_with_faults(request, rule, lambda: _process(ledger, idempotency_key, body))
+    notify = announcer_for(request)
+    return await serve_with_faults(
+        request, rule, lambda: _process(ledger, idempotency_key, body, notify), notify
+    )
 
 
 @router.get("/refunds", response_model=Refund | RefundPage | RefundList)

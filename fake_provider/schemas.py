@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_serializer,
+)
 
 # What a charge's request was answered: an automatic charge `succeeded` or was `declined`, a
 # manual one was `authorized` (the money held, to be captured or voided) or `declined`. It
@@ -17,6 +26,10 @@ CaptureMode = Literal["automatic", "manual"]
 # The calls a fault rule may be limited to (`FaultRuleRequest.call`): a send of that kind of
 # record, or a lookup of one.
 CallKind = Literal["charge", "refund", "capture", "void"]
+# What a rule's `call` may name: a kind of call, or, for the notification faults only,
+# `notification` (every event, whatever record it tells of; a kind limits them to the events
+# of records of that kind).
+RuleCall = CallKind | Literal["notification"]
 
 FaultName = Literal[
     "latency",
@@ -30,6 +43,12 @@ FaultName = Literal[
     "lookup_unavailable",
     "lookup_latency",
     "decline",
+    "notify_duplicate",
+    "notify_delay",
+    "notify_drop",
+    "notify_reorder",
+    "notify_early",
+    "notify_unknown_key",
 ]
 
 # Visible ASCII, like the keys the payments API accepts from its own clients.
@@ -133,8 +152,10 @@ class FaultRuleRequest(BaseModel):
     idempotency_key: Annotated[StrictStr, Field(pattern=IDEMPOTENCY_KEY_PATTERN)] | None = None
     delay_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=3600)] | None = None
     decline_code: Annotated[StrictStr, Field(pattern=DECLINE_CODE_PATTERN)] | None = None
+    # How many times a `notify_duplicate` rule sends its event.
+    copies: Annotated[StrictInt, Field(ge=2, le=10)] | None = None
     # Only calls of this kind (their sends and lookups); None: every kind.
-    call: CallKind | None = None
+    call: RuleCall | None = None
 
 
 class FaultRuleView(BaseModel):
@@ -148,7 +169,18 @@ class FaultRuleView(BaseModel):
     idempotency_key: str | None
     delay_s: float | None
     decline_code: str | None
-    call: CallKind | None
+    call: RuleCall | None
+    # Shown only for `notify_duplicate`, the one fault that has copies.
+    copies: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _copies_only_where_they_apply(
+        self, handler: SerializerFunctionWrapHandler
+    ) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        if self.copies is None:
+            shown.pop("copies", None)
+        return shown
 
 
 class FaultRuleList(BaseModel):

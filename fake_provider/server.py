@@ -29,14 +29,23 @@ def serve(
     The ledger file and its parent folders are created at startup if missing. Without
     `settlement_lag_days`, the lag is the setting's (`PAYMENTS_FAKE_PROVIDER_SETTLEMENT_LAG_DAYS`);
     without `keys` (`merchant:sk_...,...`), the merchants' keys are the setting's
-    (`PAYMENTS_FAKE_PROVIDER_KEYS`).
+    (`PAYMENTS_FAKE_PROVIDER_KEYS`). The development merchant's notification endpoint, and
+    how long an event is retried, are the settings' (`PAYMENTS_FAKE_PROVIDER_NOTIFY_*`).
     """
     settings = FakeProviderSettings()
     if settlement_lag_days is None:
         settlement_lag_days = settings.settlement_lag_days
     merchants = parse_keys(keys if keys is not None else settings.keys.get_secret_value())
+    endpoint = settings.notify_endpoint()
     configure_tracing("fake-provider")
-    app = create_app(db_path, admin=admin, settlement_lag_days=settlement_lag_days)
+    app = create_app(
+        db_path,
+        admin=admin,
+        settlement_lag_days=settlement_lag_days,
+        merchants=frozenset(merchants.values()),
+        endpoints=None if endpoint is None else {endpoint.merchant: endpoint},
+        notify_max_age_s=settings.notify_max_age_s,
+    )
     config = uvicorn.Config(
         # Traced when on: each request continues the caller's trace from its traceparent.
         # Every merchant call, fast path or not, shows its key first (`merchants.py`).

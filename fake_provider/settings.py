@@ -6,12 +6,16 @@ provider's (`app.settings.OTHER_PROGRAMS_VARIABLES`), so one environment can ser
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fake_provider.merchants import DEFAULT_KEYS, parse_keys
+from fake_provider.merchants import DEFAULT_KEYS, DEVELOPMENT_MERCHANT, parse_keys
+from fake_provider.notify_events import SECRET_PATTERN, URL_PATTERN
+from fake_provider.notify_outbox import DEFAULT_MAX_AGE_S, Destination
 
 
 class FakeProviderSettings(BaseSettings):
@@ -37,9 +41,40 @@ class FakeProviderSettings(BaseSettings):
     # merchant call without one of them is refused `401`. Unset: merchant `dev` with the
     # public development key that `payments dev` and the tests give the service too.
     keys: SecretStr = SecretStr(DEFAULT_KEYS)
+    # Where the development merchant's notifications go from the start, and the secret
+    # (`whsec_...`) they are signed with: both or neither (`PUT /_notifications` sets any
+    # merchant's while the provider runs). Unset: no notification is made.
+    notify_url: str | None = Field(default=None, pattern=URL_PATTERN, max_length=2048)
+    notify_secret: SecretStr | None = None
+    # How long an event is retried until an answer 2xx: then it is given up.
+    notify_max_age_s: float = Field(default=DEFAULT_MAX_AGE_S, gt=0, le=30 * 86400)
 
     @field_validator("keys")
     @classmethod
     def _keys_parse(cls, value: SecretStr) -> SecretStr:
         parse_keys(value.get_secret_value())
         return value
+
+    @field_validator("notify_secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and re.fullmatch(SECRET_PATTERN, value.get_secret_value()) is None:
+            raise ValueError("is not whsec_ and 8 to 256 characters of base64")
+        return value
+
+    @model_validator(mode="after")
+    def _url_with_secret(self) -> Self:
+        if (self.notify_url is None) != (self.notify_secret is None):
+            raise ValueError(
+                "PAYMENTS_FAKE_PROVIDER_NOTIFY_URL and PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"
+                " are set together or not at all"
+            )
+        return self
+
+    def notify_endpoint(self) -> Destination | None:
+        """The development merchant's endpoint the settings give, if any."""
+        if self.notify_url is None or self.notify_secret is None:
+            return None
+        return Destination(
+            DEVELOPMENT_MERCHANT, self.notify_url, self.notify_secret.get_secret_value()
+        )

@@ -21,14 +21,16 @@ from fake_provider.errors import error_response, invalid_request
 from fake_provider.faulting import lookup_with_faults, serve_with_faults
 from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
+from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import Void, VoidList, VoidPage, VoidRequest
 
 router = APIRouter(tags=["voids"])
 
 
-def _process(ledger: Ledger, charge_id: str, key: str) -> Response:
-    """Make the void and record it; the answer a healthy provider would give."""
-    recorded = ledger.record_void(charge_id, key)
+def _process(ledger: Ledger, charge_id: str, key: str, notify: Announcer | None) -> Response:
+    """Make the void and record it (with its event, if `notify`); the answer a healthy
+    provider would give."""
+    recorded = ledger.record_void(charge_id, key, notify)
     if recorded.void is None:
         return invalid_request(f"{recorded.refused}; nothing was voided")
     if not recorded.void.same_request(charge_id):
@@ -57,8 +59,9 @@ async def create_void(
         idempotency_key=idempotency_key,
         call="void",
     )
+    notify = announcer_for(request)
     return await serve_with_faults(
-        request, rule, lambda: _process(ledger, charge_id, idempotency_key)
+        request, rule, lambda: _process(ledger, charge_id, idempotency_key, notify), notify
     )
 
 
