@@ -12,8 +12,10 @@ send it, unless the environment sets `PAYMENTS_FAKE_PROVIDER_KEYS` and
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -109,6 +111,18 @@ def _demo_admin_token(settings: Settings, database_url: str) -> str:
         return token
 
     return asyncio.run(run())
+
+
+def notification_secret(data_dir: Path, provider: str) -> str:
+    """The development secret `provider` signs its notifications with: made once, kept in
+    the data folder (private) so the fake provider's stored events still verify after a
+    restart."""
+    path = data_dir / f"notification_secret_{provider}"
+    if path.exists():
+        return path.read_text().strip()
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    write_secret(path, secret)
+    return secret
 
 
 def _wait_ready(url: str, child: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -207,13 +221,35 @@ def run_dev(
             "PAYMENTS_DEVELOPMENT": "1",
             **tracing_env(settings.data_dir, tracing=tracing),
         }
+        # Each provider notifies the API of what it makes (POST /provider-events/{name}),
+        # signed with a secret of its own that the API knows (docs/api.md, "Provider
+        # notifications"); a PAYMENTS_PROVIDER_EVENT_SECRETS of the caller's wins.
+        notify = {
+            name: {
+                "PAYMENTS_FAKE_PROVIDER_NOTIFY_URL": f"{api_url}/provider-events/{name}",
+                "PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET": notification_secret(
+                    settings.data_dir, name
+                ),
+            }
+            for name in (DEFAULT_NAME, SECONDARY_NAME)
+        }
+        env["PAYMENTS_PROVIDER_EVENT_SECRETS"] = os.environ.get(
+            "PAYMENTS_PROVIDER_EVENT_SECRETS",
+            json.dumps(
+                {
+                    name: [own["PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"]]
+                    for name, own in notify.items()
+                }
+            ),
+        )
         cli = [sys.executable, "-m", "app.cli"]
         # The primary keeps the ledger it always had; the secondary has one of its own.
         secondary_ledger = {
             "PAYMENTS_FAKE_PROVIDER_DB": str(settings.data_dir / "fake_provider_secondary.sqlite3")
         }
         ports = (provider_port, secondary_port)
-        for port, own in zip(ports, ({}, secondary_ledger), strict=True):
+        owns = ({**notify[DEFAULT_NAME]}, {**secondary_ledger, **notify[SECONDARY_NAME]})
+        for port, own in zip(ports, owns, strict=True):
             children.append(
                 subprocess.Popen([*cli, "fake-provider", "--port", str(port)], env={**env, **own})
             )

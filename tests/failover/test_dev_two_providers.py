@@ -1,12 +1,13 @@
 """`payments dev` starts two fake providers, `primary` and `secondary`, each with its own
 ledger, and routes every payment to both: one the primary refuses is charged at the
-secondary."""
+secondary, which notifies the API of it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import httpx
+import psycopg
 
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import PAYMENTS, free_port, start_process
@@ -64,5 +65,18 @@ def test_dev_fails_a_refused_payment_over_to_its_second_provider(
         ]
         assert primary.charges(account_id=body["account_id"]) == []
         assert (tmp_path / "fake_provider_secondary.sqlite3").exists()
+        # dev wires each provider's notifications to the API: the secondary's event for the
+        # charge arrives, verified with its own secret, and is applied (already final).
+        with psycopg.connect(database_url, autocommit=True) as conn:
+
+            def applied() -> bool:
+                row = conn.execute(
+                    "SELECT state FROM provider_events WHERE provider = 'secondary'"
+                    " AND body -> 'data' -> 'object' ->> 'charge_id' = %s",
+                    (charge_id,),
+                ).fetchone()
+                return row is not None and row[0] == "applied"
+
+            wait_until(applied, timeout=30, message="the secondary's notification applied")
     finally:
         assert dev.stop(timeout=30) == 0, dev.log()
