@@ -1,4 +1,5 @@
-"""An explicit-state model of the claim / lease / fence / reconcile protocol, and its search.
+"""Explicit-state models of the claim / lease / fence / reconcile protocol (charges) and of
+two-step payments' captures and voids, and their search.
 
-See docs/protocol.md. `python -m tests.model --large` explores the large bound.
+See docs/protocol.md. `python -m tests.model --large` explores the large bounds.
 """
