@@ -51,7 +51,8 @@ def test_an_operator_reads_the_inbox_by_state_and_follows_an_event_to_its_operat
         provider,
         "rejected",
         attempts=1,
-        reason="the charge's amount differs from the payment's",
+        type="dispute.created",
+        reason="no operation kind makes a 'dispute'",
         next_attempt_at=None,
     )
     driver = browser.driver
