@@ -15,10 +15,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from app import gc_tuning, health
-from app.admin import provider_events as admin_provider_events
 from app.admin import router as admin_router
 from app.admin.discrepancies import router as discrepancies_router
 from app.admin.operators import OperatorActions
+from app.admin.provider_events import router as admin_provider_events
 from app.authorizations import router as authorizations_router
 from app.composition import runtime
 from app.console import router as console_router

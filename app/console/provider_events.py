@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.admin.provider_events import parse_id
 from app.console.pages import render
 from app.console.web import current_login, page, redirect
 from app.dependencies import ServicesDep
 from app.provider_events import operator_reads
 from app.provider_events.inbox import counts_by_state
-from app.provider_events.operator_reads import InboxFilter
+from app.provider_events.operator_reads import InboxFilter, parse_id
 from app.provider_events.rows import EventState
 from app.provider_events.views import inbox_detail_json, inbox_event_json
 

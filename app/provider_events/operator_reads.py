@@ -18,6 +18,8 @@ from app.db.database import Connection
 from app.provider_events.rows import PENDING, EventState
 
 MAX_PAGE = 100
+# Ids are a bigint identity: anything larger is no event's.
+MAX_ID = 2**63 - 1
 
 _COLUMNS = """
     id, provider, event_id, type, provider_key, state, reason, attempts, received_at,
@@ -94,6 +96,14 @@ async def pending_by_state(conn: Connection) -> dict[str, int]:
     for state, count in await (await conn.execute(PENDING_SQL)).fetchall():
         counts[str(state)] = int(count)
     return counts
+
+
+def parse_id(text: str) -> int | None:
+    """The inbox id in `text` (decimal digits, in range); None if it is none."""
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 1 <= value <= MAX_ID else None
 
 
 def _event(row: Any) -> InboxEvent:

@@ -17,14 +17,11 @@ from app.errors import NotFound, dump_json
 from app.http.problems import NOT_FOUND, UNAUTHENTICATED, VALIDATION
 from app.http.query import only_query
 from app.provider_events import operator_reads
-from app.provider_events.operator_reads import MAX_PAGE, InboxFilter
+from app.provider_events.operator_reads import MAX_ID, MAX_PAGE, InboxFilter, parse_id
 from app.provider_events.rows import EventState
 from app.provider_events.views import inbox_detail_json, inbox_event_json
 
 router = APIRouter(prefix="/admin/provider-events", tags=["admin"])
-
-# Ids are a bigint identity: anything larger is no event's.
-_MAX_ID = 2**63 - 1
 
 
 @router.get(
@@ -38,7 +35,7 @@ async def list_events(
     services: ServicesDep,
     state: EventState | None = None,
     provider: Annotated[str | None, Query(max_length=100)] = None,
-    after: Annotated[int | None, Query(ge=1, le=_MAX_ID, description="the last id seen")] = None,
+    after: Annotated[int | None, Query(ge=1, le=MAX_ID, description="the last id seen")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> Any:
     """`{data: [...], has_more}` without the bodies; page on with `after=<last id>`."""
@@ -62,14 +59,6 @@ async def get_event(event_id: str, operator: CurrentOperator, services: Services
     if found is None:
         raise NotFound("no such provider event")
     return _json(inbox_detail_json(*found))
-
-
-def parse_id(text: str) -> int | None:
-    """The inbox id in `text` (decimal digits, in range); None if it is none."""
-    if not text.isascii() or not text.isdigit() or len(text) > 19:
-        return None
-    value = int(text)
-    return value if 1 <= value <= _MAX_ID else None
 
 
 def _json(body: dict[str, Any]) -> Response:
