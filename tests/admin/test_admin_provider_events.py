@@ -161,7 +161,14 @@ def test_the_inbox_takes_only_admin_tokens_and_refuses_bad_input(
         answer = admin_client.get(f"/admin/provider-events/{missing}")
         assert answer.status_code == 404, missing
         assert answer.json()["code"] == "NOT_FOUND"
-    for params in ({"state": "lost"}, {"limit": "0"}, {"after": "x"}, {"signature": "1"}):
+    refused: list[dict[str, str]] = [
+        {"state": "lost"},
+        {"limit": "0"},
+        {"after": "x"},
+        {"signature": "1"},
+        {"provider": "a\x00b"},
+    ]
+    for params in refused:
         answer = admin_client.get("/admin/provider-events", params=params)
         assert answer.status_code == 422, params
         assert answer.json()["code"] == "VALIDATION_ERROR"

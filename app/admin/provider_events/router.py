@@ -34,7 +34,8 @@ async def list_events(
     operator: CurrentOperator,
     services: ServicesDep,
     state: EventState | None = None,
-    provider: Annotated[str | None, Query(max_length=100)] = None,
+    # No name holds a NUL, which the database's text cannot either.
+    provider: Annotated[str | None, Query(max_length=100, pattern="^[^\x00]*$")] = None,
     after: Annotated[int | None, Query(ge=1, le=MAX_ID, description="the last id seen")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> Any:
