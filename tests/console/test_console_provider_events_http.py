@@ -46,6 +46,7 @@ def test_the_inbox_page_lists_filters_and_links_each_events_operation(
         assert _login(http, admin.token).status_code == 303
         dashboard = http.get("/console")
         assert 'href="/console/provider-events"' in dashboard.text
+        assert re.search(r'href="/console/provider-events" id="provider-events"', dashboard.text)
         count = re.search(r'id="provider-events-count">(\d+)<', dashboard.text)
         assert count is not None
         assert int(count.group(1)) >= 2
