@@ -18,6 +18,7 @@ from app import gc_tuning, health
 from app.admin import router as admin_router
 from app.admin.discrepancies import router as discrepancies_router
 from app.admin.operators import OperatorActions
+from app.admin.provider_events import router as admin_provider_events
 from app.authorizations import router as authorizations_router
 from app.composition import runtime
 from app.console import router as console_router
@@ -130,6 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(admin_router.router)
     app.include_router(discrepancies_router.router)
+    app.include_router(admin_provider_events.router)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(console_router.router)
     install_openapi_documents(app)

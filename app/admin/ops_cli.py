@@ -71,6 +71,12 @@ class AdminApi:
         """Every failed webhook delivery, newest first, page by page."""
         return self._pages("/admin/webhook-deliveries/failed", {}, "id", "deliveries", size)
 
+    def provider_events(
+        self, params: dict[str, Any], *, size: int = PAGE
+    ) -> Iterator[dict[str, Any]]:
+        """Every provider event matching `params`, newest first, page by page."""
+        return self._pages("/admin/provider-events", params, "id", "provider events", size)
+
     def _pages(
         self, path: str, params: dict[str, Any], cursor: str, noun: str, size: int
     ) -> Iterator[dict[str, Any]]:
@@ -126,6 +132,8 @@ def run(args: Any) -> int:
                     f"{hit['created_at']}"
                 )
             print(f"{len(found)} found.", file=sys.stderr)
+        elif args.ops_command == "provider-events":
+            _provider_events(api, args)
         elif args.ops_command == "redeliver":
             _print(api.call("POST", f"/admin/events/{args.event_id}/redeliver"))
         elif args.ops_command == "show":
@@ -175,6 +183,22 @@ def _discrepancies(api: AdminApi, args: Any) -> None:
         _print(api.call("POST", f"{items}/{args.item_id}/{action}", json=body))
     else:
         _print(api.call("GET", f"{items}/summary"))
+
+
+def _provider_events(api: AdminApi, args: Any) -> None:
+    """`payments ops provider-events [--state S] [--provider P]`: one line per event."""
+    options = {"state": args.state, "provider": args.provider}
+    params = {name: value for name, value in options.items() if value}
+    print(
+        f"{'id':>8}  {'state':8}  {'provider':10}  {'type':24}  {'tries':5}  {'received':27}  "
+        f"{'operation':36}  reason"
+    )
+    for e in api.provider_events(params, size=args.page_size):
+        print(
+            f"{e['id']:>8}  {e['state']:8}  {e['provider']:10}  {e['type']:24}  "
+            f"{e['attempts']:<5}  {e['received_at']:27}  {e['operation_id'] or '-':36}  "
+            f"{e['reason'] or '-'}"
+        )
 
 
 def _print_traces(operation_id: str) -> None:

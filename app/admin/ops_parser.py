@@ -26,7 +26,7 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
     ops_cmd = sub.add_parser(
         "ops",
         help="operators: list, show, recheck, resolve operations; search by any id or key;"
-        " webhook deliveries; the discrepancy queue",
+        " webhook deliveries; the discrepancy queue; the providers' notifications",
     )
     ops_sub = ops_cmd.add_subparsers(dest="ops_command", required=True)
     ops_list = ops_sub.add_parser(
@@ -67,8 +67,15 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
         help="records holding an id or key (idempotency key, charge id, reference, account...)",
     )
     ops_search.add_argument("text", help="matched exactly, across tenants")
+    ops_inbox = ops_sub.add_parser(
+        "provider-events",
+        parents=[admin_options, page_size],
+        help="the providers' notifications as received, newest first",
+    )
+    ops_inbox.add_argument("--state", help="received, applied, parked or rejected")
+    ops_inbox.add_argument("--provider", help="only this provider's (its configured name)")
     commands = (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver)
-    for command in (*commands, ops_search):
+    for command in (*commands, ops_search, ops_inbox):
         command.set_defaults(func=func)
     _add_discrepancies_parser(ops_sub, admin_options, page_size, func=func)
 

@@ -30,6 +30,7 @@ from app.http.query import only_query
 from app.http.state import get_services
 from app.operations.operator_reads import MAX_PAGE, OperationFilter
 from app.operations.states import State
+from app.provider_events.inbox import counts_by_state
 from app.webhooks import operator_reads
 from app.webhooks.views import DELIVERY_PREFIX, parse_id
 
@@ -127,8 +128,13 @@ async def search_records(
 
 @router.get("/overview", summary="Counts by state", responses={**UNAUTHENTICATED})
 async def get_overview(operator: CurrentOperator, services: ServicesDep) -> Any:
-    """Operations by state, how many need attention, and the age of the oldest in flight."""
-    return _json(overview_json(await services.operators.overview()))
+    """Operations by state, how many need attention, and the age of the oldest in flight;
+    the providers' notifications by state (`provider_events`)."""
+    body = overview_json(await services.operators.overview())
+    async with services.db.connection() as conn:
+        counts = await counts_by_state(conn)
+    body["provider_events"] = {state.value: n for state, n in counts.items()}
+    return _json(body)
 
 
 @router.get(

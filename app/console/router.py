@@ -7,7 +7,8 @@ expiry ends it everywhere). Every form carries
 the session's CSRF token (the login form a double-submit one). Recheck and resolve show a
 confirmation page first; both call the same `OperatorActions` as the admin API. The webhook
 pages (failed deliveries, redelivery) are in `deliveries.py`, the discrepancy queue's in
-`discrepancies.py`, what all share in `web.py`.
+`discrepancies.py`, the providers' notifications' in `provider_events.py`, what all share
+in `web.py`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi import APIRouter, Form, Request, Response
 from app.admin import repository as admin_auth
 from app.admin.operators import Resolution
 from app.admin.views import admin_operation_json, detail_json
-from app.console import deliveries, discrepancies, lists, search
+from app.console import deliveries, discrepancies, lists, provider_events, search
 from app.console.charts import dashboard_charts
 from app.console.pages import render
 from app.console.web import (
@@ -38,6 +39,8 @@ from app.dependencies import Services, ServicesDep
 from app.errors import ProblemError
 from app.http.auth import MAX_API_KEY_LENGTH
 from app.operations.operator_reads import OperationFilter
+from app.provider_events.inbox import counts_by_state
+from app.provider_events.rows import EventState
 from app.settlement.changes import check_reason
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -125,6 +128,8 @@ async def dashboard(request: Request, services: ServicesDep, window: str = "hour
     queue = await services.operators.list(OperationFilter(needs_attention=True), limit=QUEUE_LIMIT)
     items = [admin_operation_json(s, with_history=False) for s in queue.items]
     failed = await services.operators.deliveries.count_failed()
+    async with services.db.connection() as conn:
+        inbox = await counts_by_state(conn)
     html = render(
         "dashboard.html",
         **await dashboard_charts(services, window),
@@ -133,6 +138,7 @@ async def dashboard(request: Request, services: ServicesDep, window: str = "hour
         queue=items,
         more=queue.has_more,
         failed_deliveries=failed,
+        inbox_needs_a_look=inbox[EventState.PARKED] + inbox[EventState.REJECTED],
     )
     return page(html)
 
@@ -224,3 +230,4 @@ router.include_router(deliveries.router)
 router.include_router(discrepancies.router)
 router.include_router(search.router)
 router.include_router(lists.router)
+router.include_router(provider_events.router)

@@ -2,7 +2,8 @@
 
 Counters and histograms are updated where things happen; the gauges that describe the
 backlog (oldest in-flight operation, unknown and needs-attention counts, pending webhooks,
-the open reconciliation items by kind and the oldest of them) are read from the database
+the open reconciliation items by kind and the oldest of them, the providers' notifications
+not yet applied) are read from the database
 when `/metrics` is scraped, so every process reports the same truth: through indexes only
 (a scrape costs what the backlog holds, not what the tables do), and at most once every
 `PAYMENTS_METRICS_BACKLOG_REFRESH_S` (5 s) per process.
@@ -22,7 +23,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -44,6 +45,8 @@ class Backlog:
     # long the oldest open one has been open (0 when none is).
     discrepancies_open: Mapping[str, int]
     discrepancies_oldest_open_s: float
+    # The providers' notifications waiting to be applied, by state (received, parked).
+    provider_events_pending: Mapping[str, int] = field(default_factory=dict)
 
 
 class Metrics:
@@ -181,6 +184,14 @@ class Metrics:
             registry=r,
             multiprocess_mode="mostrecent",
         )
+        self.provider_events_pending = Gauge(
+            "payments_provider_events_pending",
+            "Providers' notifications in the inbox not yet applied, by state: received "
+            "(not yet looked at) and parked (to be tried again)",
+            ["state"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
         self.discrepancies_oldest_open = Gauge(
             "payments_discrepancies_oldest_open_seconds",
             "How long the oldest open discrepancy has been open (0: none is)",
@@ -224,6 +235,8 @@ class Metrics:
         for kind, count in backlog.discrepancies_open.items():
             self.discrepancies_open.labels(kind).set(count)
         self.discrepancies_oldest_open.set(backlog.discrepancies_oldest_open_s)
+        for state, count in backlog.provider_events_pending.items():
+            self.provider_events_pending.labels(state).set(count)
 
     async def refresh_backlog_if_stale(self, read: Callable[[], Awaitable[Backlog]]) -> bool:
         """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.
