@@ -1,10 +1,10 @@
 """`python -m bench.notifications`: what providers' notifications buy, and what they cost.
 
-It starts its own system (`bench/notify_system.py`, with `bench/system.py`): a PostgreSQL (embedded, or a new database on
-`DATABASE_URL`), the fake provider, one API process and one running `payments worker`, both
-with the default settings (recovery every `PAYMENTS_RECONCILE_INTERVAL_S`, 5 s, backoff base
-2 s; the inbox applied every 0.25 s), the provider's secret in
-`PAYMENTS_PROVIDER_EVENT_SECRETS`. Then, in one run:
+It starts its own system (`bench/notify_system.py`, with `bench/system.py`): a PostgreSQL
+(embedded, or a new database on `DATABASE_URL`), the fake provider, one API process and one
+running `payments worker`, both with the default settings (recovery every
+`PAYMENTS_RECONCILE_INTERVAL_S`, 5 s, backoff base 2 s; the inbox applied every 0.25 s), the
+provider's secret in `PAYMENTS_PROVIDER_EVENT_SECRETS`. Then, in one run:
 
 1. Time to final of a lost answer. `--payments` (200) payments, `--concurrency` (8) at a
    time, each charged by the provider and its answer lost (`drop_after_commit`): the API
@@ -24,7 +24,7 @@ It exits 1 when an answer is missing or wrong (a lost answer that was not a `202
 operation not final within `--settle-timeout-s`, an event not answered `200`); the targets
 (p99 under 1 s, under 50 ms) are reported, not enforced.
 
-    .venv/bin/python -m bench.notifications                       # about 2 minutes
+    .venv/bin/python -m bench.notifications                       # about 40 s
     .venv/bin/python -m bench.notifications --payments 20 --seconds 2 --rate 100
 """
 
