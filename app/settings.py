@@ -41,6 +41,7 @@ OTHER_PROGRAMS_VARIABLES: Mapping[str, str] = {
     "PAYMENTS_FAKE_PROVIDER_NOTIFY_URL": "the fake provider",
     "PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET": "the fake provider",
     "PAYMENTS_FAKE_PROVIDER_NOTIFY_MAX_AGE_S": "the fake provider",
+    "PAYMENTS_FAKE_PROVIDER_NOTIFY_MERCHANT": "the fake provider",
     "PAYMENTS_API_URL": "the client commands",
     "PAYMENTS_API_KEY": "the client commands",
     "PAYMENTS_ADMIN_TOKEN": "the operators' commands (`payments ops`)",

@@ -41,11 +41,13 @@ class FakeProviderSettings(BaseSettings):
     # merchant call without one of them is refused `401`. Unset: merchant `dev` with the
     # public development key that `payments dev` and the tests give the service too.
     keys: SecretStr = SecretStr(DEFAULT_KEYS)
-    # Where the development merchant's notifications go from the start, and the secret
+    # Where a merchant's notifications go from the start (the development merchant's,
+    # unless `notify_merchant` names another of the keys' merchants), and the secret
     # (`whsec_...`) they are signed with: both or neither (`PUT /_notifications` sets any
     # merchant's while the provider runs). Unset: no notification is made.
     notify_url: str | None = Field(default=None, pattern=URL_PATTERN, max_length=2048)
     notify_secret: SecretStr | None = None
+    notify_merchant: str = DEVELOPMENT_MERCHANT
     # How long an event is retried until an answer 2xx: then it is given up.
     notify_max_age_s: float = Field(default=DEFAULT_MAX_AGE_S, gt=0, le=30 * 86400)
 
@@ -69,12 +71,18 @@ class FakeProviderSettings(BaseSettings):
                 "PAYMENTS_FAKE_PROVIDER_NOTIFY_URL and PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"
                 " are set together or not at all"
             )
+        merchants = set(parse_keys(self.keys.get_secret_value()).values())
+        if self.notify_url is not None and self.notify_merchant not in merchants:
+            raise ValueError(
+                "PAYMENTS_FAKE_PROVIDER_NOTIFY_MERCHANT is not a merchant of"
+                " PAYMENTS_FAKE_PROVIDER_KEYS"
+            )
         return self
 
     def notify_endpoint(self) -> Destination | None:
-        """The development merchant's endpoint the settings give, if any."""
+        """The merchant's endpoint the settings give, if any."""
         if self.notify_url is None or self.notify_secret is None:
             return None
         return Destination(
-            DEVELOPMENT_MERCHANT, self.notify_url, self.notify_secret.get_secret_value()
+            self.notify_merchant, self.notify_url, self.notify_secret.get_secret_value()
         )

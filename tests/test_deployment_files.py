@@ -10,6 +10,7 @@ dependencies from requirements.lock, hashes checked, and nothing beside them.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tomllib
@@ -209,3 +210,38 @@ def test_the_provider_key_comes_from_the_env_file_and_the_fake_provider_takes_it
     )
     accepted = parse_keys(example["PAYMENTS_FAKE_PROVIDER_KEYS"])
     assert merchant_for(accepted, example["PAYMENTS_PROVIDER_API_KEY"]) == "payments"
+
+
+def test_the_fake_provider_notifies_the_api_with_the_secret_the_api_knows() -> None:
+    from app.settings import Settings
+    from fake_provider.settings import FakeProviderSettings
+
+    provider_env = environment(services()["fake-provider"])
+    assert provider_env["PAYMENTS_FAKE_PROVIDER_NOTIFY_URL"] == (
+        "http://api:8000/provider-events/primary"
+    )
+    example = dict(
+        line.partition("=")[::2]
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    secrets_ = ("PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET", "PAYMENTS_PROVIDER_EVENT_SECRETS")
+    for name, service in services().items():
+        assert not set(secrets_) & set(environment(service)), name
+    # The provider's settings take the compose file's and the example's values, and send to
+    # the merchant the service's key names; the service knows the secret it signs with.
+    provider = FakeProviderSettings(
+        keys=example["PAYMENTS_FAKE_PROVIDER_KEYS"],
+        notify_url=provider_env["PAYMENTS_FAKE_PROVIDER_NOTIFY_URL"],
+        notify_secret=example["PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"],
+        notify_merchant=provider_env["PAYMENTS_FAKE_PROVIDER_NOTIFY_MERCHANT"],
+    )
+    endpoint = provider.notify_endpoint()
+    assert endpoint is not None
+    assert endpoint.merchant == "payments"
+    service_settings = Settings(
+        provider_event_secrets=json.loads(example["PAYMENTS_PROVIDER_EVENT_SECRETS"])
+    )
+    assert service_settings.provider_event_secrets is not None
+    [known] = service_settings.provider_event_secrets["primary"]
+    assert known.get_secret_value() == example["PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"]
