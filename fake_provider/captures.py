@@ -21,8 +21,8 @@ from fake_provider import listings
 from fake_provider.charges import IdempotencyKeyHeader, IdempotencyKeyQuery
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.faulting import lookup_with_faults, serve_with_faults
-from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
+from fake_provider.faulting import lookup_on_charge, serve_with_faults
+from fake_provider.faults import CHARGE_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import Capture, CaptureList, CapturePage, CaptureRequest
@@ -99,17 +99,11 @@ async def lookup_capture(
     request: Request, idempotency_key: str, ledger: Ledger, faults: FaultBook
 ) -> Response:
     """`GET /captures?idempotency_key=K` once the key is valid; `fast_lookups` serves it too."""
-    capture = ledger.find_capture(idempotency_key)
-    rule = faults.take(
-        LOOKUP_FAULTS,
-        account_id=None if capture is None else ledger.account_of(capture.charge_id),
-        idempotency_key=idempotency_key,
+    return await lookup_on_charge(
+        request,
+        idempotency_key,
+        ledger.find_capture(idempotency_key),
+        faults=faults,
+        account_of=ledger.account_of,
         call="capture",
     )
-
-    def answer() -> Response:
-        if capture is None:
-            return error_response(404, "not_found")
-        return JSONResponse(capture.model_dump(mode="json"))
-
-    return await lookup_with_faults(request, rule, answer)

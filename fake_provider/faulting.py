@@ -17,14 +17,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from fake_provider.connection import drop_connection
 from fake_provider.errors import error_response, unavailable
-from fake_provider.faults import CRASH_EXIT_STATUS, FaultRule
+from fake_provider.faults import CRASH_EXIT_STATUS, LOOKUP_FAULTS, FaultBook, FaultRule
 from fake_provider.notifications import Announcer
+from fake_provider.schemas import CallKind
 
 
 def _discarded() -> Response:
@@ -58,6 +60,42 @@ async def lookup_with_faults(
     if rule is not None and rule.fault == "lookup_latency" and not await _wait_out(rule, request):
         return _discarded()
     return answer()
+
+
+class MadeOnCharge(Protocol):
+    """A record the provider made on a charge (a refund, a capture, a void)."""
+
+    @property
+    def charge_id(self) -> str: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+async def lookup_on_charge(
+    request: Request,
+    idempotency_key: str,
+    record: MadeOnCharge | None,
+    *,
+    faults: FaultBook,
+    account_of: Callable[[str], str | None],
+    call: CallKind,
+) -> Response:
+    """`GET /<records>?idempotency_key=K` of a record made on a charge, found (`record`) or
+    not: the record or 404, under the lookup fault a rule for its charge's account (and
+    `call`) holds."""
+    rule = faults.take(
+        LOOKUP_FAULTS,
+        account_id=None if record is None else account_of(record.charge_id),
+        idempotency_key=idempotency_key,
+        call=call,
+    )
+
+    def answer() -> Response:
+        if record is None:
+            return error_response(404, "not_found")
+        return JSONResponse(record.model_dump(mode="json"))
+
+    return await lookup_with_faults(request, rule, answer)
 
 
 async def serve_with_faults(

@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, Response
 from fake_provider import listings
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.faulting import lookup_with_faults, serve_with_faults
-from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
+from fake_provider.faulting import lookup_on_charge, serve_with_faults
+from fake_provider.faults import CHARGE_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import (
@@ -102,17 +102,11 @@ async def lookup_refund(
     request: Request, idempotency_key: str, ledger: Ledger, faults: FaultBook
 ) -> Response:
     """`GET /refunds?idempotency_key=K` once the key is valid; `fast_lookups` serves it too."""
-    refund = ledger.find_refund(idempotency_key)
-    rule = faults.take(
-        LOOKUP_FAULTS,
-        account_id=None if refund is None else ledger.account_of(refund.charge_id),
-        idempotency_key=idempotency_key,
+    return await lookup_on_charge(
+        request,
+        idempotency_key,
+        ledger.find_refund(idempotency_key),
+        faults=faults,
+        account_of=ledger.account_of,
         call="refund",
     )
-
-    def answer() -> Response:
-        if refund is None:
-            return error_response(404, "not_found")
-        return JSONResponse(refund.model_dump(mode="json"))
-
-    return await lookup_with_faults(request, rule, answer)

@@ -18,8 +18,8 @@ from fake_provider.captures import ChargeIdPath
 from fake_provider.charges import IdempotencyKeyHeader, IdempotencyKeyQuery
 from fake_provider.dependencies import FaultsDep, LedgerDep
 from fake_provider.errors import error_response, invalid_request
-from fake_provider.faulting import lookup_with_faults, serve_with_faults
-from fake_provider.faults import CHARGE_FAULTS, LOOKUP_FAULTS, FaultBook
+from fake_provider.faulting import lookup_on_charge, serve_with_faults
+from fake_provider.faults import CHARGE_FAULTS, FaultBook
 from fake_provider.ledger import Ledger
 from fake_provider.notifications import Announcer, announcer_for
 from fake_provider.schemas import Void, VoidList, VoidPage, VoidRequest
@@ -91,17 +91,11 @@ async def lookup_void(
     request: Request, idempotency_key: str, ledger: Ledger, faults: FaultBook
 ) -> Response:
     """`GET /voids?idempotency_key=K` once the key is valid; `fast_lookups` serves it too."""
-    void = ledger.find_void(idempotency_key)
-    rule = faults.take(
-        LOOKUP_FAULTS,
-        account_id=None if void is None else ledger.account_of(void.charge_id),
-        idempotency_key=idempotency_key,
+    return await lookup_on_charge(
+        request,
+        idempotency_key,
+        ledger.find_void(idempotency_key),
+        faults=faults,
+        account_of=ledger.account_of,
         call="void",
     )
-
-    def answer() -> Response:
-        if void is None:
-            return error_response(404, "not_found")
-        return JSONResponse(void.model_dump(mode="json"))
-
-    return await lookup_with_faults(request, rule, answer)
