@@ -2,6 +2,10 @@
 
 An event is inserted by the same statement that records the outcome (see `outbox.py`), so
 an outcome that rolls back leaves no event and a recorded outcome never lacks one.
+
+Its publication to a broker's exchange is kept apart, as positions in each tenant's feed
+(`event_publications`, `event_publication_cursors`; `publication.py`): an outcome's
+statement writes nothing more for it, whether or not any worker publishes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from sqlalchemy import (
     ForeignKey,
     Identity,
     Index,
+    Integer,
     String,
+    Text,
     UniqueConstraint,
     func,
     text,
@@ -55,3 +61,53 @@ class Event(Base):
     )
     data: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Publication(Base):
+    """An exchange the events are published to (`app/broker/events.py`), and from where.
+
+    Written once, by the first worker that publishes to the exchange: the events of every
+    transaction that had not ended by then (`txid >= start_txid`, every tenant's, its
+    tenants to come included) are published; older ones stay in the feed only.
+    """
+
+    __tablename__ = "event_publications"
+
+    exchange: Mapped[str] = mapped_column(String(255), primary_key=True)
+    start_txid: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PublicationCursor(Base):
+    """How far one tenant's feed has been published to an exchange (`publication.py`).
+
+    Every event up to (`after_txid`, `after_seq`), in the feed's order, was confirmed by the
+    broker; those after it are still to publish. A worker publishes a tenant's next events
+    under a lease and a fence (`app/jobs/leases.py`), and moves the position only as far
+    as the broker confirmed.
+    """
+
+    __tablename__ = "event_publication_cursors"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id"), primary_key=True
+    )
+    exchange: Mapped[str] = mapped_column(
+        String(255),
+        ForeignKey("event_publications.exchange", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    # The last event published, as the feed orders them: (txid, seq).
+    after_txid: Mapped[int] = mapped_column(BigInteger)
+    after_seq: Mapped[int] = mapped_column(BigInteger)
+    # Failed attempts since the last that succeeded (the backoff's exponent), and why the
+    # last one failed.
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_attempt_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+    last_error: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    fence: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -23,17 +23,18 @@ from app.db.database import Connection
 from app.db.fragments import Fragment
 
 _COLUMNS = "id, tenant_id, type, data, created_at"
-_HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# Below it every transaction has ended: no event can appear behind a position there.
+HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _FEED = f"""
     SELECT {_COLUMNS} FROM events
-    WHERE tenant_id = %(tenant_id)s AND txid < {_HORIZON}
+    WHERE tenant_id = %(tenant_id)s AND txid < {HORIZON}
     ORDER BY txid, seq
     LIMIT %(limit)s
 """
 _FEED_AFTER = f"""
     SELECT {_COLUMNS} FROM events
-    WHERE tenant_id = %(tenant_id)s AND txid < {_HORIZON}
+    WHERE tenant_id = %(tenant_id)s AND txid < {HORIZON}
       AND (txid, seq) > (SELECT txid, seq FROM events
                          WHERE tenant_id = %(tenant_id)s AND id = %(after)s)
     ORDER BY txid, seq

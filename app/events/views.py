@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -34,3 +35,9 @@ def event_json(event: EventRow) -> dict[str, Any]:
         "tenant": str(event.tenant_id),
         "data": event.data,
     }
+
+
+def event_body(event: EventRow) -> bytes:
+    """`event_json` as bytes, the same on every attempt: every webhook's body and every
+    broker message's (`app/broker/exchange.py`)."""
+    return json.dumps(event_json(event), separators=(",", ":")).encode()

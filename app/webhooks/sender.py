@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import ssl
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import certifi
 import httpx
 
-from app.events.views import event_json, public_id
+from app.events.views import event_body, public_id
 from app.failpoints import Failpoints
 from app.webhooks.deliveries import Claimed
 from app.webhooks.signing import headers as signature_headers
@@ -55,7 +54,7 @@ class AttemptResult:
 
 def payload(delivery: Claimed) -> bytes:
     """The body: the event as `GET /events/{id}` shows it, the same bytes on every attempt."""
-    return json.dumps(event_json(delivery.event), separators=(",", ":")).encode()
+    return event_body(delivery.event)
 
 
 def tls_context(ca_file: Path | None = None) -> ssl.SSLContext:

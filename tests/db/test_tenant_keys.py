@@ -34,6 +34,9 @@ REFERENCE_TABLES: dict[str, str] = {
     # Operators are not tenants: their tokens and console sessions belong to no tenant.
     "admin_tokens": "operators' tokens, looked up by hash; no tenant",
     "console_sessions": "operators' console logins; no tenant",
+    # Where publishing events to a broker's exchange began: one row per exchange, read by
+    # the publishing workers across tenants (each tenant's cursor leads with tenant_id).
+    "event_publications": "the exchanges events are published to, one row each; no tenant",
 }
 
 # Settlement reconciliation's tables hold the provider account's books, which know no
