@@ -29,6 +29,8 @@ class SettingsError(Exception):
 MAX_EVENT_SECRETS = 2
 # `whsec_` and visible ASCII: the HMAC key is the whole string's bytes.
 _EVENT_SECRET = re.compile(r"whsec_[\x21-\x7e]{1,500}")
+# An exchange name as RabbitMQ takes it.
+_EXCHANGE_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,255}")
 
 
 # `PAYMENTS_*` variables that belong to the project's other programs: an environment shared
@@ -171,6 +173,60 @@ class Settings(BaseSettings):
     # and refused unless `test_mode` says this process is started by a test.
     failpoints: str = ""
     test_mode: bool = False
+    # Events published to a RabbitMQ exchange, beside the webhooks (docs/broker.md, "Events";
+    # `app/broker/events.py`): only by a worker with `broker_url` set; without it nothing of
+    # it starts. The AMQP URL (shared with the command consumer); SecretStr: it holds the
+    # broker's password, never in the repr, errors or logs.
+    broker_url: SecretStr | None = None
+    # The durable topic exchange events go to, routed by their type (`payment.succeeded`).
+    broker_events_exchange: str = "payments.events"
+    # Events of one tenant one claim takes and publishes before it waits for the confirms.
+    broker_events_batch_size: int = Field(default=100, ge=1, le=1000)
+    broker_events_interval_s: float = Field(default=1.0, gt=0, le=3600)
+    # Connecting, publishing a batch and the broker's confirms together give up after this;
+    # the lease on a tenant's publication must outlive it.
+    broker_events_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    broker_events_lease_s: float = Field(default=30.0, gt=0, le=3600)
+    # After a nack or a lost connection a tenant's events wait, capped exponential, jittered.
+    broker_events_backoff_base_s: float = Field(default=1.0, gt=0, le=3600)
+    broker_events_backoff_max_s: float = Field(default=60.0, gt=0, le=86400)
+
+    @field_validator("broker_url", mode="before")
+    @classmethod
+    def _amqp_url(cls, value: object) -> object:
+        # The message never echoes the value: it holds a password.
+        if value is None or value == "":
+            return None
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(text, str) or not text.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL")
+        return value
+
+    @field_validator("broker_events_exchange")
+    @classmethod
+    def _exchange_name(cls, value: str) -> str:
+        # What RabbitMQ takes for a name; `amq.` is the broker's own, and "" its default
+        # exchange, which routes by queue name and cannot be declared.
+        if not _EXCHANGE_NAME.fullmatch(value) or value.startswith("amq."):
+            raise ValueError(
+                "1 to 255 letters, digits, '-', '_', '.' or ':', not starting with 'amq.'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _broker_events_lease_outlives_a_batch(self) -> Settings:
+        # A live publisher must not lose a tenant's events to another worker mid-batch.
+        if self.broker_events_lease_s <= self.broker_events_timeout_s:
+            raise ValueError(
+                "PAYMENTS_BROKER_EVENTS_LEASE_S must exceed PAYMENTS_BROKER_EVENTS_TIMEOUT_S "
+                f"({self.broker_events_lease_s} <= {self.broker_events_timeout_s})"
+            )
+        if self.broker_events_backoff_max_s < self.broker_events_backoff_base_s:
+            raise ValueError(
+                "PAYMENTS_BROKER_EVENTS_BACKOFF_MAX_S must be at least "
+                "PAYMENTS_BROKER_EVENTS_BACKOFF_BASE_S"
+            )
+        return self
 
     @field_validator("database_url")
     @classmethod

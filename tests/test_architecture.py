@@ -138,7 +138,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.settlement",),
     ("app.admin",),
     ("app.backlog", "app.composition", "app.dependencies", "app.devserver", "app.tables"),
-    ("app.console", "app.health"),
+    ("app.console", "app.health", "app.broker"),
     ("app.main",),
     ("app.server", "worker"),
     ("app.cli",),

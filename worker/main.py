@@ -10,6 +10,11 @@ webhook attempts under way finish (each bounded by its timeout), and the process
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
 
+With PAYMENTS_BROKER_URL set, one more job through the same loop, `publish_events`
+(`app/broker/events.py`, every PAYMENTS_BROKER_EVENTS_INTERVAL_S), publishes the tenants'
+new events to the broker's exchange and waits for its confirms; `--once` drains it too.
+Without the setting it is not made, and the worker never connects to a broker.
+
 A fourth job through the same loop, `settle` (`app/settlement/job.py`, every
 PAYMENTS_SETTLE_INTERVAL_S, hourly; 0 turns it off), claims and runs the settlement of whole
 days that are due, one at a time: yesterday once, and days still expecting settlement lines,
@@ -37,6 +42,8 @@ from prometheus_client import start_http_server
 
 from app import gc_tuning
 from app.backlog import refresh_backlog
+from app.broker.events import PACE as PUBLISH_PACE
+from app.broker.events import publishing
 from app.composition import runtime
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
@@ -107,7 +114,10 @@ async def _serve(
 ) -> int:
     name = worker_name()
     stopping = asyncio.Event()
-    async with runtime(settings, metrics=metrics, application_name="payments-worker") as parts:
+    async with (
+        runtime(settings, metrics=metrics, application_name="payments-worker") as parts,
+        publishing(settings, db=parts.db, worker=name, metrics=metrics) as publisher,
+    ):
         recovery = RecoveryJob(
             settings=settings,
             db=parts.db,
@@ -147,6 +157,12 @@ async def _serve(
             ),
             delivery_pace(settings),
             stopping=stopping,
+        )
+
+        # The events to the broker's exchange too, only with PAYMENTS_BROKER_URL
+        # (`app/broker/events.py`): without it nothing of it starts.
+        publish = (
+            WorkLoop(publisher, PUBLISH_PACE, stopping=stopping) if publisher is not None else None
         )
 
         async def expire() -> tuple[int, int]:
@@ -190,6 +206,8 @@ async def _serve(
             await provider_events.run()
             total = await reconcile.run()
             attempts = await webhooks.run()
+            if publish is not None:
+                await publish.run()
             await expire()
             logger.info(
                 "drained", extra={"fields": {"operations": total, "webhook_attempts": attempts}}
@@ -205,6 +223,8 @@ async def _serve(
         )
         if settings.settle_interval_s > 0:
             jobs += ((settle.run, settings.settle_interval_s, "settle"),)
+        if publish is not None:
+            jobs += ((publish.run, settings.broker_events_interval_s, "publish_events"),)
         for job, interval, job_name in jobs:
             scheduler.add_job(
                 _through_outages(job, job_name),
@@ -227,6 +247,8 @@ async def _serve(
         await reconcile.wait_idle()
         await provider_events.wait_idle()
         await webhooks.wait_idle()
+        if publish is not None:
+            await publish.wait_idle()
         scheduler.shutdown(wait=False)
         logger.info("worker stopped", extra={"fields": {"worker": name}})
         return 0

@@ -3,7 +3,7 @@
 Counters and histograms are updated where things happen; the gauges that describe the
 backlog (oldest in-flight operation, unknown and needs-attention counts, pending webhooks,
 the open reconciliation items by kind and the oldest of them, the providers' notifications
-not yet applied) are read from the database
+not yet applied, the events not yet confirmed by the broker) are read from the database
 when `/metrics` is scraped, so every process reports the same truth: through indexes only
 (a scrape costs what the backlog holds, not what the tables do), and at most once every
 `PAYMENTS_METRICS_BACKLOG_REFRESH_S` (5 s) per process.
@@ -47,6 +47,10 @@ class Backlog:
     discrepancies_oldest_open_s: float
     # The providers' notifications waiting to be applied, by state (received, parked).
     provider_events_pending: Mapping[str, int] = field(default_factory=dict)
+    # Events not yet confirmed by the broker, by exchange (up to a cap), and how long the
+    # oldest of them has waited; no exchange when no worker has ever published.
+    broker_events_unpublished: Mapping[str, int] = field(default_factory=dict)
+    broker_oldest_unpublished_s: Mapping[str, float] = field(default_factory=dict)
 
 
 class Metrics:
@@ -192,6 +196,34 @@ class Metrics:
             registry=r,
             multiprocess_mode="mostrecent",
         )
+        self.broker_events_published = Counter(
+            "payments_broker_events_published",
+            "Events the broker confirmed on the events exchange (published again after a "
+            "failure: counted again)",
+            registry=r,
+        )
+        self.broker_publish_failures = Counter(
+            "payments_broker_event_publish_failures",
+            "Attempts at a tenant's batch of events that left some unpublished, by why: "
+            "connect (no connection, channel or exchange), nack (the broker refused one), "
+            "unconfirmed (the connection was lost or no confirm came in time)",
+            ["failure"],
+            registry=r,
+        )
+        self.broker_events_unpublished = Gauge(
+            "payments_broker_events_unpublished",
+            "Events not yet confirmed by the broker, by exchange (counted up to 100,000)",
+            ["exchange"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+        self.broker_oldest_unpublished = Gauge(
+            "payments_broker_oldest_unpublished_age_seconds",
+            "How long the oldest event not yet confirmed by the broker has waited, by exchange",
+            ["exchange"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
         self.discrepancies_oldest_open = Gauge(
             "payments_discrepancies_oldest_open_seconds",
             "How long the oldest open discrepancy has been open (0: none is)",
@@ -237,6 +269,10 @@ class Metrics:
         self.discrepancies_oldest_open.set(backlog.discrepancies_oldest_open_s)
         for state, count in backlog.provider_events_pending.items():
             self.provider_events_pending.labels(state).set(count)
+        for exchange, count in backlog.broker_events_unpublished.items():
+            self.broker_events_unpublished.labels(exchange).set(count)
+        for exchange, age in backlog.broker_oldest_unpublished_s.items():
+            self.broker_oldest_unpublished.labels(exchange).set(age)
 
     async def refresh_backlog_if_stale(self, read: Callable[[], Awaitable[Backlog]]) -> bool:
         """Read the backlog gauges again if the last reading is `backlog_refresh_s` old.

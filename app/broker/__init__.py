@@ -1,0 +1,1 @@
+"""Commands and events over a RabbitMQ broker."""
