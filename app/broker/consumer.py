@@ -3,7 +3,8 @@
 One delivery:
 
     read its envelope (`commands.py`)        refused: dead letter with the reason, the
-                                             problem to `reply_to`, then ack
+                                             problem to `reply_to`, then ack (a dead letter
+                                             the broker does not confirm: requeued)
     answer it (`handler.py`)                 any answer, success or problem: the reply to
                                              `reply_to`, then ack
     the database cannot be reached           nack with requeue, after a short pause; the
@@ -48,6 +49,7 @@ from aio_pika.exceptions import (
     AMQPConnectionError,
     ChannelInvalidStateError,
     ChannelPreconditionFailed,
+    DeliveryError,
 )
 
 from app.broker.commands import Command, Refused, read_command
@@ -153,11 +155,6 @@ class Consumer:
         await message.ack()
 
     async def _refuse(self, message: AbstractIncomingMessage, refused: Refused) -> None:
-        logger.warning(
-            "command refused; dead-lettered",
-            extra={"fields": {"reason": refused.reason.value, "detail": refused.problem.detail}},
-        )
-
         async def send() -> None:
             letter = dead_letter(message, refused.reason, refused.problem.detail)
             # Confirmed before the ack: the command is in the dead-letter queue, or still
@@ -165,12 +162,23 @@ class Consumer:
             await self._topology.dead_letters.publish(letter, routing_key=message.routing_key or "")
             await self._reply(message, problem_reply(refused.problem))
             await message.ack()
+            logger.warning(
+                "command refused; dead-lettered",
+                extra={"fields": {"reason": refused.reason, "detail": refused.problem.detail}},
+            )
 
-        await self._settle(message, "dead-letter", send)
+        try:
+            await self._settle(message, "dead-letter", send)
+        except DeliveryError as exc:
+            # The broker did not confirm the dead letter (a queue bound to the dead-letter
+            # exchange refused it): the command is delivered again, and dead-lettered then.
+            await self._requeue(message, exc)
 
     async def _requeue(self, message: AbstractIncomingMessage, exc: Exception) -> None:
         fields = {"error": type(exc).__name__, "deliveries": _delivery_count(message)}
-        if is_transient_database_error(exc):
+        if isinstance(exc, DeliveryError):
+            logger.warning("dead letter not confirmed; command requeued", extra={"fields": fields})
+        elif is_transient_database_error(exc):
             logger.warning("database unavailable; command requeued", extra={"fields": fields})
         else:
             logger.error("command failed; requeued", exc_info=exc, extra={"fields": fields})
@@ -181,16 +189,25 @@ class Consumer:
     async def _reply(self, message: AbstractIncomingMessage, reply: Reply) -> None:
         """Publish `reply` to the command's `reply_to`, if it has one (confirmed).
 
-        Not mandatory: a sender that went away leaves its reply unrouted, and the outcome is
-        still stored with its key.
+        A reply is a courtesy: the outcome is stored with its key, and
+        `GET /operations?idempotency_key=` finds it. So it is not mandatory (a sender that
+        went away leaves it unrouted), and a reply queue that refuses it (full, say) is
+        logged and the command acked all the same: delivering the command again would
+        answer it again, to the same full queue.
         """
         if not message.reply_to:
             return
-        await self._channel.default_exchange.publish(
-            reply_message(reply, correlation_id=message.correlation_id, command_type=message.type),
-            routing_key=message.reply_to,
-            mandatory=False,
-        )
+        try:
+            await self._channel.default_exchange.publish(
+                reply_message(reply, correlation_id=message.correlation_id, command=message.type),
+                routing_key=message.reply_to,
+                mandatory=False,
+            )
+        except DeliveryError:
+            logger.warning(
+                "reply not delivered: its queue refused it",
+                extra={"fields": {"status": reply.status}},
+            )
 
     async def _settle(
         self, message: AbstractIncomingMessage, what: str, settle: Callable[[], Awaitable[None]]

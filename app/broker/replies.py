@@ -4,9 +4,11 @@ The reply goes to the command's `reply_to` queue through the default exchange, w
 command's `correlation_id`. Its body is byte for byte what the HTTP API answers the same
 request (a replay's is the stored body, as over HTTP), its `content_type` the HTTP media
 type (`application/json` or `application/problem+json`); its headers are the HTTP status
-(`status`, an integer) and the HTTP answer's own headers, lower-cased (`location`,
-`retry-after`, `link`, `idempotent-replayed`). Replies are not persistent: the outcome is
-stored with the operation, and `GET /operations?idempotency_key=` finds it again.
+(`status`, an integer), the command's type (`command`) and the HTTP answer's own headers,
+lower-cased (`location`, `retry-after`, `link`, `idempotent-replayed`). Replies are not
+persistent: the outcome is stored with the operation, and `GET /operations?idempotency_key=`
+finds it again. A reply has no `type` of its own: sent to a command queue by mistake, it is
+refused there as no command (and, without a `reply_to`, answered to no one).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from app.errors import PROBLEM_JSON, ProblemError, dump_json
 from app.idempotency.replies import Reply
 
 STATUS_HEADER = "status"
+# The command's type. Not the reply's own `type`: a reply is no command, wherever it goes.
+COMMAND_HEADER = "command"
 
 
 def problem_reply(problem: ProblemError) -> Reply:
@@ -31,16 +35,17 @@ def problem_reply(problem: ProblemError) -> Reply:
 
 
 def reply_message(
-    reply: Reply, *, correlation_id: str | None, command_type: str | None
+    reply: Reply, *, correlation_id: str | None, command: str | None
 ) -> aio_pika.Message:
-    """The message carrying `reply` back to the command's sender."""
+    """The message carrying `reply` to `command` back to the command's sender."""
     headers: HeadersType = {name.lower(): value for name, value in reply.headers.items()}
     headers[STATUS_HEADER] = reply.status
+    if command is not None:
+        headers[COMMAND_HEADER] = command
     return aio_pika.Message(
         body=reply.body,
         content_type=reply.media_type,
         correlation_id=correlation_id,
-        type=command_type,
         headers=headers,
         delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
     )

@@ -96,9 +96,11 @@ class Amqp:
         type: str | None = "create_payment",
         headers: Mapping[str, Any] | None = None,
         reply: bool = True,
+        reply_to: str | None = None,
         message_id: str | None = None,
     ) -> str:
-        """Publish a command to the queue (confirmed); its correlation id."""
+        """Publish a command to the queue (confirmed); its correlation id. Its replies come to
+        this client's reply queue, or to `reply_to`, or nowhere (`reply=False`)."""
         correlation_id = str(uuid.uuid4())
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         message = aio_pika.Message(
@@ -107,7 +109,7 @@ class Amqp:
             headers=dict(headers or {}),
             content_type="application/json",
             correlation_id=correlation_id,
-            reply_to=self._reply_queue.name if reply else None,
+            reply_to=(reply_to or self._reply_queue.name) if reply else None,
             message_id=message_id,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
@@ -124,6 +126,31 @@ class Amqp:
     def dead_letter(self, *, timeout: float = 20.0) -> Received:
         """The next dead letter to arrive in the command queue's dead-letter queue."""
         return self._runner.run(asyncio.wait_for(self._dead.get(), timeout))
+
+    def full_queue(self) -> str:
+        """A queue that refuses every message published to it (the broker nacks the
+        publish): a reply queue or a dead-letter queue that is full. Gone with the client."""
+
+        async def declare() -> str:
+            queue = await self._channel.declare_queue(
+                exclusive=True, arguments={"x-max-length": 0, "x-overflow": "reject-publish"}
+            )
+            return queue.name
+
+        return self._runner.run(declare())
+
+    def bind_to_dead_letters(self, queue: str, *, bound: bool = True) -> None:
+        """Bind `queue` to the dead-letter exchange (or unbind it)."""
+
+        async def bind() -> None:
+            channel = await self._channel.get_underlay_channel()
+            exchange = self.names.dead_letter_exchange
+            if bound:
+                await channel.queue_bind(queue, exchange)
+            else:
+                await channel.queue_unbind(queue, exchange)
+
+        self._runner.run(bind())
 
     def forget(self) -> None:
         """Drop the replies and dead letters received and not read (an earlier test's)."""

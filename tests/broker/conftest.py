@@ -84,19 +84,25 @@ class Rig:
 
 
 @contextmanager
-def command_queue(broker_url: str, log_dir: Path, base_env: dict[str, str]) -> Iterator[Rig]:
+def command_queue(
+    broker_url: str,
+    log_dir: Path,
+    base_env: dict[str, str],
+    *,
+    delivery_limit: int = DELIVERY_LIMIT,
+) -> Iterator[Rig]:
     """A new queue and its rig; the consumers stopped and the queue deleted at the end."""
     names = Names(f"test.commands.{uuid.uuid4().hex[:12]}")
     env = {
         **base_env,
         "PAYMENTS_BROKER_URL": broker_url,
         "PAYMENTS_BROKER_COMMAND_QUEUE": names.queue,
-        "PAYMENTS_BROKER_DELIVERY_LIMIT": str(DELIVERY_LIMIT),
+        "PAYMENTS_BROKER_DELIVERY_LIMIT": str(delivery_limit),
         "PAYMENTS_BROKER_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
         # A consumer's connections: enough for the tests' commands, and the server is shared.
         "PAYMENTS_DB_POOL_SIZE": "4",
     }
-    amqp = Amqp(broker_url, names, delivery_limit=DELIVERY_LIMIT)
+    amqp = Amqp(broker_url, names, delivery_limit=delivery_limit)
     consumers = Consumers(log_dir=log_dir, env=env, amqp=amqp)
     try:
         yield Rig(names=names, amqp=amqp, consumers=consumers)

@@ -56,6 +56,9 @@ def test_a_command_published_three_times_is_one_charge(
     assert payment["status"] == "SUCCEEDED"
     assert replies[0].headers["location"] == f"/payments/{payment['payment_id']}"
     assert replies[0].content_type == "application/json"
+    # The command's type rides in a header: a reply is no command.
+    assert replies[0].headers["command"] == "create_payment"
+    assert replies[0].type is None
     assert len(charges_for(db, provider, tenant, key)) == 1
 
 
