@@ -28,7 +28,8 @@ channel only): that is logged and nothing more, for the broker has put the comma
 and its redelivery replays the stored answer.
 
 SIGTERM or SIGINT stops the consuming (no new deliveries), lets the answers under way finish
-(each bounded by the provider's deadline), then closes the connection.
+(each bounded by the provider's deadline), then closes the connection; with the broker away,
+it waits no more than a few seconds for the broker to confirm the cancel.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ BEFORE_ACK = "command_before_ack"
 # an outage does not spend every command's delivery limit in a few milliseconds.
 _FIRST_PAUSE_S = 0.05
 _MAX_PAUSE_S = 2.0
+# How long a stop waits for the broker to confirm that the consuming is cancelled.
+_CANCEL_TIMEOUT_S = 5.0
 # What a delivery whose channel is gone raises when acked, nacked or answered.
 _STALE = (ChannelInvalidStateError, AMQPConnectionError, AMQPChannelError)
 
@@ -106,24 +109,34 @@ class Consumer:
         self._topology = topology
         self._max_body_bytes = max_body_bytes
         self._failpoints = failpoints
-        self._under_way: set[asyncio.Task[Any]] = set()
+        self._under_way: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         # Failed deliveries in a row, for the pause before the next requeue.
         self._failing = 0
 
     async def on_delivery(self, message: AbstractIncomingMessage) -> None:
-        """aio-pika's consumer callback: each delivery runs in a task of its own."""
-        task = asyncio.current_task()
-        assert task is not None
+        """aio-pika's consumer callback, which runs in a task of the channel's.
+
+        The channel cancels its tasks when it closes (a lost connection), so the answer runs
+        in a task of the consumer's own, shielded: a payment under way is carried to its
+        recorded outcome rather than cut off between its provider call and its record, and
+        the redelivery replays that outcome at once instead of meeting an operation in
+        flight (`409`) until recovery takes it over.
+        """
+        task = asyncio.get_running_loop().create_task(self._deliver(message))
         self._under_way.add(task)
         self._idle.clear()
-        try:
-            await self._deliver(message)
-        finally:
-            self._under_way.discard(task)
-            if not self._under_way:
-                self._idle.set()
+        task.add_done_callback(self._finished)
+        await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._under_way.discard(task)
+        if not self._under_way:
+            self._idle.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # Every failure of an answer is settled in `_deliver`; this is a bug there.
+            logger.error("a delivery's task failed", exc_info=exc)
 
     async def drain(self) -> None:
         """Wait until no delivery is being answered."""
@@ -313,7 +326,16 @@ async def _consume(settings: Settings, stopping: asyncio.Event) -> int:
             )
             await stopping.wait()
             # No new deliveries; those under way are answered and settled before the close.
-            await topology.queue.cancel(tag)
+            # With the broker away, the cancel would wait for a reconnection: bounded, as
+            # there is nothing to cancel then (the deliveries went back with the connection).
+            try:
+                await asyncio.wait_for(topology.queue.cancel(tag), _CANCEL_TIMEOUT_S)
+            except (TimeoutError, *_STALE) as exc:
+                logger.warning(
+                    "could not cancel the consuming; the broker takes back what this consumer "
+                    "holds when its connection closes",
+                    extra={"fields": {"error": type(exc).__name__}},
+                )
             await consumer.drain()
     logger.info("consumer stopped", extra={"fields": {"queue": names.queue}})
     return 0
