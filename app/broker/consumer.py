@@ -81,7 +81,7 @@ BEFORE_ACK = "command_before_ack"
 _FIRST_PAUSE_S = 0.05
 _MAX_PAUSE_S = 2.0
 # How long a stop waits for the broker to confirm that the consuming is cancelled.
-_CANCEL_TIMEOUT_S = 5.0
+_CANCEL_TIMEOUT_S = 2.0
 # What a delivery whose channel is gone raises when acked, nacked or answered.
 _STALE = (ChannelInvalidStateError, AMQPConnectionError, AMQPChannelError)
 

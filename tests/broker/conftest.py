@@ -120,9 +120,9 @@ def rig(work_dir: Path, base_env: dict[str, str], broker_url: str) -> Iterator[R
         yield made
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(work_dir: Path, base_env: dict[str, str], broker_url: str) -> Iterator[Rig]:
-    """A queue of this module's own with one consumer answering it, for the tests that need
+    """A queue of this session's own with one consumer answering it, for the tests that need
     no settings of their own: each sends commands of its own tenant and keys, and waits for
     their replies (a consumer's start is most of such a test's time)."""
     with command_queue(broker_url, work_dir / "logs", base_env) as made:
@@ -132,6 +132,6 @@ def served(work_dir: Path, base_env: dict[str, str], broker_url: str) -> Iterato
 
 @pytest.fixture
 def amqp(served: Rig) -> Amqp:
-    """The module's queue, with nothing left from an earlier test to read."""
+    """The session's queue, with nothing left from an earlier test to read."""
     served.amqp.forget()
     return served.amqp

@@ -50,12 +50,12 @@ def _headers(tenant: TenantHandle, key: str) -> dict[str, str]:
 
 
 def test_a_delivery_held_when_the_connection_drops_is_answered_again_by_replay(
-    rig: Rig, proxy: Proxy, broker_url: str, tenant: TenantHandle, db: Db, provider: Process
+    proxy: Proxy, rig: Rig, broker_url: str, tenant: TenantHandle, db: Db, provider: Process
 ) -> None:
-    # Each delivery waits 2 s after its outcome is committed: the connection is cut then.
+    # Each delivery waits 1 s after its outcome is committed: the connection is cut then.
     consumer = rig.consumers.start(
         PAYMENTS_BROKER_URL=_through(proxy, broker_url),
-        PAYMENTS_FAILPOINTS="command_before_ack=2",
+        PAYMENTS_FAILPOINTS="command_before_ack=1",
     )
     key = new_key()
     correlation_id = rig.amqp.send(payment_body(), headers=_headers(tenant, key))
@@ -87,7 +87,7 @@ def test_a_delivery_held_when_the_connection_drops_is_answered_again_by_replay(
 
 
 def test_a_consumer_stops_on_sigterm_while_the_broker_is_away(
-    rig: Rig, proxy: Proxy, broker_url: str
+    proxy: Proxy, rig: Rig, broker_url: str
 ) -> None:
     consumer = rig.consumers.start(PAYMENTS_BROKER_URL=_through(proxy, broker_url))
     proxy.cut(refuse=True)
