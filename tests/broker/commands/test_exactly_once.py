@@ -148,7 +148,8 @@ def test_an_invalid_body_is_answered_as_over_http_and_stores_nothing(
 ) -> None:
     key = new_key()
     body = payment_body(amount="10.001", metadata={"a": 1})
-    reply = _answer(amqp, body, command_headers(tenant, key))
+    correlation_id = amqp.send(body, headers=command_headers(tenant, key), message_id="req-42")
+    reply = amqp.reply()
     over_http = client.post("/payments", json=body, headers={"Idempotency-Key": key})
 
     assert reply.status == 422
@@ -156,6 +157,9 @@ def test_an_invalid_body_is_answered_as_over_http_and_stores_nothing(
     problem, expected = reply.json(), over_http.json()
     assert problem["code"] == "VALIDATION_ERROR"
     assert problem["errors"] == expected["errors"]
+    # The command's message id is its request id, as X-Request-Id is over HTTP.
+    assert reply.correlation_id == correlation_id
+    assert problem["request_id"] == "req-42"
     assert operation_by_key(db, tenant, key) is None
 
 
