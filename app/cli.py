@@ -39,6 +39,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(_settings(), once=args.once)
 
 
+def _cmd_consume(args: argparse.Namespace) -> int:
+    from app.broker.consumer import run_consumer
+
+    return run_consumer(_settings())
+
+
 def _cmd_fake_provider(args: argparse.Namespace) -> int:
     from fake_provider.server import serve
     from fake_provider.settings import FakeProviderSettings
@@ -226,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run the reconciliation worker")
     worker.add_argument("--once", action="store_true", help="drain what is due, then exit")
     worker.set_defaults(func=_cmd_worker)
+
+    consume = sub.add_parser(
+        "consume", help="answer payment and refund commands from RabbitMQ (PAYMENTS_BROKER_URL)"
+    )
+    consume.set_defaults(func=_cmd_consume)
 
     settle = sub.add_parser("settle", help="settle a day: our books against the provider's")
     settle.add_argument("--date", help="the UTC day made on, as 2025-01-31 (default: yesterday)")

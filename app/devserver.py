@@ -2,7 +2,8 @@
 
 Starts PostgreSQL (embedded, data kept in `.data/postgres`, unless `DATABASE_URL` is set),
 applies migrations, makes a demo tenant, then runs the fake provider, the API and the worker
-as child processes until Ctrl-C, when it stops them all.
+as child processes until Ctrl-C, when it stops them all; with `PAYMENTS_BROKER_URL` set, also
+the consumer of commands over RabbitMQ (`payments consume`, docs/broker.md).
 
 The fake providers take the public development key (merchant `dev`) and the API and worker
 send it, unless the environment sets `PAYMENTS_FAKE_PROVIDER_KEYS` and
@@ -261,6 +262,9 @@ def run_dev(
         _wait_ready(f"{api_url}/healthz", api)
         _wait_ready(f"{admin_url}/healthz", api)
         children.append(subprocess.Popen([*cli, "worker"], env=env))
+        # Commands over RabbitMQ only when a broker is named: HTTP is the default way in.
+        if settings.broker_url is not None:
+            children.append(subprocess.Popen([*cli, "consume"], env=env))
         print(
             "\npayments is running\n"
             f"  API            {api_url}  (docs: {api_url}/docs)\n"
@@ -270,6 +274,12 @@ def run_dev(
             f"  console        {admin_url}/console  (admin token: {admin_token})\n"
             f"  metrics        {admin_url}/metrics  (admin API: {admin_url}/admin/)\n"
             + (f"  traces         {env['PAYMENTS_TRACE_FILE']}\n" if tracing else "")
+            + (
+                f"  commands       RabbitMQ queue {settings.broker_command_queue} "
+                "(payments consume, docs/broker.md)\n"
+                if settings.broker_url is not None
+                else ""
+            )
             + "\n"
             "Try:\n"
             f"  curl -s -X POST {api_url}/payments -H 'Authorization: Bearer {api_key}' \\\n"

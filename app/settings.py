@@ -169,15 +169,28 @@ class Settings(BaseSettings):
     # that cannot carry prepared statements (PgBouncer before 1.21, app/db/pooler.py).
     db_prepare: bool = True
     db_idle_in_transaction_timeout_ms: int = Field(default=30_000, ge=0)
+    # Commands over RabbitMQ (`payments consume`, app/broker/, docs/broker.md). Unset
+    # `broker_url`: nothing of it starts, and HTTP is the only way in. A SecretStr: the
+    # URL's password is never in the repr, errors or logs. The command queue is a quorum
+    # queue; its dead-letter exchange and queue are named after it (`<queue>.dlx`,
+    # `<queue>.dead`). `broker_prefetch` deliveries a consumer holds unacknowledged at once
+    # (its concurrency); the queue dead-letters a command after `broker_delivery_limit`
+    # failed deliveries (`x-delivery-limit`: requeued after a transient failure, or held by a
+    # consumer that died); a body over `broker_max_body_bytes` is dead-lettered unread.
+    broker_url: SecretStr | None = None
+    broker_command_queue: str = Field(
+        default="payments.commands", pattern=r"^[A-Za-z0-9._:-]{1,200}$"
+    )
+    broker_prefetch: int = Field(default=16, ge=1, le=1000)
+    broker_delivery_limit: int = Field(default=10, ge=1, le=1000)
+    broker_max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment,
     # and refused unless `test_mode` says this process is started by a test.
     failpoints: str = ""
     test_mode: bool = False
     # Events published to a RabbitMQ exchange, beside the webhooks (docs/broker.md, "Events";
-    # `app/broker/events.py`): only by a worker with `broker_url` set; without it nothing of
-    # it starts. The AMQP URL (shared with the command consumer); SecretStr: it holds the
-    # broker's password, never in the repr, errors or logs.
-    broker_url: SecretStr | None = None
+    # `app/broker/events.py`): only by a worker with `broker_url` (above, shared with the
+    # command consumer) set; without it nothing of it starts.
     # The durable topic exchange events go to, routed by their type (`payment.succeeded`).
     broker_events_exchange: str = "payments.events"
     # Events of one tenant one claim takes and publishes before it waits for the confirms.
@@ -190,17 +203,6 @@ class Settings(BaseSettings):
     # After a nack or a lost connection a tenant's events wait, capped exponential, jittered.
     broker_events_backoff_base_s: float = Field(default=1.0, gt=0, le=3600)
     broker_events_backoff_max_s: float = Field(default=60.0, gt=0, le=86400)
-
-    @field_validator("broker_url", mode="before")
-    @classmethod
-    def _amqp_url(cls, value: object) -> object:
-        # The message never echoes the value: it holds a password.
-        if value is None or value == "":
-            return None
-        text = value.get_secret_value() if isinstance(value, SecretStr) else value
-        if not isinstance(text, str) or not text.startswith(("amqp://", "amqps://")):
-            raise ValueError("must be an amqp:// or amqps:// URL")
-        return value
 
     @field_validator("broker_events_exchange")
     @classmethod
@@ -243,6 +245,23 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("broker_url")
+    @classmethod
+    def _amqp_url(cls, value: SecretStr | None) -> SecretStr | None:
+        # The message names the scheme only: the URL holds the broker's password.
+        if value is None or not value.get_secret_value():
+            return None
+        if not value.get_secret_value().startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL")
+        return value
+
+    @field_validator("broker_command_queue")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value.startswith("amq."):
+            raise ValueError("names starting `amq.` are reserved by the broker")
+        return value
 
     @field_validator("forwarded_allow_ips")
     @classmethod

@@ -138,8 +138,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.settlement",),
     ("app.admin",),
     ("app.backlog", "app.composition", "app.dependencies", "app.devserver", "app.tables"),
-    ("app.console", "app.health", "app.broker"),
+    ("app.console", "app.health"),
     ("app.main",),
+    # `payments consume`: a process's edge, as the API's app; the worker may use what it
+    # holds (publishing events to the broker), never the other way.
+    ("app.broker",),
     ("app.server", "worker"),
     ("app.cli",),
 )

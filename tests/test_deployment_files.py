@@ -245,3 +245,26 @@ def test_the_fake_provider_notifies_the_api_with_the_secret_the_api_knows() -> N
     assert service_settings.provider_event_secrets is not None
     [known] = service_settings.provider_event_secrets["primary"]
     assert known.get_secret_value() == example["PAYMENTS_FAKE_PROVIDER_NOTIFY_SECRET"]
+
+
+def test_the_consumer_reads_commands_from_the_broker_with_the_env_files_password() -> None:
+    from app.settings import Settings
+
+    consumer, rabbitmq = services()["consumer"], services()["rabbitmq"]
+    assert consumer["command"] == ["payments", "consume"]
+    assert consumer["depends_on"]["rabbitmq"]["condition"] == "service_healthy"
+    assert consumer["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "ports" not in rabbitmq
+    for name, service in services().items():
+        written = set(environment(service))
+        assert not {"PAYMENTS_BROKER_URL", "RABBITMQ_DEFAULT_PASS"} & written, name
+    assert consumer["env_file"] == rabbitmq["env_file"] == "payments.env"
+    example = dict(
+        line.partition("=")[::2]
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    url = Settings(broker_url=example["PAYMENTS_BROKER_URL"]).broker_url
+    assert url is not None
+    user, password = example["RABBITMQ_DEFAULT_USER"], example["RABBITMQ_DEFAULT_PASS"]
+    assert url.get_secret_value() == f"amqp://{user}:{password}@rabbitmq:5672/"

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-from fastapi import Request
+from typing import TYPE_CHECKING, Any
 
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed, printable
+
+if TYPE_CHECKING:
+    # FastAPI only where a request is read: `parse_json_object` serves the broker's consumer
+    # too (app/broker/), which serves no HTTP and need not load it.
+    from fastapi import Request
 
 MAX_BODY_BYTES = 64 * 1024
 

@@ -6,10 +6,9 @@ import uuid
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import ValidationError
 
 from app.db.database import Database
-from app.errors import NotFound, ValidationFailed, dump_json
+from app.errors import NotFound, dump_json
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
@@ -20,11 +19,10 @@ from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
 from app.payments.schemas import (
-    AmountError,
     CreatePaymentCommand,
     CreatePaymentRequest,
     PaymentOut,
-    to_command,
+    read_payment_request,
 )
 from app.payments.views import payment_json
 from app.tenants.bearer import CurrentTenant
@@ -126,19 +124,7 @@ async def create_payment(
 ) -> Response:
     """Charge the payer once, however often this request is delivered."""
     key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
-    data = await read_json_object(request)
-    try:
-        command = to_command(CreatePaymentRequest.model_validate(data))
-    except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
-            for err in exc.errors()
-        ]
-        raise ValidationFailed("the payment request is invalid", errors=errors) from None
-    except AmountError as exc:
-        raise ValidationFailed(
-            "the payment request is invalid", errors=[{"field": "amount", "message": str(exc)}]
-        ) from None
+    command = read_payment_request(await read_json_object(request))
     wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
     answer = await services.payments.run(
         tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s

@@ -1,6 +1,9 @@
 """The create-payment request, its canonical command, and the payment's OpenAPI shape.
 
-The JSON of a stored payment is built by `views.py` (the shape of `PaymentOut`).
+`read_payment_request` is the one way a body becomes a command: `POST /payments` and a
+`create_payment` command over the broker (`app/broker/`) both go through it, so both refuse
+the same bodies with the same `422`. The JSON of a stored payment is built by `views.py`
+(the shape of `PaymentOut`).
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from app.errors import ValidationFailed
 from app.payments.money import InvalidAmount, UnknownCurrency, currency_exponent, to_minor_units
 from app.payments.status import CaptureMode
 
@@ -161,6 +165,28 @@ def to_command(request: CreatePaymentRequest) -> CreatePaymentCommand:
         metadata=dict(request.metadata or {}),
         capture=request.capture or CaptureMode.AUTOMATIC,
     )
+
+
+def read_payment_request(data: object) -> CreatePaymentCommand:
+    """The canonical command for a create-payment body (a parsed JSON object), or
+    `ValidationFailed` naming each failing field."""
+    try:
+        return to_command(CreatePaymentRequest.model_validate(data))
+    except ValidationError as exc:
+        raise invalid_request("payment", exc) from None
+    except AmountError as exc:
+        raise ValidationFailed(
+            "the payment request is invalid", errors=[{"field": "amount", "message": str(exc)}]
+        ) from None
+
+
+def invalid_request(noun: str, exc: ValidationError) -> ValidationFailed:
+    """The `422 VALIDATION_ERROR` for a body its model refused: each failing field."""
+    errors = [
+        {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+        for err in exc.errors()
+    ]
+    return ValidationFailed(f"the {noun} request is invalid", errors=errors)
 
 
 class PaymentOut(BaseModel):

@@ -6,10 +6,9 @@ import uuid
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import ValidationError
 
 from app.db.database import Database
-from app.errors import NotFound, ValidationFailed, dump_json
+from app.errors import NotFound, dump_json
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
@@ -19,14 +18,13 @@ from app.idempotency.keys import parse_idempotency_key
 from app.idempotency.replies import render
 from app.operations.schemas import OperationOut
 from app.payments import repository as payments
-from app.payments.schemas import AmountError
 from app.refunds import repository as refunds
+from app.refunds.requests import read_refund_request
 from app.refunds.schemas import (
     CreateRefundCommand,
     CreateRefundRequest,
     RefundList,
     RefundOut,
-    to_command,
 )
 from app.refunds.views import refund_json
 from app.tenants.bearer import CurrentTenant
@@ -113,27 +111,12 @@ async def create_refund(
 ) -> Response:
     """Give money back on a payment once, however often this request is delivered."""
     key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
-    data = await read_json_object(request)
-    try:
-        body = CreateRefundRequest.model_validate(data)
-    except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
-            for err in exc.errors()
-        ]
-        raise ValidationFailed("the refund request is invalid", errors=errors) from None
-    parsed = _uuid_or_404(payment_id, "payment")
-    # The canonical command is in the payment's currency: 404 for no such payment.
-    async with services.db.connection() as conn:
-        payment = await payments.get(conn, tenant_id=tenant.id, payment_id=parsed)
-    if payment is None:
-        raise NotFound("no such payment")
-    try:
-        command = to_command(body, payment_id=parsed, currency=payment.currency)
-    except AmountError as exc:
-        raise ValidationFailed(
-            "the refund request is invalid", errors=[{"field": "amount", "message": str(exc)}]
-        ) from None
+    command = await read_refund_request(
+        services.db,
+        tenant_id=tenant.id,
+        payment_id=payment_id,
+        data=await read_json_object(request),
+    )
     wait_s = preferred_wait_s(request.headers.getlist("prefer"), cap_s=MAX_WAIT_S)
     answer = await services.refunds.run(
         tenant_id=tenant.id, idempotency_key=key, command=command, wait_s=wait_s

@@ -1,0 +1,1 @@
+"""The broker's tests: commands over RabbitMQ (`payments consume`)."""

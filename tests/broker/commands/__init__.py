@@ -1,0 +1,1 @@
+"""Payment and refund commands over RabbitMQ, answered exactly once."""
