@@ -32,8 +32,9 @@ import os
 import signal
 import socket
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvloop
@@ -42,9 +43,8 @@ from prometheus_client import start_http_server
 
 from app import gc_tuning
 from app.backlog import refresh_backlog
-from app.broker.events import PACE as PUBLISH_PACE
-from app.broker.events import publishing
 from app.composition import runtime
+from app.db.database import Database
 from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
 from app.idempotency.expiry import expire_keys
@@ -60,6 +60,9 @@ from app.settlement.job import SettleJob
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
+
+if TYPE_CHECKING:
+    from app.broker.events import PublishJob
 
 logger = logging.getLogger("payments.worker")
 
@@ -105,6 +108,18 @@ async def _run(settings: Settings, *, once: bool) -> int:
         await webhook_http.aclose()
 
 
+def _publishing(
+    settings: Settings, *, db: Database, worker: str, metrics: Metrics
+) -> AbstractAsyncContextManager[PublishJob | None]:
+    """The broker's publishing job, imported only with PAYMENTS_BROKER_URL set: without it
+    the worker never loads the broker's client (`tests/broker/test_startup.py`)."""
+    if settings.broker_url is None:
+        return nullcontext(None)
+    from app.broker.events import publishing
+
+    return publishing(settings, db=db, worker=worker, metrics=metrics)
+
+
 async def _serve(
     settings: Settings,
     metrics: Metrics,
@@ -116,7 +131,7 @@ async def _serve(
     stopping = asyncio.Event()
     async with (
         runtime(settings, metrics=metrics, application_name="payments-worker") as parts,
-        publishing(settings, db=parts.db, worker=name, metrics=metrics) as publisher,
+        _publishing(settings, db=parts.db, worker=name, metrics=metrics) as publisher,
     ):
         recovery = RecoveryJob(
             settings=settings,
@@ -162,7 +177,9 @@ async def _serve(
         # The events to the broker's exchange too, only with PAYMENTS_BROKER_URL
         # (`app/broker/events.py`): without it nothing of it starts.
         publish = (
-            WorkLoop(publisher, PUBLISH_PACE, stopping=stopping) if publisher is not None else None
+            WorkLoop(publisher, publisher.pace, stopping=stopping)
+            if publisher is not None
+            else None
         )
 
         async def expire() -> tuple[int, int]:

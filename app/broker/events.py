@@ -56,6 +56,8 @@ class PublishJob:
     """Publishes the tenants' new events to the exchange, as one worker."""
 
     name = "publish_events"
+    # How the worker's loop runs it: a few tenants at a time.
+    pace = PACE
 
     def __init__(
         self,
