@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     # one or two per provider (the old and the new while a secret is rotated). A provider
     # without any refuses every notification. SecretStr: never in the repr, errors or logs.
     provider_event_secrets: dict[str, tuple[SecretStr, ...]] = Field(default_factory=dict)
+    # While every configured provider has secrets, the least wait before the worker checks
+    # an unknown operation again: the provider's event normally settles it first, and the
+    # check is the safety net for one lost (`app/recovery/policy.py`). 0: the backoff alone.
+    notified_recheck_s: float = Field(default=30.0, ge=0, le=86400)
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
     # Operations a worker claims in one statement, and reconciles at most at once (each
