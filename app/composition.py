@@ -125,11 +125,7 @@ async def runtime(
                 providers=providers, routing=routing, metrics=metrics, settings=settings
             )
             failpoints = Failpoints.parse(settings.failpoints)
-            policy = RecoveryPolicy(
-                max_attempts=settings.max_attempts,
-                backoff_base_s=settings.backoff_base_s,
-                backoff_max_s=settings.backoff_max_s,
-            )
+            policy = RecoveryPolicy.from_settings(settings)
             # Every event a driver writes fans out to the tenant's endpoints in its statement.
             deliver = followed_by(DELIVERIES)
             reconcilers: dict[str, Reconciler[Any, Any]] = {}

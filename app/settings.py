@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     # one or two per provider (the old and the new while a secret is rotated). A provider
     # without any refuses every notification. SecretStr: never in the repr, errors or logs.
     provider_event_secrets: dict[str, tuple[SecretStr, ...]] = Field(default_factory=dict)
+    # While every configured provider has secrets, the least wait before the worker checks
+    # an unknown operation again: the provider's event normally settles it first, and the
+    # check is the safety net for one lost (`app/recovery/policy.py`). 0: the backoff alone.
+    notified_recheck_s: float = Field(default=30.0, ge=0, le=86400)
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     reconcile_interval_s: float = Field(default=5.0, gt=0, le=3600)
     # Operations a worker claims in one statement, and reconciles at most at once (each
@@ -124,6 +128,10 @@ class Settings(BaseSettings):
     expire_interval_s: float = Field(default=60.0, gt=0, le=86400)
     # How often the worker applies the provider events the inbox keeps (app/provider_events/).
     provider_events_interval_s: float = Field(default=0.25, gt=0, le=3600)
+    # Applied and rejected events older than this many days are deleted from the inbox by
+    # the worker's expire pass, in batches of PAYMENTS_EXPIRE_BATCH_SIZE; parked ones are
+    # kept (app/provider_events/retention.py). 0: never deleted.
+    provider_events_retention_days: int = Field(default=30, ge=0, le=3650)
     expire_batch_size: int = Field(default=500, ge=1, le=10_000)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Settlement (`app/settlement/`): the provider settles a record made on day

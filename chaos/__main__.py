@@ -67,6 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds a manual payment's hold stays open (default 45, short 20)",
     )
+    parser.add_argument(
+        "--no-notifications",
+        action="store_true",
+        help="the providers send no notifications (and no notification fault is armed)",
+    )
+    parser.add_argument(
+        "--notified-recheck",
+        type=float,
+        help="PAYMENTS_NOTIFIED_RECHECK_S of the APIs and workers while the providers notify "
+        "(default 5)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep logs and history")
     parser.add_argument(
         "--results",
@@ -107,17 +118,22 @@ def main(argv: list[str] | None = None) -> int:
             "providers": args.providers,
             "two_step_share": args.two_step,
             "capture_window_s": args.capture_window,
+            "notified_recheck_s": args.notified_recheck,
         }.items()
         if value is not None
     }
     if args.failover:
         overrides["failover"] = True
+    if args.no_notifications:
+        overrides["notifications"] = False
     if (args.providers or 1) > 1 and args.outage is None:
         # The primary's fault mix is the two-provider run's provider fault: no outage unless
         # asked for (it would stop the mix while it lasts).
         overrides["outage_s"] = 0.0
     if args.two_step is not None and not 0 <= args.two_step <= 1:
         parser.error("--two-step must be between 0 and 1")
+    if args.notified_recheck is not None and not 0 <= args.notified_recheck <= 86400:
+        parser.error("--notified-recheck must be between 0 and 86400")
     if args.capture_window is not None and args.capture_window < 1:
         parser.error("--capture-window must be at least 1")
     if min(args.apis or 2, args.workers or 2) < 2:

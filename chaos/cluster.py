@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from chaos.config import ChaosConfig
+from chaos.notifications import new_secret, notify_env, receiver_env
 from chaos.settlement import PROVIDER_LAG_ENV, SETTLE_LAG_ENV
 from chaos.webhooks import WEBHOOK_ENV
 from fake_provider.merchants import DEFAULT_KEYS
@@ -82,6 +83,12 @@ class Cluster:
         )
         if config.db_pool_size is not None:
             env["PAYMENTS_DB_POOL_SIZE"] = str(config.db_pool_size)
+        # Each provider's notification secret (chaos/notifications.py); none: not notifying.
+        self.notify_secrets: dict[str, str] = (
+            {name: new_secret() for name in self.provider_urls} if config.notifications else {}
+        )
+        if self.notify_secrets:
+            env.update(receiver_env(self.notify_secrets, config.notified_recheck_s))
         if len(self.provider_urls) > 1:
             # No PAYMENTS_ROUTING: every payment's route is the providers in this order.
             env["PAYMENTS_PROVIDERS"] = json.dumps(
@@ -101,6 +108,16 @@ class Cluster:
 
     # -- starting --------------------------------------------------------------------------
 
+    def _notify_env(self, secondary: bool) -> dict[str, str]:
+        """Where a provider sends its notifications: one API's endpoint for it, the next
+        API's at each restart of the primary (the secondary's: the second API's)."""
+        name = PROVIDER_NAMES[1] if secondary else PROVIDER_NAMES[0]
+        secret = self.notify_secrets.get(name)
+        if secret is None:
+            return {}
+        turn = 1 if secondary else self.provider_generation
+        return notify_env(self.api_urls[turn % len(self.api_urls)], name, secret)
+
     def _spawn_provider(self, secondary: bool = False) -> Process:
         port = self.secondary_port if secondary else self.provider_port
         return start_process(
@@ -115,6 +132,7 @@ class Cluster:
                 "PAYMENTS_FAKE_PROVIDER_KEYS": DEFAULT_KEYS,
                 # T+0: today's records are in today's report (chaos/settlement.py).
                 **PROVIDER_LAG_ENV,
+                **self._notify_env(secondary),
             },
             log_dir=self.log_dir,
             url=f"http://127.0.0.1:{port}",
@@ -249,6 +267,11 @@ class Cluster:
         if self.secondary_port is not None:
             processes.append(self.secondary)
         return all(p is not None and p.alive() for p in processes)
+
+    @property
+    def ledgers(self) -> list[Path]:
+        """Every provider's ledger file (its notifications' outbox is in it)."""
+        return [self.ledger] + ([self.secondary_ledger] if self.secondary_port is not None else [])
 
     def wait_provider(self) -> None:
         wait_until(lambda: _answers(self.provider_url), timeout=60, message="the provider")

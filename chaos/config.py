@@ -76,6 +76,14 @@ class ChaosConfig:
     two_step_share: float | None = None
     capture_window_s: int = 45
     expire_interval_s: float = 1.0
+    # Provider notifications (chaos/notifications.py): every provider notifies an API, signed
+    # with a secret of the run; the notification faults (chaos/notify_faults.py) are armed
+    # one rule at a time, with `notify_gap_s` (drawn between the two) without one between
+    # rules. While they flow, recovery checks an unknown operation after at least
+    # `notified_recheck_s` (PAYMENTS_NOTIFIED_RECHECK_S): polling is the safety net.
+    notifications: bool = True
+    notify_gap_s: tuple[float, float] = (0.5, 2.0)
+    notified_recheck_s: float = 5.0
 
     @classmethod
     def short(cls, **overrides: Any) -> ChaosConfig:
@@ -90,6 +98,8 @@ class ChaosConfig:
             breaker_failures=3,
             breaker_cooldown_s=2.0,
             capture_window_s=20,
+            # Every notification fault within the short phase, around the outage's calm.
+            notify_gap_s=(0.2, 0.8),
         )
         return replace(base, **overrides)
 

@@ -1,6 +1,7 @@
 """The fault schedule: provider faults and process faults, each recorded with its window.
 
-Two threads run side by side for the fault phase:
+Two threads run side by side for the fault phase (and a third, `chaos/notify_faults.py`,
+arms the notification faults while the providers notify):
 
 - provider faults: every fault kind of the fake provider in turn, armed through its admin
   API and then watched until the rule is used up (`GET /_faults` no longer lists it) or, for
@@ -43,6 +44,7 @@ import psycopg
 
 from chaos.cluster import Cluster, worker_lease_name
 from chaos.config import ChaosConfig
+from chaos.notify_faults import NOTIFY_FAULT_NAMES, NotificationFaults
 from fake_provider.faults import CRASH_EXIT_STATUS
 from tests.support.control.processes import Process
 from tests.support.control.system import PROVIDER_AUTH
@@ -132,8 +134,17 @@ class FaultLog:
     outage: ProviderFaultRecord | None = None
     # The provider fault kinds a run must hit (None: the rotation's, `PROVIDER_FAULTS`).
     provider_kinds: list[str] | None = None
+    # The notification faults armed (chaos/notify_faults.py), when the run notifies: each
+    # must have made an event, as the providers' outboxes tell (chaos/notifications.py).
+    notify_kinds: list[str] = field(default_factory=list)
     # Two providers: the primary's fault mix as measured (`Schedule._primary_mix`).
     mix: dict[str, Any] = field(default_factory=dict)
+
+    def armed(self, fault: str, times: int) -> ProviderFaultRecord:
+        """Record a provider rule armed now (its thread updates what it consumed)."""
+        record = ProviderFaultRecord(fault=fault, times=times, armed_at=time.time())
+        self.provider.append(record)
+        return record
 
     def kinds(self) -> dict[str, dict[str, int]]:
         """Per fault kind: how often it was injected and how often its window was hit."""
@@ -152,6 +163,8 @@ class FaultLog:
         """Fault kinds never hit (or never injected) during the run."""
         kinds = self.kinds()
         names = self.provider_kinds or [name for name, _ in PROVIDER_FAULTS]
+        # The notification faults' gaps are the outbox's to tell (chaos/notifications.py):
+        # a rule a restart wiped looks used up here.
         expected = [f"provider:{name}" for name in names]
         expected += [OUTAGE_KIND] if self.outage_expected else []
         expected += sorted({f"{action}:{target}" for action, target, _ in PROCESS_FAULTS})
@@ -164,6 +177,7 @@ class FaultLog:
             "errors": self.errors,
             "failures": self.failures,
             "kinds": self.kinds(),
+            "notify_kinds": self.notify_kinds,
             "mix": self.mix,
             "outage": None
             if self.outage is None
@@ -196,6 +210,19 @@ class Schedule:
             threading.Thread(target=self._guard, args=(self._provider_faults,), daemon=True),
             threading.Thread(target=self._guard, args=(self._process_faults,), daemon=True),
         ]
+        if config.notifications:
+            self.log.notify_kinds = list(NOTIFY_FAULT_NAMES)
+            # Its own random stream: the provider faults' order is the same with it or not.
+            notify = NotificationFaults(
+                cluster, config, self.log, random.Random(config.seed + 1), phase_start=phase_start
+            )
+
+            def _notification_faults() -> None:
+                notify.run(self.stop)
+
+            self._threads.append(
+                threading.Thread(target=self._guard, args=(_notification_faults,), daemon=True)
+            )
 
     def start(self) -> None:
         for thread in self._threads:
@@ -571,9 +598,12 @@ class LedgerCounter:
 
 
 def owned_by(conn: psycopg.Connection[Any], worker: Process) -> int:
-    """How many operations `worker` holds a live lease on now."""
+    """How many operations `worker` holds a live lease on now: as recovery, or as the
+    application of a provider's event (`provider-event:<worker>`)."""
+    name = worker_lease_name(worker)
     row = conn.execute(
-        "SELECT count(*) FROM operations WHERE lease_owner = %s AND lease_expires_at > now()",
-        (worker_lease_name(worker),),
+        "SELECT count(*) FROM operations WHERE lease_owner IN (%s, %s)"
+        " AND lease_expires_at > now()",
+        (name, f"provider-event:{name}"),
     ).fetchone()
     return int(row[0]) if row else 0

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos import providers as routed
+from chaos.notifications import summary_lines as notification_lines
 from chaos.settlement import summary_lines
 from chaos.two_step_books import summary_lines as two_step_lines
 
@@ -39,6 +40,9 @@ class ChaosReport:
     recovery: dict[str, int] = field(default_factory=dict)
     # Events and their webhook deliveries to the chaos consumer (chaos/webhooks.py).
     webhooks: dict[str, int] = field(default_factory=dict)
+    # The providers' notifications: what was made, sent, kept and applied, and what
+    # accounts for the rest (chaos/notifications.py); empty when the run does not notify.
+    notifications: dict[str, Any] = field(default_factory=dict)
     # The processes' provider circuit breakers over time (chaos/breakers.py), and what they
     # did not show of the outage: findings, not violations.
     breakers: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +85,7 @@ class ChaosReport:
             f"  recovery             {self.recovery}",
             f"  restarts             {self.restarts}",
             f"  events and webhooks  {self.webhooks}",
+            *notification_lines(self.notifications),
             *two_step_lines(self.two_step),
             "  faults injected:",
             *fault_lines,

@@ -40,6 +40,7 @@ from chaos.cluster import Cluster
 from chaos.config import ChaosConfig
 from chaos.failover import Failover
 from chaos.faults import FaultLog, Schedule
+from chaos.notifications import check_notifications, read_books, wait_notified
 from chaos.refund_checks import RefundSnapshot, check_refunds
 from chaos.replays import final_replays, final_two_step_replays
 from chaos.report import ChaosReport
@@ -100,7 +101,10 @@ def _recovery(database_url: str, tenant_id: uuid.UUID) -> dict[str, int]:
               count(DISTINCT t.operation_id)
                 FILTER (WHERE t.actor LIKE 'api:%%' AND t.fence > 1
                         AND t.to_state IN ('COMPLETED', 'FAILED')),
-              count(DISTINCT t.operation_id) FILTER (WHERE t.to_state = 'FAILED_RETRYABLE')
+              count(DISTINCT t.operation_id) FILTER (WHERE t.to_state = 'FAILED_RETRYABLE'),
+              count(DISTINCT t.operation_id)
+                FILTER (WHERE t.actor LIKE 'provider-event:%%'
+                        AND t.to_state IN ('COMPLETED', 'FAILED'))
             FROM operation_transitions t JOIN operations o ON o.id = t.operation_id
             WHERE o.tenant_id = %s
             """,
@@ -112,6 +116,7 @@ def _recovery(database_url: str, tenant_id: uuid.UUID) -> dict[str, int]:
         "settled_by_worker",
         "settled_inline_after_takeover",
         "were_retryable",
+        "settled_by_notification",
     ]
     return dict(zip(names, (int(v) for v in row), strict=True)) if row else {}
 
@@ -353,6 +358,8 @@ def run_chaos(
         wait_delivered(database_url, tenant_id, time.time() + config.converge_s)
         event_violations, report.webhooks = check_events(database_url, tenant_id, consumer)
         report.violations += event_violations
+        if config.notifications:
+            report.notifications = _notifications(config, cluster, database_url, report)
         settlement_violations: list[Violation] = []
         if config.settle:
             say("settling every day of the run")
@@ -389,6 +396,32 @@ def run_chaos(
     except Exception as exc:  # the verdict stands without its picture
         say(f"no plot ({type(exc).__name__}: {exc}); `python -m chaos.plots` redraws it")
     return report
+
+
+def _notifications(
+    config: ChaosConfig, cluster: Cluster, database_url: str, report: ChaosReport
+) -> dict[str, Any]:
+    """Wait until every notification is sent and applied, then account for each (its
+    violations go to the report's); what they came to."""
+    say("waiting for the providers' notifications to be sent and applied")
+    started = time.monotonic()
+    deadline = time.time() + config.converge_s
+    settled, waited_for = wait_notified(database_url, cluster.ledgers, deadline)
+    books = read_books(database_url, cluster.provider_urls)
+    violations, stats = check_notifications(books)
+    report.violations += [str(v) for v in violations]
+    made = stats["by_fault"]
+    report.gaps += [
+        f"provider:{name}: no event made with it"
+        for name in report.faults.get("notify_kinds", [])
+        if not made.get(name)
+    ]
+    return {
+        **stats,
+        "settled": settled,
+        "settled_s": round(time.monotonic() - started, 1),
+        "waited_for": waited_for,
+    }
 
 
 def _fill(

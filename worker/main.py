@@ -3,8 +3,10 @@
 Three jobs run through the one loop (`app/jobs/loop.py`): `reconcile` (`app/recovery/job.py`,
 every PAYMENTS_RECONCILE_INTERVAL_S), `webhooks` (`app/webhooks/dispatch.py`, every
 PAYMENTS_WEBHOOK_INTERVAL_S) and `expire` (`app/idempotency/expiry.py`, every
-PAYMENTS_EXPIRE_INTERVAL_S). APScheduler ticks them: each tick starts a pass unless the last
-one is still under way (one instance of a job at a time, missed ticks coalesced into one).
+PAYMENTS_EXPIRE_INTERVAL_S; it also deletes the providers' events past their retention,
+`app/provider_events/retention.py`). APScheduler ticks them: each tick starts a pass unless
+the last one is still under way (one instance of a job at a time, missed ticks coalesced into
+one).
 SIGTERM or SIGINT sets the stop event: no new batch is claimed, the reconciliations and
 webhook attempts under way finish (each bounded by its timeout), and the process exits.
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
@@ -52,6 +54,7 @@ from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.provider_events.apply import APPLY_PACE, EventApplication
+from app.provider_events.retention import prune_inbox
 from app.recovery.job import RecoveryJob, recovery_pace
 from app.settings import Settings
 from app.settlement.books import every_providers_books
@@ -189,7 +192,7 @@ async def _serve(
                 while not stopping.is_set():
                     if await upkeep.run(settings.expire_batch_size) < settings.expire_batch_size:
                         break
-            return await expire_keys(
+            keys = await expire_keys(
                 parts.db,
                 key_ttl_s=settings.key_ttl_s,
                 tombstone_ttl_s=settings.tombstone_ttl_s,
@@ -198,6 +201,14 @@ async def _serve(
                 released=metrics.keys_released,
                 stopping=stopping,
             )
+            # The providers' events done with, past their retention (parked ones stay).
+            await prune_inbox(
+                parts.db,
+                retention_days=settings.provider_events_retention_days,
+                batch=settings.expire_batch_size,
+                stopping=stopping,
+            )
+            return keys
 
         # Settlement reads every provider's books through the same clients as every other
         # call to it (`app/provider/client.py`): one pool, key and deadline per provider.

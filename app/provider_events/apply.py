@@ -21,8 +21,12 @@ can move nothing the provider does not confirm. What an event finds:
     anything else                   taken over and reconciled now: applied once final,
                                     else parked and tried again with backoff
 
-The claim leases each event (`next_attempt_at` moved ahead) with `FOR UPDATE SKIP LOCKED`,
-so any number of workers apply side by side and an event whose worker died is taken again.
+The claim leases each event (`next_attempt_at` moved ahead by two operation leases,
+PAYMENTS_LEASE_S: longer than a reconciliation, a lookup and perhaps a resend, each bounded
+by the provider timeout the lease outlives) with `FOR UPDATE SKIP LOCKED`, so any number of
+workers apply side by side and an event whose worker died is taken again once that is over.
+A worker still at it then meets the second at the operation's takeover: only one of them
+reconciles the operation.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ logger = logging.getLogger("payments.provider_events")
 MATCH_WINDOW_S = 86_400.0
 # The longest wait between two looks at a parked event.
 MAX_BACKOFF_S = 60.0
-# An event's hold on a worker: longer than a reconciliation (a lookup, perhaps a resend).
-LEASE_S = 60.0
+# An event's hold on a worker, in operation leases (see the module's docstring).
+CLAIM_LEASES = 2
 
 # Events applied at once by one worker, and claimed at a time: each is a reconciliation (a
 # lookup at the provider, perhaps a send), so as many as recovery's default window allows.
@@ -122,13 +126,14 @@ class EventApplication:
         # event is the payments' kind's, "refund.*" the refunds', and so on.
         self._by_record = {r.driver.kind.record_name: r for r in reconcilers.values()}
         self._lease_s = lease_s
+        self._claim_lease_s = CLAIM_LEASES * lease_s
         self._key_ttl_s = key_ttl_s
         self._actor = f"provider-event:{worker}"
 
     async def claim(self, limit: int) -> Sequence[StoredEvent]:
         async with self._db.connection() as conn:
             rows = await (
-                await conn.execute(_CLAIM, {"limit": limit, "lease_s": LEASE_S})
+                await conn.execute(_CLAIM, {"limit": limit, "lease_s": self._claim_lease_s})
             ).fetchall()
         return [StoredEvent(*row) for row in rows]
 

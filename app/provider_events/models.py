@@ -28,10 +28,11 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-from app.provider_events.rows import PENDING, EventState
+from app.provider_events.rows import DONE, PENDING, EventState
 
 _STATES = ", ".join(f"'{state.value}'" for state in EventState)
 _PENDING = ", ".join(f"'{state.value}'" for state in PENDING)
+_DONE = ", ".join(f"'{state.value}'" for state in DONE)
 
 
 class ProviderEvent(Base):
@@ -48,6 +49,12 @@ class ProviderEvent(Base):
             "ix_provider_events_due",
             "next_attempt_at",
             postgresql_where=text(f"state IN ({_PENDING})"),
+        ),
+        # The retention's scan: the events done with, oldest first (`retention.py`).
+        Index(
+            "ix_provider_events_done",
+            "received_at",
+            postgresql_where=text(f"state IN ({_DONE})"),
         ),
     )
 

@@ -20,3 +20,5 @@ class EventState(StrEnum):
 
 # What the apply step still has to look at (its scan's partial index).
 PENDING = (EventState.RECEIVED, EventState.PARKED)
+# What is done with: deleted once past its retention (`retention.py`).
+DONE = (EventState.APPLIED, EventState.REJECTED)

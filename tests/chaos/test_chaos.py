@@ -1,7 +1,9 @@
 """The short chaos run: payments under provider faults, SIGKILLs and SIGSTOPs of real
 processes, checked for exactly-once effects (chaos/checks.py), a third of them manual
-payments captured, voided, raced and left to lapse (chaos/two_step_checks.py), then every day
-of it settled against the provider's books with nothing left open (chaos/settlement.py).
+payments captured, voided, raced and left to lapse (chaos/two_step_checks.py), the provider
+notifying the APIs through its notification faults with every event accounted for
+(chaos/notifications.py), then every day of it settled against the provider's books with
+nothing left open (chaos/settlement.py).
 
 Its own database on the session's server, its own provider, two APIs and two workers; about a
 minute. The long run is `python -m chaos` (docs/chaos.md).
@@ -44,3 +46,11 @@ def test_short_chaos_run_keeps_every_promise(database_url: str, tmp_path: Path) 
         assert run["summary"]["compared"] > 0
     assert sum(run["summary"]["lines_recorded"] for run in settlement["runs"]) > 0
     assert set(settlement["open"].values()) == {0}
+    # The providers notified the APIs throughout, every notification fault made events
+    # (`report.gaps` above), and every event was applied or is accounted for (a violation
+    # otherwise), each agreeing with our rows. (How many operations an event settled first,
+    # `report.recovery["settled_by_notification"]`, is a figure, not asserted.)
+    notified = report.notifications
+    assert notified["made"] > 0
+    assert notified["inbox"].get("applied", 0) > 0
+    assert notified["agreed"] == notified["made"] - notified["made_up"]

@@ -38,6 +38,8 @@ def test_three_apis_and_three_workers_keep_every_promise_through_a_failover(
         db_pool_size=4,
         failover=True,
         failover_at_s=7.0,
+        # About its own promises: the short run (test_chaos.py) has the notifications.
+        notifications=False,
     )
     with replicated_postgres("payments_scale_out") as pair:
         upgrade_head(pair.url)

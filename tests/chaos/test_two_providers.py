@@ -30,6 +30,8 @@ def test_two_providers_fail_over_without_charging_twice(database_url: str, tmp_p
         outage_s=0.0,
         clients=3,
         max_requests_per_client=300,
+        # About its own promises: the short run (test_chaos.py) has the notifications.
+        notifications=False,
     )
     with fresh_database(database_url, tmp_path) as url:
         report = run_chaos(config, url, tmp_path)
