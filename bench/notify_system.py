@@ -1,6 +1,7 @@
 """The system `python -m bench.notifications` measures (`bench/notifications.py`): a
 database, the fake provider, one API process and one running `payments worker`, both with
-the default settings and the provider's secret, and a tenant."""
+the default settings and the provider's secret (but the worker's plain backoff: below), and
+a tenant."""
 
 from __future__ import annotations
 
@@ -67,6 +68,10 @@ def started_system(*, durable: bool, keep_logs: bool) -> Iterator[System]:
             env = {
                 **api_env(database.url, provider.url),
                 **secrets_setting({PROVIDER: [secret]}),
+                # One system measures both ways: the worker keeps the plain backoff of a
+                # service without notifications (with them its checks would wait 30 s, and
+                # the pass without them would measure that wait instead of recovery).
+                "PAYMENTS_NOTIFIED_RECHECK_S": "0",
             }
             api = keep(start_api(log_dir, env, workers=1))
             assert api.url is not None

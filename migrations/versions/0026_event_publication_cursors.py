@@ -6,8 +6,8 @@ statement is unchanged: `events` gains no column and no index, so writing an eve
 what it did, and a deployment without a broker has two empty tables. New tables: no stored
 row changes, and nothing else waits while they are made.
 
-Revision ID: 0027
-Revises: 0024
+Revision ID: 0026
+Revises: 0025
 Create Date: 2026-11-27 14:00:00.000000
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0027"
-down_revision: str | None = "0024"
+revision: str = "0026"
+down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
