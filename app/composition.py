@@ -34,6 +34,7 @@ from app.provider.client import ProviderClient
 from app.provider.registry import Providers, ProviderSpec
 from app.provider.routing import RoutingTable
 from app.provider.wire import CONNECT_SHARE, DEFAULT_MAX_CONNECTIONS, WireClient
+from app.provider_events.apply import APPLY_PACE
 from app.recovery.policy import RecoveryPolicy
 from app.recovery.reconcile import Reconciler
 from app.refunds.kind import RefundKind
@@ -68,9 +69,14 @@ def provider_connections(settings: Settings) -> int:
 
     Each reconciliation makes one provider call at a time, so a worker whose window is
     larger than the client's default would have lookups wait for a connection (and give
-    up as "not sent" after the connect share of their deadline) with the provider idle.
+    up as "not sent" after the connect share of their deadline) with the provider idle. A
+    worker that applies provider events runs their reconciliations beside recovery's, in a
+    window of their own (`APPLY_PACE`), so it needs a connection for each of those too.
     """
-    return max(DEFAULT_MAX_CONNECTIONS, settings.reconcile_concurrency)
+    window = settings.reconcile_concurrency
+    if settings.provider_event_secrets:
+        window += APPLY_PACE.window
+    return max(DEFAULT_MAX_CONNECTIONS, window)
 
 
 def provider_client(

@@ -55,7 +55,8 @@ MAX_BACKOFF_S = 60.0
 CLAIM_LEASES = 2
 
 # Events applied at once by one worker, and claimed at a time: each is a reconciliation (a
-# lookup at the provider, perhaps a send), so as many as recovery's default window allows.
+# lookup at the provider, perhaps a send), half recovery's default window; the provider
+# client keeps a connection for each, beside recovery's (`provider_connections`).
 APPLY_PACE = Pace.windowed(32, 16)
 
 _CLAIM = """

@@ -15,6 +15,7 @@ from psycopg.rows import DictRow
 
 from app.composition import provider_connections
 from app.provider.wire import DEFAULT_MAX_CONNECTIONS
+from app.provider_events.apply import APPLY_PACE
 from app.settings import Settings
 from tests.support.control.faults import FaultInjector
 from tests.support.control.spawner import Spawner
@@ -80,3 +81,12 @@ def test_the_provider_client_has_a_connection_for_every_reconciliation_in_the_wi
     assert provider_connections(wide) == DEFAULT_MAX_CONNECTIONS * 2
     narrow = Settings(reconcile_concurrency=4)
     assert provider_connections(narrow) == DEFAULT_MAX_CONNECTIONS
+
+
+def test_a_worker_applying_provider_events_has_a_connection_for_their_window_too() -> None:
+    # The events' reconciliations run beside recovery's, each one provider call at a time.
+    notified = Settings(
+        reconcile_concurrency=DEFAULT_MAX_CONNECTIONS,
+        provider_event_secrets={"primary": ["whsec_" + "k" * 32]},
+    )
+    assert provider_connections(notified) == DEFAULT_MAX_CONNECTIONS + APPLY_PACE.window
