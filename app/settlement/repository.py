@@ -184,7 +184,7 @@ async def write_items(
     transaction.
 
     A writer that compared only part of a record (a provider's notification, which says
-    what the record was when it was made: `app/provider_events/contradiction.py`) passes
+    what the record was when it was made: `app/settlement/notified.py`) passes
     `resolve_unfound=False`: it opens (or finds again) its findings and leaves every other
     item of the key as it is."""
     assert all(finding.provider == provider for finding in findings), provider
