@@ -80,7 +80,7 @@ _CLAIM = """
         ORDER BY next_attempt_at
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED)
-    RETURNING e.id, e.provider, e.event_id, e.type, e.provider_key, e.received_at, e.attempts
+    RETURNING e.id, e.provider, e.type, e.provider_key, e.received_at, e.attempts
 """
 _APPLIED = """
     UPDATE provider_events
@@ -115,7 +115,6 @@ class StoredEvent:
 
     id: int
     provider: str
-    event_id: str
     type: str
     provider_key: str | None
     received_at: datetime
@@ -219,7 +218,6 @@ class EventApplication:
         notified = Notified(
             inbox_id=event.id,
             provider=event.provider,
-            event_id=event.event_id,
             type=event.type,
             provider_key=event.provider_key,
         )

@@ -20,10 +20,10 @@ from app.db.database import Connection
 class Notified:
     """The event being applied, as a discrepancy it opens names it."""
 
-    # The inbox's row (`provider_events.id`): its body carries the provider's record.
+    # The inbox's row (`provider_events.id`): its body carries the provider's record, and
+    # its `event_id` the provider's id of the event.
     inbox_id: int
     provider: str
-    event_id: str
     type: str
     provider_key: str
 

@@ -40,7 +40,7 @@ from app.settlement.rows import RecordType
 # Where an item says it came from (its `theirs.source`), beside the record the event carried.
 SOURCE = "provider_event"
 
-_RECORD = "SELECT body -> 'data' -> 'object' FROM provider_events WHERE id = %(id)s"
+_RECORD = "SELECT event_id, body -> 'data' -> 'object' FROM provider_events WHERE id = %(id)s"
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,9 @@ async def find(
         return None
     record_type = RecordType(record_name)
     row = await (await conn.execute(_RECORD, {"id": event.inbox_id})).fetchone()
-    body = row[0] if row is not None else None
-    if not isinstance(body, dict):
+    if row is None or not isinstance(row[1], dict):
         return None
+    event_id, body = str(row[0]), row[1]
     try:
         theirs = read_record(record_type, body)
     except BooksUnavailable:
@@ -87,7 +87,7 @@ async def find(
     shown: dict[str, Any] = {
         **theirs.snapshot(),
         "source": SOURCE,
-        "provider_event": {"id": event.inbox_id, "event_id": event.event_id, "type": event.type},
+        "provider_event": {"id": event.inbox_id, "event_id": event_id, "type": event.type},
     }
     day = ours.created_at.astimezone(UTC).date()
     findings = tuple(
@@ -97,7 +97,7 @@ async def find(
             provider=event.provider,
             provider_key=event.provider_key,
             kind=difference.kind,
-            detail=f"provider event {event.event_id} ({event.type}): {difference.detail}",
+            detail=f"provider event {event_id} ({event.type}): {difference.detail}",
             ours=ours,
             theirs=shown,
         )

@@ -79,7 +79,10 @@ def _written(db: Db, operation_id: str) -> tuple[Any, ...]:
 
 
 def test_a_decline_of_a_payment_we_hold_succeeded_is_queued_once_and_changes_nothing(
-    system: tuple[str, httpx.Client], faults: FaultInjector, db: Db
+    system: tuple[str, httpx.Client],
+    faults: FaultInjector,
+    db: Db,
+    admin_client: httpx.Client,
 ) -> None:
     url, client = system
     paid = post_payment(client, payment_body(), key=new_key())
@@ -140,6 +143,39 @@ def test_a_decline_of_a_payment_we_hold_succeeded_is_queued_once_and_changes_not
     shown = client.get(f"/payments/{payment_id}").json()
     assert shown["status"] == "SUCCEEDED"
     assert shown["decline_code"] is None
+
+    # Operators work it as any item of the queue.
+    read = admin_client.get(f"/admin/discrepancies/{item['id']}")
+    assert read.status_code == 200, read.text
+    assert "status" in read.json()["differing_fields"]
+    resolved = admin_client.post(
+        f"/admin/discrepancies/{item['id']}/resolve",
+        json={"reason": "the provider confirmed the charge succeeded"},
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["state"] == "resolved"
+    assert _written(db, operation_id) == before
+
+
+def test_a_charge_made_of_a_payment_we_hold_declined_is_queued(
+    system: tuple[str, httpx.Client], faults: FaultInjector, db: Db
+) -> None:
+    url, client = system
+    body = payment_body()
+    faults.add("decline", account_id=body["account_id"], decline_code="card_declined")
+    declined = post_payment(client, body, key=new_key())
+    assert declined.status_code == 402, declined.text
+    payment_id = declined.json()["payment_id"]
+    [charge] = faults.charges(reference=payment_id)
+    assert charge["status"] == "declined"
+
+    sent = _notification("charge.succeeded", charge, status="succeeded", decline_code=None)
+    deliver(url, "primary", raw(sent), signed_with=[SECRET])
+    row = _settled(db, sent, "contradicted")
+    assert "as declined, the provider as succeeded" in row["reason"]
+    [item] = _items(db, charge["idempotency_key"])
+    assert (item["kind"], item["ours"]["status"]) == ("status_mismatch", "DECLINED")
+    assert client.get(f"/payments/{payment_id}").json()["status"] == "DECLINED"
 
 
 def test_an_event_that_agrees_is_applied_and_queues_nothing(
