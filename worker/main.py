@@ -60,6 +60,7 @@ from app.settings import Settings
 from app.settlement.books import every_providers_books
 from app.settlement.job import PACE as SETTLE_PACE
 from app.settlement.job import SettleJob
+from app.settlement.notified import NotifiedRecords
 from app.tracing.setup import configure as configure_tracing
 from app.webhooks.dispatch import DeliveryJob, delivery_pace
 from app.webhooks.sender import WebhookSender, build_webhook_client
@@ -162,6 +163,8 @@ async def _serve(
             EventApplication(
                 db=parts.db,
                 reconcilers=parts.reconcilers,
+                # A contradiction of a final outcome is settlement's discrepancy.
+                contradictions=NotifiedRecords(),
                 lease_s=settings.lease_s,
                 key_ttl_s=settings.key_ttl_s,
                 worker=name,

@@ -190,12 +190,12 @@ def _provider_events(api: AdminApi, args: Any) -> None:
     options = {"state": args.state, "provider": args.provider}
     params = {name: value for name, value in options.items() if value}
     print(
-        f"{'id':>8}  {'state':8}  {'provider':10}  {'type':24}  {'tries':5}  {'received':27}  "
+        f"{'id':>8}  {'state':12}  {'provider':10}  {'type':24}  {'tries':5}  {'received':27}  "
         f"{'operation':36}  reason"
     )
     for e in api.provider_events(params, size=args.page_size):
         print(
-            f"{e['id']:>8}  {e['state']:8}  {e['provider']:10}  {e['type']:24}  "
+            f"{e['id']:>8}  {e['state']:12}  {e['provider']:10}  {e['type']:24}  "
             f"{e['attempts']:<5}  {e['received_at']:27}  {e['operation_id'] or '-':36}  "
             f"{e['reason'] or '-'}"
         )

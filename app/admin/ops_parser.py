@@ -72,7 +72,7 @@ def add_ops_parser(sub: Any, *, func: Callable[[argparse.Namespace], int]) -> No
         parents=[admin_options, page_size],
         help="the providers' notifications as received, newest first",
     )
-    ops_inbox.add_argument("--state", help="received, applied, parked or rejected")
+    ops_inbox.add_argument("--state", help="received, applied, parked, rejected or contradicted")
     ops_inbox.add_argument("--provider", help="only this provider's (its configured name)")
     commands = (ops_list, ops_show, ops_recheck, ops_resolve, ops_failed, ops_redeliver)
     for command in (*commands, ops_search, ops_inbox):

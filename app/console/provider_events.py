@@ -1,5 +1,6 @@
 """The console's page of the providers' notifications: the inbox newest first, filtered by
-state (parked and rejected shown first: they are the ones a person may have to act on),
+state (parked, rejected and contradicted shown first: they are the ones a person may have to
+act on; a contradicted event's discrepancy is resolved in the discrepancy queue),
 each event linking the operation it was applied to; and one event with its body.
 
 Reads only, through the same reads as the admin API (`app/provider_events/operator_reads.py`).
@@ -22,8 +23,14 @@ router = APIRouter(include_in_schema=False)
 
 PAGE = 50
 # The filter's order: what may need a person first, then what is still moving, then done.
-STATES = (EventState.PARKED, EventState.REJECTED, EventState.RECEIVED, EventState.APPLIED)
-NEEDS_A_LOOK = frozenset({EventState.PARKED, EventState.REJECTED})
+STATES = (
+    EventState.PARKED,
+    EventState.REJECTED,
+    EventState.CONTRADICTED,
+    EventState.RECEIVED,
+    EventState.APPLIED,
+)
+NEEDS_A_LOOK = frozenset({EventState.PARKED, EventState.REJECTED, EventState.CONTRADICTED})
 
 
 @router.get("/provider-events")

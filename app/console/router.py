@@ -40,7 +40,6 @@ from app.errors import ProblemError
 from app.http.auth import MAX_API_KEY_LENGTH
 from app.operations.operator_reads import OperationFilter
 from app.provider_events.inbox import counts_by_state
-from app.provider_events.rows import EventState
 from app.settlement.changes import check_reason
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -138,7 +137,7 @@ async def dashboard(request: Request, services: ServicesDep, window: str = "hour
         queue=items,
         more=queue.has_more,
         failed_deliveries=failed,
-        inbox_needs_a_look=inbox[EventState.PARKED] + inbox[EventState.REJECTED],
+        inbox_needs_a_look=sum(inbox[state] for state in provider_events.NEEDS_A_LOOK),
     )
     return page(html)
 

@@ -47,6 +47,8 @@ class Backlog:
     discrepancies_oldest_open_s: float
     # The providers' notifications waiting to be applied, by state (received, parked).
     provider_events_pending: Mapping[str, int] = field(default_factory=dict)
+    # The notifications kept as contradicting a final outcome (each queued a discrepancy).
+    provider_events_contradicted: int = 0
     # Events not yet confirmed by the broker, by exchange (up to a cap), and how long the
     # oldest of them has waited; no exchange when no worker has ever published.
     broker_events_unpublished: Mapping[str, int] = field(default_factory=dict)
@@ -196,6 +198,14 @@ class Metrics:
             registry=r,
             multiprocess_mode="mostrecent",
         )
+        self.provider_events_contradicted = Gauge(
+            "payments_provider_events_contradicted",
+            "Providers' notifications kept in the inbox that contradicted the final outcome "
+            "of their operation (each queued a discrepancy; counted until the inbox's "
+            "retention deletes them)",
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
         self.broker_events_published = Counter(
             "payments_broker_events_published",
             "Events the broker confirmed on the events exchange (published again after a "
@@ -269,6 +279,7 @@ class Metrics:
         self.discrepancies_oldest_open.set(backlog.discrepancies_oldest_open_s)
         for state, count in backlog.provider_events_pending.items():
             self.provider_events_pending.labels(state).set(count)
+        self.provider_events_contradicted.set(backlog.provider_events_contradicted)
         for exchange, count in backlog.broker_events_unpublished.items():
             self.broker_events_unpublished.labels(exchange).set(count)
         for exchange, age in backlog.broker_oldest_unpublished_s.items():

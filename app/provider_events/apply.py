@@ -12,8 +12,12 @@ can move nothing the provider does not confirm. What an event finds:
                                     come before our claim's commit); after
                                     `MATCH_WINDOW_S`, parked for good: settlement's daily
                                     comparison of the books finds what it was about
-    the operation is final          applied: nothing to write (a contradiction with the
-                                    provider's books is settlement's to find)
+    the operation is final, and     applied: nothing to write
+      the event agrees (or is not
+      one to compare)
+    the operation is final, and     contradicted: a discrepancy in settlement's queue, in
+      the event contradicts its     the transaction that marks the event; the operation
+      outcome                       and its business object are not written (below)
     FAILED_RETRYABLE                applied: it waits for its client, whose retry sends again
                                     under the same key and records what the provider holds
     a live owner holds it           parked until its lease is over: the owner's own outcome,
@@ -27,6 +31,14 @@ by the provider timeout the lease outlives) with `FOR UPDATE SKIP LOCKED`, so an
 workers apply side by side and an event whose worker died is taken again once that is over.
 A worker still at it then meets the second at the operation's takeover: only one of them
 reconciles the operation.
+
+A notification that contradicts a final outcome is a discrepancy, never an overwrite: the
+event's record (what the provider said: declined against our succeeded, succeeded against
+our failed, another amount or currency) is judged against ours as settlement's daily run
+judges a record, and each difference is an item of settlement's queue, which operators
+resolve as they resolve the run's (`Contradictions`, answered by
+`app/settlement/notified.py`). An item is one per (key, kind of difference): a duplicate of
+the event, or another event saying the same, adds none.
 """
 
 from __future__ import annotations
@@ -38,11 +50,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.db.database import Database
+from app.db.database import Connection, Database
 from app.jobs.loop import Pace
 from app.operations import leases, reads
 from app.operations.outcomes import Final
 from app.operations.states import TERMINAL, State
+from app.provider_events.contradictions import Contradictions, Notified
 from app.recovery.reconcile import Reconciler
 
 logger = logging.getLogger("payments.provider_events")
@@ -83,6 +96,12 @@ _PARKED = """
                                ELSE now() + make_interval(secs => %(retry_s)s) END
     WHERE id = %(id)s
 """
+_CONTRADICTED = """
+    UPDATE provider_events
+    SET state = 'contradicted', reason = %(reason)s, operation_id = %(operation_id)s,
+        applied_at = NULL, next_attempt_at = NULL
+    WHERE id = %(id)s
+"""
 _REJECTED = """
     UPDATE provider_events
     SET state = 'rejected', reason = %(reason)s, next_attempt_at = NULL
@@ -118,6 +137,7 @@ class EventApplication:
         *,
         db: Database,
         reconcilers: Mapping[str, Reconciler[Any, Any]],
+        contradictions: Contradictions,
         lease_s: float,
         key_ttl_s: int,
         worker: str,
@@ -126,6 +146,7 @@ class EventApplication:
         # By what the provider calls a record (`OperationKind.record_name`): a "charge.*"
         # event is the payments' kind's, "refund.*" the refunds', and so on.
         self._by_record = {r.driver.kind.record_name: r for r in reconcilers.values()}
+        self._contradictions = contradictions
         self._lease_s = lease_s
         self._claim_lease_s = CLAIM_LEASES * lease_s
         self._key_ttl_s = key_ttl_s
@@ -164,9 +185,7 @@ class EventApplication:
         assert snapshot is not None, "an operation found by its key exists"
         state = snapshot.state
         if state in TERMINAL:
-            await self._write(
-                _APPLIED, event, operation_id, reason=f"the operation is {state.value} already"
-            )
+            await self._final(event, record, operation_id, state)
             return
         if state is State.FAILED_RETRYABLE:
             reason = (
@@ -191,6 +210,36 @@ class EventApplication:
             _PARKED, event, operation_id, reason=reason, retry_s=backoff_s(event.attempts)
         )
 
+    async def _final(
+        self, event: StoredEvent, record: str, operation_id: uuid.UUID, state: State
+    ) -> None:
+        """An event about a final operation: applied when it agrees, contradicted (and its
+        discrepancy queued, in the same transaction) when it does not."""
+        assert event.provider_key is not None, "only an event with a key finds an operation"
+        notified = Notified(
+            inbox_id=event.id,
+            provider=event.provider,
+            type=event.type,
+            provider_key=event.provider_key,
+        )
+        async with self._db.transaction() as conn:
+            contradiction = await self._contradictions.queue_if_contradicted(
+                conn, notified, record_name=record, operation_id=operation_id, actor=self._actor
+            )
+            if contradiction is None:
+                reason = f"the operation is {state.value} already"
+                await self._write(_APPLIED, event, operation_id, reason=reason, conn=conn)
+            else:
+                await self._write(
+                    _CONTRADICTED, event, operation_id, reason=contradiction, conn=conn
+                )
+        if contradiction is not None:
+            # What an operator is to look at: the queue has it, the log says it once.
+            logger.warning(
+                "provider event contradicts a final outcome; queued as a discrepancy",
+                extra={"fields": {"event": event.id, "type": event.type, "reason": contradiction}},
+            )
+
     async def _write(
         self,
         sql: str,
@@ -199,6 +248,7 @@ class EventApplication:
         *,
         reason: str,
         retry_s: float | None = None,
+        conn: Connection | None = None,
     ) -> None:
         params = {
             "id": event.id,
@@ -206,7 +256,10 @@ class EventApplication:
             "operation_id": operation_id,
             "retry_s": retry_s,
         }
-        async with self._db.connection() as conn:
+        if conn is None:
+            async with self._db.connection() as own:
+                await own.execute(sql, params)
+        else:
             await conn.execute(sql, params)
         logger.info(
             "provider event handled",

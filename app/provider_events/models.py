@@ -1,9 +1,9 @@
 """The inbox of providers' notifications: `provider_events`, one row per event kept.
 
 A row is written when a signed event arrives (`inbox.py`), `received`; the apply step
-moves it on (`applied`, `parked` for a later try, `rejected`). The inbox knows no tenant
-until an event is applied: its keys are the provider's, so they do not lead with
-`tenant_id` (tests/db/test_tenant_keys.py names the table and why).
+moves it on (`applied`, `parked` for a later try, `rejected`, `contradicted`). The inbox
+knows no tenant until an event is applied: its keys are the provider's, so they do not lead
+with `tenant_id` (tests/db/test_tenant_keys.py names the table and why).
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ class ProviderEvent(Base):
             "received_at",
             postgresql_where=text(f"state IN ({_DONE})"),
         ),
+        # The gauge's count of the contradicted events (`operator_reads.py`).
+        Index(
+            "ix_provider_events_contradicted",
+            "received_at",
+            postgresql_where=text(f"state = '{EventState.CONTRADICTED.value}'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
@@ -71,7 +77,7 @@ class ProviderEvent(Base):
         DateTime(timezone=True), server_default=func.now()
     )
     state: Mapped[str] = mapped_column(Text, server_default=text(f"'{EventState.RECEIVED}'"))
-    # Why it was parked or rejected.
+    # Why it was parked, rejected or contradicted (or what applying it found).
     reason: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     # When the apply step is to look at it: at once when received.

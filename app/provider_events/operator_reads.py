@@ -1,5 +1,6 @@
 """Operators' reads of the inbox: its events newest first (by state, by provider), one event
-with its body, and how many wait to be applied (the backlog gauge's).
+with its body, how many wait to be applied and how many contradicted a final outcome (the
+backlog gauges').
 
 The list walks the primary key backwards (`id` is an identity, so the newest row has the
 highest) and pages on with the last id seen. The body is left out of the list: it is
@@ -39,6 +40,11 @@ DETAIL_SQL = f"SELECT {_COLUMNS}, body FROM provider_events WHERE id = %(id)s"
 _PENDING_STATES = ", ".join(f"'{state.value}'" for state in PENDING)
 PENDING_SQL = (
     f"SELECT state, count(*) FROM provider_events WHERE state IN ({_PENDING_STATES}) GROUP BY state"
+)
+# Through the partial index ix_provider_events_contradicted: those rows alone (until the
+# retention deletes them with the events done with).
+CONTRADICTED_SQL = (
+    f"SELECT count(*) FROM provider_events WHERE state = '{EventState.CONTRADICTED.value}'"
 )
 
 
@@ -96,6 +102,12 @@ async def pending_by_state(conn: Connection) -> dict[str, int]:
     for state, count in await (await conn.execute(PENDING_SQL)).fetchall():
         counts[str(state)] = int(count)
     return counts
+
+
+async def contradicted(conn: Connection) -> int:
+    """How many kept events contradicted the final outcome of their operation."""
+    row = await (await conn.execute(CONTRADICTED_SQL)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def parse_id(text: str) -> int | None:

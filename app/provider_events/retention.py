@@ -1,7 +1,9 @@
 """The inbox's retention: events done with are deleted once they are old enough.
 
-An `applied` or `rejected` event has told us all it will: what it said is in the operation's
-history (its reconciliation) or nowhere (a type no kind makes), and its row is kept only for
+An `applied`, `rejected` or `contradicted` event has told us all it will: what it said is in
+the operation's history (its reconciliation), in the discrepancy queue (a contradiction: the
+item keeps its event id and the record it carried) or nowhere (a type no kind makes), and its
+row is kept only for
 operators to read and for its event id to answer a redelivery `duplicate`. After
 PAYMENTS_PROVIDER_EVENTS_RETENTION_DAYS (from its arrival) the worker's expire pass deletes
 it, in batches of PAYMENTS_EXPIRE_BATCH_SIZE, oldest first, through a partial index of just
@@ -22,14 +24,17 @@ import asyncio
 import logging
 
 from app.db.database import Connection, Database
+from app.provider_events.rows import DONE
 
 logger = logging.getLogger("payments.provider_events")
 
-_DELETE_DONE = """
+# The states as literals: the partial index's own predicate (`models.py`).
+_DONE = ", ".join(f"'{state.value}'" for state in DONE)
+_DELETE_DONE = f"""
     DELETE FROM provider_events
     WHERE id IN (
         SELECT id FROM provider_events
-        WHERE state IN ('applied', 'rejected')
+        WHERE state IN ({_DONE})
           AND received_at < now() - make_interval(days => %(days)s)
         ORDER BY received_at
         LIMIT %(limit)s
@@ -38,8 +43,8 @@ _DELETE_DONE = """
 
 
 async def delete_done(conn: Connection, *, retention_days: int, limit: int) -> int:
-    """Delete up to `limit` applied or rejected events received more than `retention_days`
-    days ago, oldest first; how many."""
+    """Delete up to `limit` events done with (applied, rejected, contradicted) received
+    more than `retention_days` days ago, oldest first; how many."""
     cursor = await conn.execute(_DELETE_DONE, {"days": retention_days, "limit": limit})
     return cursor.rowcount
 

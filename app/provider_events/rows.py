@@ -10,15 +10,19 @@ from enum import StrEnum
 
 class EventState(StrEnum):
     """Where a provider's event is: received and not yet applied, applied, set aside for a
-    later try (parked), or found to apply to nothing (rejected)."""
+    later try (parked), found to apply to nothing (rejected), or found to contradict the
+    final outcome its operation holds (contradicted: queued as a discrepancy, nothing
+    written to the operation; `contradiction.py`)."""
 
     RECEIVED = "received"
     APPLIED = "applied"
     PARKED = "parked"
     REJECTED = "rejected"
+    CONTRADICTED = "contradicted"
 
 
 # What the apply step still has to look at (its scan's partial index).
 PENDING = (EventState.RECEIVED, EventState.PARKED)
-# What is done with: deleted once past its retention (`retention.py`).
-DONE = (EventState.APPLIED, EventState.REJECTED)
+# What is done with: deleted once past its retention (`retention.py`). A contradicted
+# event's item in the discrepancy queue keeps its event id and what it said.
+DONE = (EventState.APPLIED, EventState.REJECTED, EventState.CONTRADICTED)

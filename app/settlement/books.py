@@ -112,7 +112,9 @@ def _optional_int(body: dict[str, Any], member: str) -> int | None:
     return int(body[member]) if member in body else None
 
 
-def _record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
+def read_record(record_type: RecordType, body: dict[str, Any]) -> TheirRecord:
+    """`body` (a record as the provider's listing or lookup by key answers it: a provider's
+    notification carries the same) as a record; `BooksUnavailable` if it is malformed."""
     try:
         if record_type is RecordType.CHARGE:
             return TheirRecord(
@@ -173,7 +175,7 @@ class ProviderBooks:
                 data, more = list(page["data"]), bool(page["has_more"])
             except (KeyError, TypeError) as exc:
                 raise BooksUnavailable(f"a page of {record_type.value}s is malformed") from exc
-            records.extend(_record(record_type, body) for body in data)
+            records.extend(read_record(record_type, body) for body in data)
             if not more or not data:
                 return records
             after = records[-1].provider_id
@@ -184,7 +186,7 @@ class ProviderBooks:
             body = await self._client.find_record(_PATHS[record_type], provider_key)
         except ProviderError as exc:
             raise BooksUnavailable(f"lookup of {provider_key}: {exc}") from exc
-        return None if body is None else _record(record_type, body)
+        return None if body is None else read_record(record_type, body)
 
     async def report(self, day: date) -> Report:
         """What the provider settled on `day`."""

@@ -177,10 +177,16 @@ async def write_items(
     findings: Sequence[Finding],
     *,
     actor: str,
+    resolve_unfound: bool = True,
 ) -> Written:
     """Queue `findings` for the keys in `compared` (all of `record_type`, at `provider`), and
     auto-resolve every open item of those keys that the run did not find again. Call in a
-    transaction."""
+    transaction.
+
+    A writer that compared only part of a record (a provider's notification, which says
+    what the record was when it was made: `app/settlement/notified.py`) passes
+    `resolve_unfound=False`: it opens (or finds again) its findings and leaves every other
+    item of the key as it is."""
     assert all(finding.provider == provider for finding in findings), provider
     keys = sorted(set(compared))
     params = {"record_type": record_type.value, "provider": provider, "keys": keys}
@@ -211,7 +217,7 @@ async def write_items(
             kept_closed += 1
     resolved: list[dict[str, Any]] = []
     for (key, kind), (item_id, state) in existing.items():
-        if state == ItemState.OPEN and (key, kind) not in found:
+        if resolve_unfound and state == ItemState.OPEN and (key, kind) not in found:
             resolved.append({"id": item_id})
             reason = "settled" if kind == ItemKind.EXPECTED else "no longer differs"
             changes.append(_change(item_id, state, ItemState.AUTO_RESOLVED, actor, reason))

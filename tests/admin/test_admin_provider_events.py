@@ -142,10 +142,24 @@ def test_the_overview_counts_the_inbox_by_state(
     before = admin_client.get("/admin/overview").json()["provider_events"]
     seed_four(db, f"p{uuid.uuid4().hex[:12]}")
     seed(db, f"p{uuid.uuid4().hex[:12]}", "parked")
+    contradicted = f"p{uuid.uuid4().hex[:12]}"
+    seed(
+        db,
+        contradicted,
+        "contradicted",
+        reason="contradicts the final outcome we hold",
+        next_attempt_at=None,
+    )
     after = admin_client.get("/admin/overview").json()["provider_events"]
-    assert set(after) == {"received", "applied", "parked", "rejected"}
+    assert set(after) == {"received", "applied", "parked", "rejected", "contradicted"}
     grown = {state: after[state] - before[state] for state in after}
-    assert grown == {"received": 1, "applied": 1, "parked": 2, "rejected": 1}
+    assert grown == {"received": 1, "applied": 1, "parked": 2, "rejected": 1, "contradicted": 1}
+    listed = admin_client.get(
+        "/admin/provider-events", params={"state": "contradicted", "provider": contradicted}
+    ).json()["data"]
+    assert [(e["state"], e["reason"]) for e in listed] == [
+        ("contradicted", "contradicts the final outcome we hold")
+    ]
 
 
 def test_the_inbox_takes_only_admin_tokens_and_refuses_bad_input(

@@ -54,7 +54,7 @@ def test_the_inbox_page_lists_filters_and_links_each_events_operation(
         listed = http.get("/console/provider-events")
         assert listed.status_code == 200
         tiles = re.findall(r'data-inbox-count="(\w+)"', listed.text)
-        assert tiles == ["parked", "rejected", "received", "applied"]
+        assert tiles == ["parked", "rejected", "contradicted", "received", "applied"]
         assert re.search(r'class="tile alert"[^>]*data-state="parked"', listed.text)
         ours = [row for row in _rows(listed.text) if row[0] in ids.values()]
         assert ours == [(ids[s], s) for s in ("rejected", "parked", "applied", "received")]
@@ -78,6 +78,19 @@ def test_the_inbox_page_lists_filters_and_links_each_events_operation(
         assert seeded["parked"]["body"]["id"] in shown.text
         assert "no operation with this key yet" in shown.text
         assert '<pre class="json" id="event-body">' in shown.text
+        contradicted = seed(
+            db,
+            f"p{uuid.uuid4().hex[:12]}",
+            "contradicted",
+            reason="contradicts the final outcome we hold",
+            next_attempt_at=None,
+        )
+        page = http.get("/console/provider-events", params={"state": "contradicted"})
+        assert (str(contradicted["id"]), "contradicted") in _rows(page.text)
+        assert re.search(r'class="tile alert[^"]*"[^>]*data-state="contradicted"', page.text)
+        shown = http.get(f"/console/provider-events/{contradicted['id']}")
+        assert 'id="event-discrepancy"' in shown.text
+        assert 'href="/console/discrepancies"' in shown.text
         for missing in ("999999999999", "abc", "0"):
             assert http.get(f"/console/provider-events/{missing}").status_code == 404
 

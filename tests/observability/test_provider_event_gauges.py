@@ -20,6 +20,7 @@ from tests.support.control.spawner import Spawner
 
 Db = psycopg.Connection[DictRow]
 PENDING = "payments_provider_events_pending"
+CONTRADICTED = "payments_provider_events_contradicted"
 
 
 def _pending(text: str) -> dict[str, float]:
@@ -49,3 +50,13 @@ def test_the_gauge_counts_the_inbox_events_not_yet_applied_by_state(spawn: Spawn
         (seeded["parked"]["id"],),
     )
     assert _pending(_scrape(api.admin_url))["parked"] == _pending(before)["parked"]
+
+
+def test_the_contradicted_events_have_a_gauge_of_their_own(spawn: Spawner, db: Db) -> None:
+    api = spawn.api(PAYMENTS_METRICS_BACKLOG_REFRESH_S="0", PAYMENTS_DB_POOL_SIZE="4")
+    assert api.admin_url is not None
+    before = _metric(_scrape(api.admin_url), CONTRADICTED)
+    provider = f"p{uuid.uuid4().hex[:12]}"
+    seed(db, provider, "contradicted", next_attempt_at=None)
+    seed(db, provider, "applied", next_attempt_at=None)
+    assert _metric(_scrape(api.admin_url), CONTRADICTED) - before == 1

@@ -13,6 +13,7 @@ from app.db.database import open_database
 from app.db.migrate import upgrade_head
 from app.provider_events.apply import EventApplication
 from app.settings import Settings
+from app.settlement.notified import NotifiedRecords
 
 LEASE_S = 3.0
 
@@ -21,7 +22,12 @@ async def _claim(database_url: str) -> list[int]:
     settings = Settings.model_validate({"DATABASE_URL": database_url, "db_pool_size": 1})
     async with open_database(settings, application_name="claim-lease-test") as db:
         application = EventApplication(
-            db=db, reconcilers={}, lease_s=LEASE_S, key_ttl_s=86_400, worker="test"
+            db=db,
+            reconcilers={},
+            contradictions=NotifiedRecords(),
+            lease_s=LEASE_S,
+            key_ttl_s=86_400,
+            worker="test",
         )
         return [event.id for event in await application.claim(10)]
 

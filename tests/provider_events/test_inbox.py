@@ -71,6 +71,7 @@ def test_the_operators_count_the_inbox_by_state(
         EventState.PARKED: 1,
         EventState.APPLIED: 0,
         EventState.REJECTED: 0,
+        EventState.CONTRADICTED: 0,
     }
 
 

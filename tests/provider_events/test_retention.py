@@ -1,6 +1,7 @@
 """The inbox's retention (`app/provider_events/retention.py`): the worker's expire pass
-deletes applied and rejected events past PAYMENTS_PROVIDER_EVENTS_RETENTION_DAYS, batch
-after batch, and keeps parked ones however old; and the migration that indexes them."""
+deletes applied, rejected and contradicted events past
+PAYMENTS_PROVIDER_EVENTS_RETENTION_DAYS, batch after batch, and keeps parked ones however
+old; and the migrations that index them."""
 
 from __future__ import annotations
 
@@ -45,18 +46,19 @@ def test_the_worker_deletes_events_done_with_past_retention_and_keeps_parked_one
 ) -> None:
     old_applied = [_stored(db, "applied", days_old=10) for _ in range(5)]
     old_rejected = _stored(db, "rejected", days_old=10)
+    old_contradicted = _stored(db, "contradicted", days_old=10)
     old_parked = _stored(db, "parked", days_old=40)
     recent_applied = _stored(db, "applied", days_old=6)
-    everything = [*old_applied, old_rejected, old_parked, recent_applied]
+    everything = [*old_applied, old_rejected, old_contradicted, old_parked, recent_applied]
 
-    # Batches of two: six rows to delete take four statements, the last one short.
+    # Batches of two: seven rows to delete take four statements, the last one short.
     worker = spawn.worker(
         once=True, PAYMENTS_PROVIDER_EVENTS_RETENTION_DAYS="7", PAYMENTS_EXPIRE_BATCH_SIZE="2"
     )
     assert worker.popen.wait(timeout=60) == 0, worker.log()
 
     assert _left(db, everything) == {old_parked, recent_applied}
-    assert '"deleted": 6' in worker.log() or "'deleted': 6" in worker.log(), worker.log()
+    assert '"deleted": 7' in worker.log() or "'deleted': 7" in worker.log(), worker.log()
 
 
 def test_a_retention_of_zero_keeps_every_event(async_db: AsyncDb, db: Db) -> None:
@@ -82,3 +84,30 @@ def test_the_migration_indexes_the_events_done_with_and_takes_it_away(
     command.downgrade(config, "0024")
     with psycopg.connect(scratch_database, autocommit=True) as conn:
         assert conn.execute(query).fetchall() == []
+
+
+def test_the_migration_admits_contradicted_events_and_takes_them_away(
+    scratch_database: str,
+) -> None:
+    config = alembic_config(scratch_database)
+    command.upgrade(config, "0027")
+    done = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_provider_events_done'"
+    gauge = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_provider_events_contradicted'"
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        [(definition,)] = conn.execute(done).fetchall()
+        assert "'contradicted'" in definition
+        assert len(conn.execute(gauge).fetchall()) == 1
+        conn.execute(
+            "INSERT INTO provider_events (provider, event_id, type, body, state)"
+            " VALUES ('primary', 'evt_c', 'charge.declined', '{}', 'contradicted')"
+        )
+    command.downgrade(config, "0026")
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        [(definition,)] = conn.execute(done).fetchall()
+        assert "'contradicted'" not in definition
+        assert conn.execute(gauge).fetchall() == []
+        # Kept for operators, as a parked event is: never applied, never tried again.
+        [(state, due)] = conn.execute(
+            "SELECT state, next_attempt_at FROM provider_events WHERE event_id = 'evt_c'"
+        ).fetchall()
+        assert (state, due) == ("parked", None)
