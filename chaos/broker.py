@@ -104,7 +104,7 @@ class BrokerChaosConfig:
     def short(cls, **overrides: Any) -> BrokerChaosConfig:
         """The test suite's run: a few hundred commands, a fault every half second."""
         base = cls(
-            commands=200,
+            commands=150,
             bad_share=0.04,
             restart_at=0.3,
             consumers=3,
