@@ -234,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=_cmd_worker)
 
     consume = sub.add_parser(
-        "consume", help="answer payment and refund commands from RabbitMQ (PAYMENTS_BROKER_URL)"
+        "consume",
+        help="answer payment, refund, capture and void commands from RabbitMQ "
+        "(PAYMENTS_BROKER_URL)",
     )
     consume.set_defaults(func=_cmd_consume)
 

@@ -7,23 +7,22 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from app.authorizations import repository as modifications
+from app.authorizations.requests import read_capture_request, read_void_request
 from app.authorizations.rows import ModificationType
 from app.authorizations.schemas import (
     CaptureList,
     CaptureOut,
     CaptureRequest,
-    VoidCommand,
     VoidList,
     VoidOut,
     VoidRequest,
-    to_capture_command,
 )
 from app.authorizations.views import modification_json
 from app.db.database import Database
-from app.errors import NotFound, ValidationFailed, dump_json
+from app.errors import NotFound, dump_json
 from app.http.body import read_json_object
 from app.http.prefer import preferred_wait_s
 from app.http.problems import NOT_FOUND, TENANT_AUTH, VALIDATION, problem
@@ -35,7 +34,6 @@ from app.operations.schemas import OperationOut
 from app.operations.values import OperationName
 from app.payments import repository as payments
 from app.payments.rows import PaymentRow
-from app.payments.schemas import AmountError
 from app.tenants.bearer import CurrentTenant
 
 
@@ -113,14 +111,6 @@ def _uuid_or_404(value: str, what: str) -> uuid.UUID:
         raise NotFound(f"no such {what}") from None
 
 
-def _invalid(what: str, exc: ValidationError) -> ValidationFailed:
-    errors = [
-        {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
-        for err in exc.errors()
-    ]
-    return ValidationFailed(f"the {what} request is invalid", errors=errors)
-
-
 async def _payment(services: Needs, tenant_id: uuid.UUID, payment_id: str) -> PaymentRow:
     parsed = _uuid_or_404(payment_id, "payment")
     async with services.db.connection() as conn:
@@ -170,17 +160,7 @@ async def create_capture(
     """Take (part of) the money an authorization holds once, however often this is sent."""
     key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
     data = await read_json_object(request)
-    try:
-        body = CaptureRequest.model_validate(data)
-    except ValidationError as exc:
-        raise _invalid("capture", exc) from None
-    parsed = _uuid_or_404(payment_id, "payment")
-    try:
-        command = to_capture_command(body, payment_id=parsed)
-    except AmountError as exc:
-        raise ValidationFailed(
-            "the capture request is invalid", errors=[{"field": "amount", "message": str(exc)}]
-        ) from None
+    command = read_capture_request(payment_id=payment_id, data=data)
     return await _run(services, OperationName.CAPTURE_PAYMENT, request, tenant.id, command, key)
 
 
@@ -208,12 +188,7 @@ async def create_void(
     """Release what an authorization still holds once, however often this is sent."""
     key = parse_idempotency_key(request.headers.getlist("idempotency-key"))
     data = await read_json_object(request)
-    try:
-        VoidRequest.model_validate(data)
-    except ValidationError as exc:
-        raise _invalid("void", exc) from None
-    parsed = _uuid_or_404(payment_id, "payment")
-    command = VoidCommand(payment_id=parsed)
+    command = read_void_request(payment_id=payment_id, data=data)
     return await _run(services, OperationName.VOID_PAYMENT, request, tenant.id, command, key)
 
 

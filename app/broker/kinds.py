@@ -3,7 +3,8 @@
 A command type names the operation its keyed flow runs (the `type` property is the
 operation's name, as in the scoped key), the headers that stand for the HTTP path's ids,
 and how its body becomes the operation's canonical command: through the very function the
-HTTP route calls (`read_payment_request`, `read_refund_request`), never a second copy of the
+HTTP route calls (`read_payment_request`, `read_refund_request`, `read_capture_request`,
+`read_void_request`), never a second copy of the
 rules. Adding a type is an object here and its line in `COMMANDS`.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.authorizations.requests import read_capture_request, read_void_request
 from app.broker.commands import Command
 from app.db.database import Database
 from app.operations.values import OperationName
@@ -42,6 +44,14 @@ async def _refund(db: Database, tenant_id: uuid.UUID, command: Command) -> Any:
     )
 
 
+async def _capture(db: Database, tenant_id: uuid.UUID, command: Command) -> Any:
+    return read_capture_request(payment_id=command.path["payment-id"], data=command.data)
+
+
+async def _void(db: Database, tenant_id: uuid.UUID, command: Command) -> Any:
+    return read_void_request(payment_id=command.path["payment-id"], data=command.data)
+
+
 COMMANDS: Mapping[str, CommandType] = {
     kind.operation.value: kind
     for kind in (
@@ -49,6 +59,10 @@ COMMANDS: Mapping[str, CommandType] = {
         CommandType(OperationName.CREATE_PAYMENT, (), _payment),
         # POST /payments/{payment_id}/refunds
         CommandType(OperationName.CREATE_REFUND, ("payment-id",), _refund),
+        # POST /payments/{payment_id}/captures
+        CommandType(OperationName.CAPTURE_PAYMENT, ("payment-id",), _capture),
+        # POST /payments/{payment_id}/void
+        CommandType(OperationName.VOID_PAYMENT, ("payment-id",), _void),
     )
 }
 
