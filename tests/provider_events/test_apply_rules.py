@@ -27,8 +27,9 @@ from psycopg.types.json import Jsonb
 
 from app.composition import runtime
 from app.observability.metrics import Metrics
-from app.provider_events.apply import EventApplication, StoredEvent, backoff_s
+from app.provider_events.apply import CLAIM_LEASES, EventApplication, StoredEvent, backoff_s
 from app.settings import Settings
+from app.settlement.notified import NotifiedRecords
 from tests.support.control.faults import FaultInjector
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.provider_events import event
@@ -116,6 +117,7 @@ def inbox(
             step = EventApplication(
                 db=parts.db,
                 reconcilers=parts.reconcilers,
+                contradictions=NotifiedRecords(),
                 lease_s=settings.lease_s,
                 key_ttl_s=settings.key_ttl_s,
                 worker="tests",
@@ -173,14 +175,17 @@ def test_a_parked_event_waits_twice_as_long_each_time_up_to_a_minute(
     assert backoff_s(attempts) == wait_s
 
 
-def test_a_claim_leases_the_event_for_a_minute_and_counts_the_try(inbox: Inbox) -> None:
+def test_a_claim_leases_the_event_for_two_operation_leases_and_counts_the_try(
+    inbox: Inbox,
+) -> None:
     event_id = inbox.put(f"payment-{uuid.uuid4()}", attempts=2)
     before = inbox.now()
     claimed = inbox.claim()
     after = inbox.now()
 
     assert (claimed.id, claimed.attempts, claimed.provider) == (event_id, 3, PROVIDER)
-    _assert_due(inbox, event_id, before, after, 60.0)
+    # The fixture's step has the settings' lease (a minute's hold at the default 30 s).
+    _assert_due(inbox, event_id, before, after, CLAIM_LEASES * Settings().lease_s)
 
 
 # Events about no operation.
@@ -355,4 +360,11 @@ def test_a_claimed_event_cannot_be_changed() -> None:
 def test_the_step_is_built_from_named_settings() -> None:
     parameters = inspect.signature(EventApplication.__init__).parameters
     named = [p for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    assert [p.name for p in named] == ["db", "reconcilers", "lease_s", "key_ttl_s", "worker"]
+    assert [p.name for p in named] == [
+        "db",
+        "reconcilers",
+        "contradictions",
+        "lease_s",
+        "key_ttl_s",
+        "worker",
+    ]
