@@ -19,6 +19,7 @@ from tests.support.control.database import test_database
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process, free_port
 from tests.support.control.system import start_api, start_fake_provider, system_env
+from tests.support.control.tls_context import share_default_context
 from tests.support.factories.tenants import TenantHandle, api_client, make_tenant
 
 # The fixtures that start dedicated processes (`spawn`), drive the repository directly
@@ -43,6 +44,10 @@ TEST_LEASE_S = "6"
 # start processes with a low threshold.
 TEST_BREAKER_FAILURES = "1000000"
 LONG = "a long test: run with `python3 tasks.py test-long` (pytest -m long)"
+
+# Every httpx client of the test processes that asks for the default TLS context gets one
+# made once, not the CA bundle loaded again (tests/support/control/tls_context.py).
+share_default_context()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -66,6 +66,7 @@ def start_provider(
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
+        fork=True,
     )
     return Provider(process=process, url=url, db_path=db_path)
 

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.control.processes import PAYMENTS, Process, free_port, start_process
 from tests.support.control.system import admin_env
+from tests.support.control.waiting import wait_until
 
 REQUESTS = 60
 ROUTE_COUNT = re.compile(
@@ -56,16 +57,26 @@ def test_counters_of_two_worker_processes_add_up(two_process_api: Process) -> No
     def unauthenticated_read(_: int) -> int:
         return httpx.get(f"{url}/payments/{uuid.uuid4()}", timeout=10).status_code
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        statuses = list(pool.map(unauthenticated_read, range(REQUESTS)))
-    assert statuses == [401] * REQUESTS
+    sent = 0
+
+    def both_served() -> bool:
+        nonlocal sent
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            statuses = list(pool.map(unauthenticated_read, range(REQUESTS)))
+        assert statuses == [401] * REQUESTS
+        sent += REQUESTS
+        return len(set(BREAKER_PIDS.findall(_scrape(admin_url)))) == 2
+
+    # A connection goes to whichever process accepts it first, and quick clients can all
+    # land on one: requests are sent until both processes have served some.
+    wait_until(both_served, timeout=60, interval=0, message="both processes to serve")
 
     pids: set[str] = set()
     for _ in range(20):
         text = _scrape(admin_url)
         counts = ROUTE_COUNT.findall(text)
         # Whichever process answers, it reports every request both of them served.
-        assert counts == [f"{float(REQUESTS)}"], counts
+        assert counts == [f"{float(sent)}"], counts
         pids.update(BREAKER_PIDS.findall(text))
     # The breaker is per process: one series for each of the two.
     assert len(pids) == 2, pids

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.control.forkserver import SERVER, ForkedChild
 from tests.support.control.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -54,7 +55,8 @@ class Process:
     """A started child process with its log file."""
 
     name: str
-    popen: subprocess.Popen[bytes]
+    # Started by `subprocess.Popen`, or forked by the fork server (`forkserver.py`).
+    popen: subprocess.Popen[bytes] | ForkedChild
     log_path: Path
     url: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
@@ -112,23 +114,30 @@ def start_process(
     url: str | None = None,
     timeout: float = 30.0,
     cwd: Path | None = None,
+    fork: bool = False,
 ) -> Process:
     """Start `args` with `env` added to this environment; wait for `ready_url` to answer 2xx.
 
-    It runs in the repository (or in `cwd`: `python -m` then imports that tree's code).
+    It runs in the repository (or in `cwd`: `python -m` then imports that tree's code). With
+    `fork`, a `python -m` command in the repository is forked by the fork server, which has
+    the libraries every process of the system imports already imported (`forkserver.py`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
     full_env = {**os.environ, **(env or {})}
+    popen: subprocess.Popen[bytes] | ForkedChild
     with log_path.open("wb") as log:
-        popen = subprocess.Popen(
-            list(args),
-            cwd=cwd or REPO_ROOT,
-            env=full_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        if fork and cwd is None and list(args[:2]) == PAYMENTS[:2] and SERVER.forks(full_env):
+            popen = SERVER.start(args, full_env, REPO_ROOT, log_path)
+        else:
+            popen = subprocess.Popen(
+                list(args),
+                cwd=cwd or REPO_ROOT,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
     process = Process(name=name, popen=popen, log_path=log_path, url=url)
     if ready_url is not None:
 

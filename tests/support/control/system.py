@@ -40,6 +40,7 @@ def start_fake_provider(
         log_dir=log_dir,
         ready_url=f"{url}/healthz",
         url=url,
+        fork=True,
     )
 
 
@@ -103,6 +104,7 @@ def start_api(
         ready_url=f"{admin_url}/healthz",
         url=url,
         timeout=timeout,
+        fork=True,
     )
     process.admin_url = admin_url
     return process
@@ -111,7 +113,7 @@ def start_api(
 def start_worker(log_dir: Path, env: Mapping[str, str], *, once: bool = False) -> Process:
     """`payments worker` (with `--once`: drain what is due and exit)."""
     args = [*PAYMENTS, "worker", *(["--once"] if once else [])]
-    return start_process("worker", args, env=with_test_mode(env), log_dir=log_dir)
+    return start_process("worker", args, env=with_test_mode(env), log_dir=log_dir, fork=True)
 
 
 # Settings for a worker that reacts quickly: a short lease and provider timeout, tiny

@@ -11,7 +11,9 @@ makes the next N requests (all, without `times`) answer by M:
 
     ok      200
     fail    500
-    hang    no answer until `POST /_release` (the sender's timeout fires first)
+    hang    no answer: the sender's timeout fires first, unless `POST /_release` comes
+            before it, which closes every hung connection unanswered (so that a worker
+            stopped at the test's end is not held by attempts waiting on their timeout)
     die     the process exits at once, the request unanswered (mid-request)
 """
 
@@ -78,6 +80,7 @@ def handler(state: State) -> type[BaseHTTPRequestHandler]:
             if mode == "hang":
                 state.write({**record, "status": None, "answered": None})
                 state.release.wait()
+                self.close_connection = True
                 return
             status = 200 if mode == "ok" else 500
             state.write({**record, "status": status, "answered": time.time()})
