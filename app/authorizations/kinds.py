@@ -193,7 +193,9 @@ class ModificationKind(
         statement."""
         row, at = subject.row, utcnow()
         status, captured = self._leaves(subject.payment, row)
-        stored = replies.made(row, found, at=at)
+        # The answer and the event show the capture or void alike: built once for both.
+        made = replies.made(row, found, at=at)
+        stored = replies.stored_made(row, made)
         data = payment_json(
             subject.payment, status=status.value, amount_captured_minor=captured, updated_at=at
         )
@@ -204,17 +206,7 @@ class ModificationKind(
             write=modifications.result_with_outcome(
                 row, status=ModificationStatus.SUCCEEDED, provider_reference=found.reference, at=at
             ),
-            event=self._event(
-                subject,
-                self.succeeded_event,
-                data,
-                modification_json(
-                    row,
-                    status=ModificationStatus.SUCCEEDED.value,
-                    provider_reference=found.reference,
-                    updated_at=at,
-                ),
-            ),
+            event=self._event(subject, self.succeeded_event, data, made),
             outcome=Succeeded(operation_id, stored),
         )
 
