@@ -27,7 +27,7 @@ from app.console.pages import STATIC_DIR
 from app.dependencies import Services
 from app.errors import PROBLEMS, install_error_handlers, problem_response
 from app.events import router as events_router
-from app.http.fast_path import Table, fast_route, with_fast_routes
+from app.http.fast_path import Table, Templated, fast_route, with_fast_routes
 from app.http.listeners import by_listener, operators_only, public_only
 from app.http.middleware import ObserveRequests
 from app.http.openapi import install_openapi_documents
@@ -57,8 +57,13 @@ Errors are `application/problem+json` with a stable `code`.
 
 # Served beside FastAPI's routing (`app/http/fast_path.py`): every payment and every replay
 # of one is a `POST /payments`; every client that lost an answer looks its key up with
-# `GET /operations?idempotency_key=`.
-FAST_ROUTES = (("POST", "/payments"), ("GET", "/operations"))
+# `GET /operations?idempotency_key=`; every manual payment ends in a capture or a void.
+FAST_ROUTES = (
+    ("POST", "/payments"),
+    ("GET", "/operations"),
+    ("POST", "/payments/{payment_id}/captures"),
+    ("POST", "/payments/{payment_id}/void"),
+)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -162,10 +167,11 @@ def fast_routes(app: FastAPI) -> Table:
     """`FAST_ROUTES`, each its declared route's own handler, observed as the app's requests
     are and its errors rendered by the app's exception handlers' own function."""
     metrics: Metrics = app.state.metrics
-    table: dict[tuple[str, str], ASGIApp] = {}
+    table: dict[tuple[str, str], ASGIApp | Templated] = {}
     for method, path in FAST_ROUTES:
         route = fast_route(app, method, path)
         served = route.asgi(app, errors=PROBLEMS, render=problem_response)
         # Anything else raised is answered 500 (and logged) by the observer, as on the route.
-        table[method, path] = ObserveRequests(served, metrics=metrics, route=route.template)
+        observed = ObserveRequests(served, metrics=metrics, route=route.template)
+        table[method, path] = Templated(route.match, observed) if route.templated else observed
     return table

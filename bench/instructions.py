@@ -12,10 +12,14 @@ no measured replays and once with `--replays`; the difference, divided, is one r
 
 With `--scenario lookups` each measured request is `GET /operations?idempotency_key=` of the
 payment instead of its replay; with `--scenario payments` a new payment, each under a key of
-its own (the fake provider's work is not counted: it is another process). A new payment waits
-for the provider, and the event loop's turns and the process's timers meanwhile depend on how
-long: its count moves with the machine's load (by a third between two runs seen), so compare
-revisions or sides of one run only. `--traced` runs
+its own (the fake provider's work is not counted: it is another process); `authorize` a new
+manual payment (`bench/two_step.py`'s body); `capture` a whole capture (`{}`) of an
+authorization, each under a key of its own. A capture's authorizations are made first in
+both runs alike (as many as the busy run captures), so the difference is the captures alone.
+A new payment waits for the provider, and the event loop's turns and the process's timers
+meanwhile depend on how long: its count moves with the machine's load (by a third between
+two runs seen), so compare revisions or sides of one run only (`--scenario
+payments,authorize,capture` counts them side by side, one revision after another). `--traced` runs
 each revision a second time traced as `bench.compare --trace-after` traces (every request
 sampled, its spans serialized to /dev/null), and flushes the spans before counting stops.
 
@@ -40,7 +44,19 @@ from pathlib import Path
 from typing import Any
 
 BODY = json.dumps({"amount": "10.00", "currency": "EUR", "account_id": "acc_instr"}).encode()
+AUTHORIZATION = json.dumps(
+    {"amount": "10.00", "currency": "EUR", "account_id": "acc_instr", "capture": "manual"}
+).encode()
 PUBLIC_PORT = 8000
+SCENARIOS = ("replays", "lookups", "payments", "authorize", "capture")
+WARM_UP = 50
+UNITS = {
+    "replays": "replay",
+    "lookups": "lookup",
+    "payments": "new payment",
+    "authorize": "authorization",
+    "capture": "capture",
+}
 
 
 async def start_app() -> tuple[Any, asyncio.Task[None]]:
@@ -87,8 +103,10 @@ async def call(
     *,
     query: bytes = b"",
     body: bytes = b"",
+    into: dict[str, Any] | None = None,
 ) -> int:
-    """One request to `app` on the public port, as a server would make it; its status."""
+    """One request to `app` on the public port, as a server would make it; its status (and
+    its JSON body into `into`, when given)."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -105,6 +123,7 @@ async def call(
         "state": {},
     }
     statuses: list[int] = []
+    chunks: list[bytes] = []
     delivered = False
 
     async def receive() -> dict[str, Any]:
@@ -118,14 +137,32 @@ async def call(
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             statuses.append(message["status"])
+        elif message["type"] == "http.response.body" and into is not None:
+            chunks.append(message.get("body", b""))
 
     await app(scope, receive, send)
+    if into is not None:
+        into.update(json.loads(b"".join(chunks)))
     return statuses[0]
 
 
-async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
-    """In this process: start the app, make one payment, then replay it (or look its key up)
-    `warm_up + count` times."""
+async def call_for_body(
+    app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], *, body: bytes
+) -> dict[str, Any]:
+    """One request to `app`, as `call` makes it; its JSON body (a 2xx expected)."""
+    answer: dict[str, Any] = {}
+    status = await call(app, method, path, headers, body=body, into=answer)
+    assert 200 <= status < 300, (status, answer)
+    return answer
+
+
+async def replay(count: int, warm_up: int, scenario: str = "replays", pool: int = 0) -> None:
+    """In this process: start the app, make one payment, then replay it (or look its key up,
+    or make a new payment or authorization, or capture one) `warm_up + count` times.
+
+    A capture run first makes `pool` authorizations (the same number in the idle and the
+    busy run, so that they cancel out), and captures the first `warm_up + count` of them.
+    """
     app, running = await start_app()
 
     async def one(lookup: bool = False, key: bytes = b"instructions-1") -> int:
@@ -136,14 +173,45 @@ async def replay(count: int, warm_up: int, scenario: str = "replays") -> None:
 
     first = await one()
     assert first == 201, first
-    lookup = scenario == "lookups"
-    for n in range(warm_up + count):
-        key = f"instructions-new-{n}".encode() if scenario == "payments" else b"instructions-1"
-        status = await one(lookup, key)
-        assert status == (200 if lookup else 201), status
+    if scenario in ("authorize", "capture"):
+        made = [await authorize(app, f"instructions-auth-{n}".encode()) for n in range(pool)]
+        for n in range(warm_up + count):
+            if scenario == "capture":
+                status = await capture(app, made[n], f"instructions-capture-{n}".encode())
+            else:
+                status = await call(
+                    app,
+                    "POST",
+                    "/payments",
+                    api_headers(f"instructions-new-auth-{n}".encode(), AUTHORIZATION),
+                    body=AUTHORIZATION,
+                )
+            assert status == 201, status
+    else:
+        lookup = scenario == "lookups"
+        for n in range(warm_up + count):
+            key = f"instructions-new-{n}".encode() if scenario == "payments" else b"instructions-1"
+            status = await one(lookup, key)
+            assert status == (200 if lookup else 201), status
     _flush_spans()
     running.cancel()
     os._exit(0)
+
+
+async def authorize(app: Any, key: bytes) -> str:
+    """A new authorization (a manual payment) under `key`: its payment id."""
+    answer = await call_for_body(
+        app, "POST", "/payments", api_headers(key, AUTHORIZATION), body=AUTHORIZATION
+    )
+    assert answer["status"] == "AUTHORIZED", answer
+    return str(answer["payment_id"])
+
+
+async def capture(app: Any, payment_id: str, key: bytes) -> int:
+    """A whole capture (`{}`) of `payment_id` under `key`: its status."""
+    return await call(
+        app, "POST", f"/payments/{payment_id}/captures", api_headers(key, b"{}"), body=b"{}"
+    )
 
 
 def _flush_spans() -> None:
@@ -158,8 +226,11 @@ def _flush_spans() -> None:
             flush()
 
 
-def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: str) -> int:
-    """The instructions a run of `tree`'s app with `replays` measured replays executes."""
+def count_instructions(
+    tree: Path, env: dict[str, str], replays: int, scenario: str, pool: int = 0
+) -> int:
+    """The instructions a run of `tree`'s app with `replays` measured requests executes (a
+    capture run making `pool` authorizations first)."""
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     run = subprocess.run(
         [
@@ -172,6 +243,8 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: 
             str(replays),
             "--scenario",
             scenario,
+            "--pool",
+            str(pool),
         ],
         cwd=tree,
         env={**env, "PYTHONPATH": str(tree)},
@@ -186,18 +259,44 @@ def count_instructions(tree: Path, env: dict[str, str], replays: int, scenario: 
     return int(found.group(1))
 
 
+def per_request(tree: Path, env: dict[str, str], replays: int, scenario: str) -> float:
+    """Instructions per measured request of `scenario`: a busy run less an idle one."""
+    pool = WARM_UP + replays if scenario == "capture" else 0
+    idle = count_instructions(tree, env, 0, scenario, pool)
+    busy = count_instructions(tree, env, replays, scenario, pool)
+    return (busy - idle) / replays
+
+
+def parse_scenarios(value: str) -> tuple[str, ...]:
+    """`--scenario`'s value: one scenario, or several separated by commas, each once."""
+    named = tuple(name.strip() for name in value.split(","))
+    if not named or len(set(named)) != len(named) or any(n not in SCENARIOS for n in named):
+        raise argparse.ArgumentTypeError(
+            f"scenarios are some of {', '.join(SCENARIOS)}, each once, not {value!r}"
+        )
+    return named
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("revisions", nargs="*", help="git revisions, or . for the working tree")
     parser.add_argument("--replays", type=int, default=400, help="measured requests")
-    parser.add_argument("--scenario", choices=("replays", "lookups", "payments"), default="replays")
+    parser.add_argument(
+        "--scenario",
+        type=parse_scenarios,
+        default=("replays",),
+        help=f"one of {', '.join(SCENARIOS)}, or several separated by commas",
+    )
     parser.add_argument(
         "--traced", action="store_true", help="also count each revision traced, every request"
     )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--pool", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    scenarios: tuple[str, ...] = args.scenario
     if args.serve is not None:
-        asyncio.run(replay(args.serve, warm_up=50, scenario=args.scenario))
+        (scenario,) = scenarios
+        asyncio.run(replay(args.serve, warm_up=WARM_UP, scenario=scenario, pool=args.pool))
         return
     from bench.compare import TRACED, checkout, known_settings
     from bench.system import api_env, bench_database, revision_database, start_provider, tree_cli
@@ -210,8 +309,10 @@ def main() -> None:
         assert provider.url is not None
         env = {**os.environ, **api_env(db.url, provider.url)}
         env["PAYMENTS_ADMIN_PORT"] = str(PUBLIC_PORT + 1)
-        unit = {"lookups": "lookup", "payments": "new payment"}.get(args.scenario, "replay")
-        print(f"| revision | instructions per {unit} |\n|---|---:|")
+        columns = [f"instructions per {UNITS[s]}" for s in scenarios]
+        if len(scenarios) > 1:
+            columns += [f"{UNITS[s]} against {UNITS[scenarios[0]]}" for s in scenarios[1:]]
+        print(f"| revision | {' | '.join(columns)} |\n|---|{'---:|' * len(columns)}")
         for rev, tree in trees.items():
             # Older revisions refuse settings they do not have yet, and each runs on a
             # database of its own schema, migrated by its own migrations.
@@ -223,9 +324,10 @@ def main() -> None:
             if args.traced:
                 sides.append((" traced", {**tree_env, **TRACED}))
             for label, side_env in sides:
-                idle = count_instructions(tree, side_env, 0, args.scenario)
-                busy = count_instructions(tree, side_env, args.replays, args.scenario)
-                print(f"| {rev}{label} | {(busy - idle) / args.replays:,.0f} |", flush=True)
+                counts = [per_request(tree, side_env, args.replays, s) for s in scenarios]
+                cells = [f"{c:,.0f}" for c in counts]
+                cells += [f"{c / counts[0]:.2f}x" for c in counts[1:]]
+                print(f"| {rev}{label} | {' | '.join(cells)} |", flush=True)
 
 
 if __name__ == "__main__":

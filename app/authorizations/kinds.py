@@ -2,15 +2,17 @@
 registered in `app/composition.py`.
 
 Everything a capture's or void's operation is, in two small classes on one base (the
-interface is `OperationKind`, `app/operations/kinds.py`). The claim may refuse: in the
-claim's one short transaction it locks the payment (`repository.py` says why), checks that
-the authorization may be captured (or voided) now, by this much, with nothing else in
-flight, and writes the capture or void with the claim; a refusal rolls back, so nothing is
-stored under the key and nothing is sent. Its request is the provider's capture or void of
-the authorization (`provider.py`), under the modification's own derived key; its outcome is
-written with the modification's status and, once it succeeded, the payment's captured
-amount and status, and a payment event (`payment.captured`, `payment.voided`, or
-`payment.capture_failed` / `payment.void_failed` when the provider refused).
+interface is `OperationKind`, `app/operations/kinds.py`). The claim may refuse: its one
+statement first locks the payment (`repository.py` says why) and checks that the
+authorization may be captured (or voided) now, by this much, with nothing else in flight
+(the claim's guard, `Guarded`), then writes the operation and the capture or void only if
+it may; a refused claim writes nothing, so nothing is stored under the key and nothing is
+sent, and the kind says why from the payment as the guard read it. Its request is the
+provider's capture or void of the authorization (`provider.py`), under the modification's
+own derived key; its outcome is written with the modification's status and, once it
+succeeded, the payment's captured amount and status, and a payment event
+(`payment.captured`, `payment.voided`, or `payment.capture_failed` / `payment.void_failed`
+when the provider refused).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from app.authorizations.errors import (
 )
 from app.authorizations.expiry import HoldExpiry
 from app.authorizations.provider import ProviderModification
-from app.authorizations.repository import LockedPayment
+from app.authorizations.repository import EXPONENTS, LockedPayment
 from app.authorizations.rows import ModificationRow, ModificationStatus, ModificationType
 from app.authorizations.schemas import CaptureCommand, VoidCommand
 from app.authorizations.views import modification_json
@@ -43,17 +45,16 @@ from app.events.outbox import outcome_event
 from app.events.rows import EventType
 from app.operations.kinds import (
     ClaimKey,
+    Guarded,
     KindParts,
     OperationKind,
-    Prepared,
     Recording,
-    Refused,
     Upkeep,
 )
 from app.operations.outcomes import Rejected, Succeeded
 from app.operations.states import Trigger
 from app.operations.values import EventWrite, OperationName
-from app.payments.money import format_minor_units
+from app.payments.money import CURRENCY_EXPONENTS, format_minor_units
 from app.payments.rows import PaymentRow
 from app.payments.schemas import AmountError
 from app.payments.status import CAPTURABLE, PaymentStatus
@@ -90,46 +91,67 @@ class ModificationKind(
 
     async def prepare(
         self, conn: Connection, key: ClaimKey, command: CommandT
-    ) -> Prepared[Modification] | Refused:
-        locked = await modifications.lock_payment(
-            conn, tenant_id=key.tenant_id, payment_id=command.payment_id
-        )
-        if locked is None:
-            raise NotFound("no such payment")
-        payment = locked.payment
-        self._validate(command, payment)
-        refusal = self._refusal(locked, command)
-        if refusal is not None:
-            return Refused(refusal)
-        assert payment.provider_charge_id is not None, "an authorization has its charge"
+    ) -> Guarded[Modification]:
+        """The claim's guard (the payment locked and checked in the claim's statement,
+        `repository.py` says why), the capture or void it writes, and what a refusal says."""
         modification_id = uuid.uuid4()
-        amount = self._amount(payment, command)
+        provider_key = f"{self.type.value}-{modification_id}"
+        guard = modifications.claim_guard(
+            tenant_id=key.tenant_id,
+            payment_id=command.payment_id,
+            capture=self.type is ModificationType.CAPTURE,
+            amounts=self._amounts(command),
+        )
 
-        def as_claimed(operation_id: uuid.UUID, at: datetime) -> ModificationRow:
-            return ModificationRow(
+        def claimed(row: tuple[Any, ...], at: datetime) -> Modification:
+            locked = modifications.locked_payment(row)
+            payment = locked.payment
+            assert payment.provider_charge_id is not None, "an authorization has its charge"
+            assert locked.amount_minor is not None, "a claimed capture's amount fits"
+            made = ModificationRow(
                 id=modification_id,
                 tenant_id=key.tenant_id,
                 payment_id=payment.id,
-                operation_id=operation_id,
+                operation_id=key.operation_id,
                 type=self.type.value,
-                provider_key=f"{self.type.value}-{modification_id}",
+                provider_key=provider_key,
                 charge_id=str(payment.provider_charge_id),
                 provider=payment.provider,
                 status=ModificationStatus.PENDING.value,
-                amount_minor=amount,
+                amount_minor=locked.amount_minor,
                 currency=payment.currency,
                 provider_reference=None,
                 created_at=at,
                 updated_at=at,
             )
+            return Modification(made, payment)
 
-        def claimed(at: datetime) -> Modification:
-            return Modification(as_claimed(key.operation_id, at), payment)
+        def refusal(row: tuple[Any, ...] | None) -> ProblemError:
+            if row is None:
+                raise NotFound("no such payment")
+            locked = modifications.locked_payment(row)
+            self._validate(command, locked.payment)
+            refused = self._refusal(locked, command)
+            # The guard's SQL and these checks say the same: one refuses what the other does.
+            assert refused is not None, f"the claim's guard refused what the kind takes: {row}"
+            return refused
 
-        return Prepared(
-            write=modifications.created_with_claim(as_claimed(key.operation_id, utcnow())),
+        return Guarded(
+            write=modifications.created_with_claim(
+                id=modification_id,
+                type=self.type,
+                provider_key=provider_key,
+                payment_id=command.payment_id,
+            ),
+            guard=guard,
             claimed=claimed,
+            refusal=refusal,
         )
+
+    def _amounts(self, command: CommandT) -> dict[int, int | None] | None:
+        """What the request takes in minor units, by currency exponent (None: one it does
+        not fit); None: all that is capturable."""
+        return None
 
     def _validate(self, command: CommandT, payment: PaymentRow) -> None:
         """Raise what is wrong with the request itself, given its payment (its currency)."""
@@ -143,9 +165,6 @@ class ModificationKind(
                 operation_id=locked.in_flight,
             )
         return None
-
-    def _amount(self, payment: PaymentRow, command: CommandT) -> int:
-        return payment.amount_capturable_minor
 
     def links(self, subject: Modification) -> dict[str, str]:
         row = subject.row
@@ -174,7 +193,9 @@ class ModificationKind(
         statement."""
         row, at = subject.row, utcnow()
         status, captured = self._leaves(subject.payment, row)
-        stored = replies.made(row, found, at=at)
+        # The answer and the event show the capture or void alike: built once for both.
+        made = replies.made(row, found, at=at)
+        stored = replies.stored_made(row, made)
         data = payment_json(
             subject.payment, status=status.value, amount_captured_minor=captured, updated_at=at
         )
@@ -185,17 +206,7 @@ class ModificationKind(
             write=modifications.result_with_outcome(
                 row, status=ModificationStatus.SUCCEEDED, provider_reference=found.reference, at=at
             ),
-            event=self._event(
-                subject,
-                self.succeeded_event,
-                data,
-                modification_json(
-                    row,
-                    status=ModificationStatus.SUCCEEDED.value,
-                    provider_reference=found.reference,
-                    updated_at=at,
-                ),
-            ),
+            event=self._event(subject, self.succeeded_event, data, made),
             outcome=Succeeded(operation_id, stored),
         )
 
@@ -308,7 +319,6 @@ class CaptureKind(ModificationKind[CaptureCommand]):
     noun: ClassVar[str] = "capture"
     record_name: ClassVar[str] = "capture"
     search: ClassVar[Searchable] = search.CAPTURES
-    claims_in_transaction: ClassVar[bool] = True
     type: ClassVar[ModificationType] = ModificationType.CAPTURE
     succeeded_event: ClassVar[EventType] = EventType.PAYMENT_CAPTURED
     failed_event: ClassVar[EventType] = EventType.PAYMENT_CAPTURE_FAILED
@@ -349,9 +359,10 @@ class CaptureKind(ModificationKind[CaptureCommand]):
             )
         return None
 
-    def _amount(self, payment: PaymentRow, command: CaptureCommand) -> int:
-        amount_minor = _amount_minor(command, payment.currency)
-        return payment.amount_capturable_minor if amount_minor is None else amount_minor
+    def _amounts(self, command: CaptureCommand) -> dict[int, int | None] | None:
+        if command.amount is None:
+            return None
+        return {e: _fits(command, currency) for e, currency in _BY_EXPONENT.items()}
 
     def _leaves(self, payment: PaymentRow, row: ModificationRow) -> tuple[PaymentStatus, int]:
         captured = payment.amount_captured_minor + row.amount_minor
@@ -366,7 +377,6 @@ class VoidKind(ModificationKind[VoidCommand]):
     noun: ClassVar[str] = "void"
     record_name: ClassVar[str] = "void"
     search: ClassVar[Searchable] = search.VOIDS
-    claims_in_transaction: ClassVar[bool] = True
     type: ClassVar[ModificationType] = ModificationType.VOID
     succeeded_event: ClassVar[EventType] = EventType.PAYMENT_VOIDED
     failed_event: ClassVar[EventType] = EventType.PAYMENT_VOID_FAILED
@@ -391,9 +401,21 @@ class VoidKind(ModificationKind[VoidCommand]):
         return (PaymentStatus.CAPTURED if captured else PaymentStatus.VOIDED), captured
 
 
+# One currency of each exponent: a capture's amount in minor units depends on that alone.
+_BY_EXPONENT = {e: min(c for c, x in CURRENCY_EXPONENTS.items() if x == e) for e in EXPONENTS}
+
+
+def _fits(command: CaptureCommand, currency: str) -> int | None:
+    """The capture's amount in `currency`'s minor units; None when it does not fit it."""
+    try:
+        return command.amount_minor(currency)
+    except AmountError:
+        return None
+
+
 def _amount_minor(command: CaptureCommand, currency: str) -> int | None:
     """The capture's amount in the payment's minor units; a `422 VALIDATION_ERROR` (nothing
-    stored: the claim's transaction rolls back) when it does not fit the currency."""
+    stored: the claim's guard refused it) when it does not fit the currency."""
     try:
         return command.amount_minor(currency)
     except AmountError as exc:

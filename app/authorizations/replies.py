@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from app.authorizations.provider import ProviderModification
 from app.authorizations.rows import ModificationRow, ModificationStatus
@@ -14,14 +15,18 @@ from app.idempotency.replies import JSON, stored_reply
 from app.operations.values import StoredResponse
 
 
-def made(row: ModificationRow, found: ProviderModification, *, at: datetime) -> StoredResponse:
-    """The answer stored for a capture or void the provider made: 201 with it."""
-    body = modification_json(
+def made(row: ModificationRow, found: ProviderModification, *, at: datetime) -> dict[str, Any]:
+    """The capture or void the provider made, as its answer and its event show it."""
+    return modification_json(
         row,
         status=ModificationStatus.SUCCEEDED.value,
         provider_reference=found.reference,
         updated_at=at,
     )
+
+
+def stored_made(row: ModificationRow, body: dict[str, Any]) -> StoredResponse:
+    """The answer stored for a capture or void the provider made: 201 with it (`made`)."""
     return stored_reply(201, JSON, dump_json(body), {"location": location(row)})
 
 

@@ -2,21 +2,23 @@
 
 Why the claim locks the payment row: "one capture or void in flight per payment, never
 beyond what the authorization has left, never once it lapsed" is a decision over the
-payment and its modifications, so a capture or void claim runs in one short transaction
-that takes the payment's row lock (`FOR NO KEY UPDATE`, as a refund's claim does), reads
-the payment as the lock returns it, checks, and claims. The claim's statement also marks the
-payment with the modification's operation (`modifying_operation_id`), and its outcome's
-statement clears it: a row lock that waited for another claim returns the row as that claim
-left it (READ COMMITTED re-reads a row it waited for), so the mark of a claim committed a
-moment ago is seen, in the one statement that locks. The worker's expiry locks the same
-rows and skips a marked one. The partial unique index on pending modifications is the last
-line of defence behind the mark; the payment's CHECKs (captured <= amount) behind the
-amounts.
+payment and its modifications, so a capture or void claim is one statement that takes the
+payment's row lock (`FOR NO KEY UPDATE`, as a refund's claim does) before anything else,
+checks the payment as the lock returns it, and claims only if it passes (`claim_guard`, the
+claim's `ClaimGuard`): the lock lasts until that statement commits. The claim's statement
+also marks the payment with the modification's operation (`modifying_operation_id`), and
+its outcome's statement clears it: a row lock that waited for another claim returns the row
+as that claim left it (READ COMMITTED re-reads a row it waited for), so the mark of a claim
+committed a moment ago is seen, in the one statement that locks. The worker's expiry locks
+the same rows and skips a marked one. The partial unique index on pending modifications is
+the last line of defence behind the mark; the payment's CHECKs (captured <= amount) behind
+the amounts.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -25,10 +27,11 @@ from psycopg.rows import class_row
 
 from app.authorizations.rows import ModificationRow, ModificationStatus, ModificationType
 from app.db.database import Connection
-from app.operations.values import SubjectWrite
+from app.operations.values import ClaimGuard, SubjectWrite
 from app.payments import repository as payments
+from app.payments.money import CURRENCY_EXPONENTS
 from app.payments.rows import PaymentRow
-from app.payments.status import PaymentStatus
+from app.payments.status import CAPTURABLE, PaymentStatus
 
 _COLUMNS = ", ".join(f.name for f in fields(ModificationRow))
 _TABLE = "payment_modifications"
@@ -41,18 +44,70 @@ _FOR_PAYMENT = f"""
     LIMIT %(limit)s
 """
 _PAYMENT_COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-_LOCK_PAYMENT = f"""
-    SELECT {_PAYMENT_COLUMNS}, capture_before <= now() AS lapsed FROM payments
-    WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
-    FOR NO KEY UPDATE
+_CAPTURABLE = ", ".join(f"'{status.value}'" for status in sorted(CAPTURABLE))
+# What an authorization has left to capture (`PaymentRow.amount_capturable_minor`).
+_CAPTURABLE_MINOR = (
+    f"CASE WHEN status IN ({_CAPTURABLE}) THEN amount_minor - amount_captured_minor ELSE 0 END"
+)
+# A capture's amount in its payment's minor units: the one of its currency's exponent.
+_AMOUNT_BY_EXPONENT = (
+    "CASE "
+    + " ".join(
+        f"WHEN currency IN ({', '.join(repr(c) for c in sorted(codes))}) "
+        f"THEN %(g_amount_{exponent})s::bigint"
+        for exponent, codes in sorted(
+            {
+                e: [c for c, x in CURRENCY_EXPONENTS.items() if x == e]
+                for e in set(CURRENCY_EXPONENTS.values())
+            }.items()
+        )
+    )
+    + " END"
+)
+EXPONENTS = sorted(set(CURRENCY_EXPONENTS.values()))
+# The claim's guard: the payment, locked, and whether it takes the capture or void. `ok`:
+# nothing in flight, an open authorization, and for a capture a hold not lapsed and an
+# amount that fits the currency and what is left. The kind explains a refusal from the row.
+_GUARD = """
+    SELECT modifying_operation_id IS NULL AND status IN ({capturable}){capture} AS ok,
+           claimed.amount, capture_before <= now() AS lapsed, {columns}
+    FROM payments, LATERAL (SELECT {amount} AS amount) AS claimed
+    WHERE id = %(g_payment_id)s AND tenant_id = %(g_tenant_id)s
+    FOR NO KEY UPDATE OF payments
 """
-# Subject writes: made inside the operations verb's statement (see SubjectWrite).
+_CAPTURE_OK = """
+        AND NOT coalesce(capture_before <= now(), false)
+        AND claimed.amount IS NOT NULL AND claimed.amount <= {capturable_minor}"""
+_GUARD_COLUMNS = ("ok", "amount", "lapsed", *(f.name for f in fields(PaymentRow)))
+
+
+def _guard_sql(*, capture: bool, amount: str) -> str:
+    return _GUARD.format(
+        capturable=_CAPTURABLE,
+        capture=_CAPTURE_OK.format(capturable_minor=_CAPTURABLE_MINOR) if capture else "",
+        amount=amount,
+        columns=_PAYMENT_COLUMNS,
+    )
+
+
+# (a capture?, of an amount?): a void and a capture of the rest take what is capturable.
+_GUARDS = {
+    (False, False): _guard_sql(capture=False, amount=_CAPTURABLE_MINOR),
+    (True, False): _guard_sql(capture=True, amount=_CAPTURABLE_MINOR),
+    (True, True): _guard_sql(capture=True, amount=_AMOUNT_BY_EXPONENT),
+}
+
+
+# Subject writes: made inside the operations verb's statement (see SubjectWrite). The claim's
+# reads the guard's row (`claim_guard`): the payment's charge, provider (its route is 1-based
+# in SQL), amount and currency.
 _INSERT_WITH_CLAIM = f"""
     INSERT INTO {_TABLE} (id, tenant_id, payment_id, operation_id, type, provider_key,
                           charge_id, provider, status, amount_minor, currency)
-    SELECT %(s_id)s, %(s_tenant_id)s, %(s_payment_id)s, id, %(s_type)s, %(s_provider_key)s,
-           %(s_charge_id)s, %(s_provider)s, 'PENDING', %(s_amount_minor)s, %(s_currency)s
-    FROM changed
+    SELECT %(s_id)s, guard.tenant_id, guard.id, changed.id, %(s_type)s, %(s_provider_key)s,
+           guard.provider_charge_id, (guard.route)[guard.attempt + 1], 'PENDING',
+           guard.amount, guard.currency
+    FROM changed, guard
 """
 # The claim marks its payment: the capture or void in flight.
 _PAYMENT_MARKED = """
@@ -99,26 +154,35 @@ class LockedPayment:
     lapsed: bool
     # The operation of the capture or void in flight, if one is.
     in_flight: uuid.UUID | None
+    # What the capture or void takes, in minor units (NULL: a capture's amount that does not
+    # fit the payment's currency).
+    amount_minor: int | None
 
 
-async def lock_payment(
-    conn: Connection, *, tenant_id: uuid.UUID, payment_id: uuid.UUID
-) -> LockedPayment | None:
-    """Lock the tenant's payment for a capture or void claim; None if there is no such one.
+def claim_guard(
+    *,
+    tenant_id: uuid.UUID,
+    payment_id: uuid.UUID,
+    capture: bool,
+    amounts: Mapping[int, int | None] | None = None,
+) -> ClaimGuard:
+    """The claim's guard for a capture (`capture`) or a void of the tenant's payment:
+    `amounts` is a capture's amount in minor units by currency exponent (None for one that
+    does not fit it), or None for all that is capturable."""
+    params: dict[str, Any] = {"g_tenant_id": tenant_id, "g_payment_id": payment_id}
+    if amounts is not None:
+        params.update({f"g_amount_{e}": amounts.get(e) for e in EXPONENTS})
+    sql = _GUARDS[capture, amounts is not None]
+    return ClaimGuard(sql, params, width=len(_GUARD_COLUMNS))
 
-    Call inside a transaction: the lock lasts until it ends.
-    """
-    params = {"tenant_id": tenant_id, "payment_id": payment_id}
-    async with conn.cursor() as cur:
-        await cur.execute(_LOCK_PAYMENT, params)
-        row = await cur.fetchone()
-        if row is None:
-            return None
-        names = [column.name for column in cur.description or ()]
-    values = dict(zip(names, row, strict=True))
-    lapsed = bool(values.pop("lapsed"))
+
+def locked_payment(row: tuple[Any, ...]) -> LockedPayment:
+    """The guard's row (`claim_guard`), as read under the payment's lock."""
+    values = dict(zip(_GUARD_COLUMNS, row, strict=True))
+    del values["ok"]  # the claim's flow read it: the row is refused or claimed from
+    amount, lapsed = values.pop("amount"), values.pop("lapsed")
     payment = PaymentRow(**values)
-    return LockedPayment(payment, lapsed, payment.modifying_operation_id)
+    return LockedPayment(payment, bool(lapsed), payment.modifying_operation_id, amount)
 
 
 async def operation_for_key(
@@ -180,21 +244,19 @@ async def list_for_payment(
         return await cur.fetchall()
 
 
-def created_with_claim(row: ModificationRow) -> SubjectWrite:
+def created_with_claim(
+    *, id: uuid.UUID, type: ModificationType, provider_key: str, payment_id: uuid.UUID
+) -> SubjectWrite:
     """The capture or void, PENDING with its derived provider key, created by the claim that
-    wins (`row` as `as_claimed` made it; its operation id and times are the claim's)."""
+    wins: its charge, provider, amount and currency are the locked payment's (the guard's
+    row, `claim_guard`)."""
     return SubjectWrite(
         _INSERT_WITH_CLAIM,
         {
-            "s_id": row.id,
-            "s_tenant_id": row.tenant_id,
-            "s_payment_id": row.payment_id,
-            "s_type": row.type,
-            "s_provider_key": row.provider_key,
-            "s_charge_id": row.charge_id,
-            "s_provider": row.provider,
-            "s_amount_minor": row.amount_minor,
-            "s_currency": row.currency,
+            "s_id": id,
+            "s_payment_id": payment_id,
+            "s_type": type.value,
+            "s_provider_key": provider_key,
         },
         also=(_PAYMENT_MARKED,),
     )

@@ -5,7 +5,8 @@ every kind alike: the kind (`app/operations/kinds.py`) says what the claim write
 business object (or why it refuses), the driver (`app/operations/driver.py`) makes the
 provider call and records what came of it, the reconciler takes over what is stalled.
 
-first request with a key     claim (one statement) -> drive the provider call
+first request with a key     claim (one statement; with the kind's checks in it when its
+                               claim is `Guarded`) -> drive the provider call
 same key, other request      422 IDEMPOTENCY_KEY_REUSED, nothing changes
 expired key                  422 IDEMPOTENCY_KEY_EXPIRED
 COMPLETED / FAILED           the stored answer, byte for byte (`Replay`)
@@ -27,7 +28,8 @@ from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from app.clock import utcnow
-from app.db.database import Database
+from app.db.database import Connection, Database
+from app.errors import ProblemError
 from app.idempotency.errors import IdempotencyKeyExpired, IdempotencyKeyReused, RequestInProgress
 from app.idempotency.fingerprint import fingerprint
 from app.idempotency.replies import Answer, Pending, Replay, operation_location, retry_after_s
@@ -36,7 +38,7 @@ from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
 from app.operations import repository as operations
-from app.operations.kinds import ClaimKey, OperationKind, Refused
+from app.operations.kinds import ClaimKey, Guarded, OperationKind, Prepared, Refused
 from app.operations.outcomes import FencedOut, Final, Indefinite, Outcome, Unknown, reconciled_as
 from app.operations.states import TERMINAL, Trigger
 from app.operations.values import Claimed, OwnedRef, Snapshot, stored_response
@@ -130,17 +132,9 @@ class KeyedFlow(Generic[CommandT]):
         async with begin() as conn:
             prepared = await kind.prepare(conn, key, command)
             if isinstance(prepared, Refused):
-                existing = await reads.find_by_key(
-                    conn,
-                    tenant_id=key.tenant_id,
-                    operation_name=kind.name,
-                    idempotency_key=key.idempotency_key,
-                    key_ttl_s=self._key_ttl_s,
-                )
-                if existing is not None:
-                    return existing
-                raise prepared.problem
-            claimed = await operations.claim(
+                return await self._refused(conn, key, prepared.problem)
+            guard = prepared.guard if isinstance(prepared, Guarded) else None
+            claimed, guarded = await operations.claim_guarded(
                 conn,
                 operation_id=key.operation_id,
                 tenant_id=key.tenant_id,
@@ -152,10 +146,36 @@ class KeyedFlow(Generic[CommandT]):
                 key_ttl_s=self._key_ttl_s,
                 subject=prepared.write,
                 send_reason=prepared.send_reason,
+                guard=guard,
             )
+            if isinstance(prepared, Guarded):
+                if isinstance(claimed, Claimed):
+                    assert guarded is not None, "a guarded claim won from its guard's row"
+                    return claimed.ref, prepared.claimed(guarded, claimed.at)
+                if guarded is None or not guarded[0]:
+                    # The guard refused: as a refusal by `prepare`, unless the statement
+                    # already read the row holding the key.
+                    problem = prepared.refusal(guarded)
+                    if claimed is not None:
+                        return claimed
+                    return await self._refused(conn, key, problem)
         if not isinstance(claimed, Claimed):
             return claimed
+        assert isinstance(prepared, Prepared)
         return claimed.ref, prepared.claimed(claimed.at)
+
+    async def _refused(self, conn: Connection, key: ClaimKey, problem: ProblemError) -> Snapshot:
+        """The operation holding the key, if one does (it answers instead); else `problem`."""
+        existing = await reads.find_by_key(
+            conn,
+            tenant_id=key.tenant_id,
+            operation_name=self._kind.name,
+            idempotency_key=key.idempotency_key,
+            key_ttl_s=self._key_ttl_s,
+        )
+        if existing is not None:
+            return existing
+        raise problem
 
     async def find(self, tenant_id: uuid.UUID, idempotency_key: str) -> Snapshot | None:
         """The tenant's operation of this kind holding `idempotency_key`, if any."""

@@ -6,8 +6,9 @@ kinds only through this interface, and the kind never calls back into it: the ki
 answers questions and returns values, the machinery does the writing.
 
     claim       `prepare`: what the claim writes of the business object (its row, in the
-                claim's one statement) or why it is refused; `claimed`: the object as the
-                claim made it. The keyed flow (`app/idempotency/flow.py`) runs the claim.
+                claim's one statement) or why it is refused, or (`Guarded`) the checks the
+                claim's statement makes first; `claimed`: the object as the claim made it.
+                The keyed flow (`app/idempotency/flow.py`) runs the claim.
     request     `request`: the provider call that creates the kind's effect
     look up     `look_up`: what the provider holds under the object's derived key(s)
     record      `found`, `rejected`, `no_effect`, `attention_event`, `failover`,
@@ -37,7 +38,7 @@ from app.errors import ProblemError
 from app.observability.metrics import Metrics
 from app.operations.outcomes import Final, Indefinite
 from app.operations.states import Trigger
-from app.operations.values import EventWrite, StoredResponse, SubjectWrite
+from app.operations.values import ClaimGuard, EventWrite, StoredResponse, SubjectWrite
 from app.provider.registry import Providers
 from app.provider.routing import RoutingTable
 from app.settings import Settings
@@ -79,6 +80,25 @@ class Prepared(Generic[SubjectT]):
 
     write: SubjectWrite
     claimed: Callable[[datetime], SubjectT]
+    send_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Guarded(Generic[SubjectT]):
+    """What a kind's claim writes when its checks need what only the claim's statement can
+    read (`ClaimGuard`: the rows they decide on, locked): made by `prepare` without I/O.
+
+    The claim is then one statement, the guard first: the operation and `write` are made
+    only from a row the guard found ok. `claimed` builds the object as the claim made it,
+    from the guard's row and the claim's database time; `refusal` says why a row the guard
+    did not find ok (None: no row) refuses the request, raising instead what refuses it
+    whatever its key holds (as `prepare` would raise it).
+    """
+
+    write: SubjectWrite
+    guard: ClaimGuard
+    claimed: Callable[[tuple[Any, ...], datetime], SubjectT]
+    refusal: Callable[[tuple[Any, ...] | None], ProblemError]
     send_reason: str | None = None
 
 
@@ -173,9 +193,10 @@ class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
     @abstractmethod
     async def prepare(
         self, conn: Connection, key: ClaimKey, command: CommandT
-    ) -> Prepared[SubjectT] | Refused:
+    ) -> Prepared[SubjectT] | Guarded[SubjectT] | Refused:
         """What the claim of `command` writes, or why it is refused; runs in the claim's
-        transaction when `claims_in_transaction`, and may read (and lock) there."""
+        transaction when `claims_in_transaction`, and may read (and lock) there. `Guarded`:
+        the claim's own statement reads (and locks) what the checks need."""
 
     @abstractmethod
     def links(self, subject: SubjectT) -> dict[str, str]:

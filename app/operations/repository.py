@@ -10,6 +10,7 @@ Three rules hold every write here together:
 Times come from the database clock (`now()`), the one clock every process shares.
 
     claim          insert-first: RECEIVED then PROVIDER_REQUEST_SENT, with the claimant's lease
+                   (`claim_guarded`: only if the kind's guard, read first, lets it)
     mark_sent      send / retry / resend -> PROVIDER_REQUEST_SENT, before the provider call
     record_final   complete / fail -> COMPLETED / FAILED, with the stored response
     defer          defer -> FAILED_RETRYABLE (certainly not processed)
@@ -37,6 +38,7 @@ from app.operations.reads import snapshot_of
 from app.operations.states import MACHINE, State, Trigger
 from app.operations.values import (
     Claimed,
+    ClaimGuard,
     EventWrite,
     OwnedRef,
     Schedule,
@@ -81,6 +83,42 @@ async def claim(
     audited; `send_reason` is the send edge's reason (which provider, when the operation has
     a choice).
     """
+    claimed, _ = await claim_guarded(
+        conn,
+        operation_id=operation_id,
+        tenant_id=tenant_id,
+        operation_name=operation_name,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+        owner=owner,
+        lease_s=lease_s,
+        key_ttl_s=key_ttl_s,
+        subject=subject,
+        send_reason=send_reason,
+    )
+    return claimed
+
+
+async def claim_guarded(
+    conn: Connection,
+    *,
+    operation_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    operation_name: str,
+    idempotency_key: str,
+    fingerprint: str,
+    owner: str,
+    lease_s: float,
+    key_ttl_s: int,
+    subject: SubjectWrite | None = None,
+    send_reason: str | None = None,
+    guard: ClaimGuard | None = None,
+) -> tuple[Claimed | Snapshot | None, tuple[Any, ...] | None]:
+    """`claim`, and with `guard` checked first in the same statement (`ClaimGuard`): what
+    `claim` returns, and the guard's row as the statement read it (None: no row, or no
+    guard). A claim its guard refuses inserts nothing, and returns the key's row as `claim`
+    does when the key is taken.
+    """
     sent = MACHINE.next_state(State.RECEIVED, Trigger.SEND)
     params = {
         "id": operation_id,
@@ -100,15 +138,23 @@ async def claim(
         # the operation later in another trace to link to it.
         "traceparent": traceparent(),
         **(subject.params if subject else {}),
+        **(guard.params if guard else {}),
     }
-    sql = statements.claim_sql(statements.subject_sql(subject))
+    sql = statements.claim_sql(statements.subject_sql(subject), guard.sql if guard else None)
     row = await (await conn.execute(sql, params)).fetchone()
     assert row is not None, "the claim's SELECT always returns its one row"
-    won, at, *existing = row
+    won, at, *rest = row
+    width = guard.width if guard else 0
+    guarded, existing = tuple(rest[:width]), rest[width:]
     if won:
         annotate(operation_id=str(operation_id), fence=1, transition="claim")
-        return Claimed(OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), at)
-    return None if existing[0] is None else snapshot_of(existing)
+        claimed: Claimed | Snapshot | None = Claimed(
+            OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), at
+        )
+    else:
+        claimed = None if existing[0] is None else snapshot_of(existing)
+    # No row for the guard: its columns are all NULL, `ok` first among them.
+    return claimed, (guarded if guard and guarded[0] is not None else None)
 
 
 async def mark_sent(

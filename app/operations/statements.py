@@ -25,13 +25,14 @@ _AUDIT = """
 # that wins the key goes straight to the provider call, and the operation is never left
 # RECEIVED by a live first owner. Recovering a PROVIDER_REQUEST_SENT operation is a lookup,
 # then a resend with the same key, so nothing is lost by sending right after the claim.
+# A guarded claim (`ClaimGuard`) reads its guard first and inserts only from an ok row.
 _CLAIM = """
-    WITH changed AS (
+    WITH {guard}changed AS (
         INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
                                 state, lease_owner, lease_expires_at, fence, traceparent)
-        VALUES (%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
+        {source}%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
                 %(fingerprint)s, %(sent)s, %(actor)s,
-                now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s)
+                now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s{guarded}
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
         RETURNING id
     ), audit AS (
@@ -45,8 +46,8 @@ _CLAIM = """
              AS edge (step, from_state, to_state, trigger, reason)
         ORDER BY edge.step
     ){subject}
-    SELECT EXISTS (SELECT FROM changed), now(), existing.*
-    FROM (SELECT) AS one
+    SELECT EXISTS (SELECT FROM changed), now(){guard_row}, existing.*
+    FROM (SELECT) AS one{guard_join}
     LEFT JOIN (
         SELECT {snapshot} FROM operations
         WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
@@ -102,5 +103,24 @@ def transition_sql(
 
 
 @cache
-def claim_sql(subject_sql: tuple[str, ...]) -> str:
-    return _CLAIM.format(subject=_subject_ctes(subject_sql), snapshot=SNAPSHOT_COLUMNS)
+def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str:
+    """The claim's statement; with `guard_sql` (`ClaimGuard`), the operation is inserted
+    only from the guard's row when it is ok, and the row follows the claim's two columns."""
+    if guard_sql is None:
+        unguarded = {"guard": "", "source": "VALUES (", "guarded": ")", "guard_row": ""}
+        return _CLAIM.format(
+            subject=_subject_ctes(subject_sql),
+            snapshot=SNAPSHOT_COLUMNS,
+            guard_join="",
+            **unguarded,
+        )
+    return _CLAIM.format(
+        # Materialized: read (and locked) once, by the insert and the answer alike.
+        guard=f"guard AS MATERIALIZED ({guard_sql}), ",
+        source="SELECT ",
+        guarded=" FROM guard WHERE guard.ok",
+        subject=_subject_ctes(subject_sql),
+        guard_row=", guard.*",
+        guard_join=" LEFT JOIN guard ON true",
+        snapshot=SNAPSHOT_COLUMNS,
+    )

@@ -6,6 +6,7 @@
     Snapshot                      an operation as a read sees it (lease live, key expired)
     StoredResponse                the answer stored with a final outcome
     SubjectWrite, EventWrite      the business object's and the event's SQL, handed to a verb
+    ClaimGuard                    what a claim checks in its own statement before it inserts
     Schedule                      when recovery checks next, and whether it needs attention
 
 The repository produces them and every layer above passes them on; none does I/O.
@@ -149,6 +150,24 @@ class SubjectWrite:
     sql: str
     params: dict[str, Any]
     also: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimGuard:
+    """What a claim checks in its own statement before it inserts the operation.
+
+    `sql` is a SELECT of at most one row, run first as the CTE `guard`; it may lock what it
+    reads (`FOR NO KEY UPDATE`: held until the statement commits, and a lock that waited
+    returns the row as its last writer left it). Its first column, `ok`, says whether the
+    claim may go on: the operation is inserted only from a row that is ok, so a claim the
+    guard refuses stores nothing. Its parameters are prefixed `g_`; the business object's
+    write may read `guard` besides `changed`. The statement returns the row, its `width`
+    columns, as the guard read it.
+    """
+
+    sql: str
+    params: dict[str, Any]
+    width: int
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`POST /payments` on the fast path answers exactly as through FastAPI's route.
+"""The fast routes answer exactly as through FastAPI's routes: `POST /payments`, the lookup
+`GET /operations?idempotency_key=`, and a capture's and a void's `POST /payments/{id}/...`.
 
 One app, served in this process against the real database and fake provider: each request
 is sent twice, once through the fast routes (`with_fast_routes`) and once through the
@@ -10,6 +11,11 @@ per-path prefix) are replaced by placeholders before comparing; no header is lef
 Every kind of answer is compared: refusals, 201 and its replay, declines and rejections,
 422 conflicts, 409 in progress (with and without `Prefer: wait`), 202, the provider's 503,
 429 over the tenant's rate, and a database error's 503 and 500 (a failpoint raises them).
+For captures and voids, besides the same refusals, every answer the path parameter leads to
+(an id that is no UUID, percent-encoded, another tenant's or no payment's: 404), the paths
+the route's template does not take (an empty id, a trailing slash: FastAPI's own 404 and
+redirect on both), and each refusal of the claim (409 not capturable, not voidable, another
+capture in flight; 422 beyond what is capturable).
 And the route's surroundings (middleware, exception handlers, dependencies) are pinned for
 every fast route: the table calls the route's own endpoint and dependencies, and
 `app/main.py` wraps it in the app's observer and problem rendering, so adding one must fail
@@ -34,6 +40,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.authorizations.router import create_capture, create_void
 from app.errors import PROBLEMS, ProblemError
 from app.http.fast_path import fast_route, with_fast_routes
 from app.http.middleware import ObserveRequests
@@ -45,11 +52,13 @@ from app.settings import Settings
 from app.tenants.bearer import get_tenant
 from tests.support.control.faults import FaultInjector
 from tests.support.factories.payments import payment_body
-from tests.support.factories.tenants import TenantHandle
+from tests.support.factories.tenants import TenantHandle, make_tenant
 
 ROUTE_HEADER = b"x-test-path"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CHARGE = re.compile(r"ch_[0-9a-f]{32}")
+# The provider's capture and void ids.
+_RECORD = re.compile(r"\b[a-z]{2}_[0-9a-f]{32}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 _HTTP_DATE = re.compile(r"[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT")
 
@@ -124,6 +133,7 @@ Answer = tuple[int, list[tuple[str, str]], Any]
 def _placeholders(text: str, prefix: str) -> str:
     text = _UUID.sub("<id>", text)
     text = _CHARGE.sub("<charge>", text)
+    text = _RECORD.sub("<record>", text)
     text = _TIME.sub("<time>", text)
     text = _HTTP_DATE.sub("<date>", text)
     return text.replace(prefix, "<k>")
@@ -275,11 +285,14 @@ def test_every_answer_is_the_routes_answer(
     assert compared["unknown outcome (1)"] == 202
 
 
-async def _until_sent(http: httpx.AsyncClient, headers: dict[str, str]) -> None:
+async def _until_sent(
+    http: httpx.AsyncClient, headers: dict[str, str], operation: str = "create_payment"
+) -> None:
     """Wait until the request holding this key has claimed it and called the provider."""
     key = headers.pop("idempotency-key")
+    params = {"idempotency_key": key, "operation": operation}
     for _ in range(100):
-        found = await http.get("/operations", params={"idempotency_key": key}, headers=headers)
+        found = await http.get("/operations", params=params, headers=headers)
         if found.status_code == 200 and found.json()["state"] == "PROVIDER_REQUEST_SENT":
             return
         await asyncio.sleep(0.05)
@@ -381,13 +394,150 @@ def test_every_lookup_answer_is_the_routes_answer(serve: Serve, tenant: TenantHa
     assert compared["repeated, the last counts"] == 200
 
 
+async def _send(
+    http: httpx.AsyncClient, path: Path, target: str, headers: dict[str, str], body: bytes
+) -> Answer:
+    """`POST target` on `path` (`{k}` in the target is the path's prefix)."""
+    response = await http.post(
+        target.replace("{k}", path.prefix), content=path.body(body), headers=path.headers(headers)
+    )
+    return _normalized(response, path.prefix)
+
+
+async def _authorized(
+    http: httpx.AsyncClient, path: Path, auth: dict[str, str], account: str, amount: str = "10.00"
+) -> str:
+    """A manual payment of `path`'s own on `account` (`{k}`: the prefix), authorized: its id."""
+    headers = {**auth, "content-type": "application/json", "idempotency-key": f"{account}-auth"}
+    body = _body(account, amount=amount, capture="manual")
+    response = await http.post("/payments", content=path.body(body), headers=path.headers(headers))
+    assert response.status_code == 201, response.text
+    assert response.json()["status"] == "AUTHORIZED", response.text
+    payment_id: str = response.json()["payment_id"]
+    return payment_id
+
+
+def test_every_capture_and_void_answer_is_the_routes_answer(
+    serve: Serve, tenant: TenantHandle, faults: FaultInjector, db: psycopg.Connection[Any]
+) -> None:
+    auth = {"authorization": f"Bearer {tenant.api_key}", "x-request-id": "{k}-request"}
+    ok = {**auth, "content-type": "application/json"}
+    compared: dict[str, int] = {}
+    other_tenant = make_tenant(db, "fast path's other tenant")
+
+    async def one_path(http: httpx.AsyncClient, path: Path) -> dict[str, list[Answer]]:
+        """Every case on one path, each to payments of the path's own."""
+        pid = await _authorized(http, path, auth, "acc_{k}_capture")
+        whole = await _authorized(http, path, auth, "acc_{k}_whole")
+        voided = await _authorized(http, path, auth, "acc_{k}_void")
+        paid = await _post(http, path, {**ok, "idempotency-key": "{k}-paid"}, _body("acc_{k}_p"))
+        assert paid[0] == 201
+        one_step = paid[2]["payment_id"]
+        theirs = await _authorized(
+            http, path, {"authorization": f"Bearer {other_tenant.api_key}"}, "acc_{k}_theirs"
+        )
+        capture, void = f"/payments/{pid}/captures", f"/payments/{voided}/void"
+        amount, rest = b'{"amount": "4.00"}', b"{}"
+
+        def key(name: str) -> dict[str, str]:
+            return {**ok, "idempotency-key": "{k}-" + name}
+
+        cases: list[tuple[str, str, dict[str, str], bytes]] = [
+            ("no credentials", capture, {"content-type": "application/json"}, amount),
+            ("no idempotency key", capture, ok, amount),
+            ("bad idempotency key", capture, {**ok, "idempotency-key": "has space"}, amount),
+            ("not json", capture, {**auth, "idempotency-key": "{k}-c1"}, amount),
+            ("too large", capture, key("c2"), b"{" + b" " * 70_000 + b"}"),
+            ("malformed", capture, key("c3"), b'{"amount": '),
+            ("invalid amount", capture, key("c4"), b'{"amount": "-1"}'),
+            ("unknown member", capture, key("c5"), b'{"final": true}'),
+            ("too many digits", capture, key("c6"), b'{"amount": "1.234"}'),
+            ("not a uuid", "/payments/{k}/captures", key("c7"), amount),
+            ("encoded", "/payments/%20{k}%3F/captures", key("c8"), amount),
+            ("padded id", f"/payments/%20{pid}/captures", key("c8b"), amount),
+            ("no payment", f"/payments/{uuid.UUID(int=7)}/captures", key("c9"), amount),
+            ("another tenant's", f"/payments/{theirs}/captures", key("c10"), amount),
+            ("no id", "/payments//captures", key("c11"), amount),
+            ("trailing slash", capture + "/", key("c12"), amount),
+            ("captured", capture, key("c13"), amount),
+            ("replayed", capture, key("c13"), amount),
+            ("reused", capture, key("c13"), b'{"amount": "3.00"}'),
+            ("beyond", capture, key("c14"), b'{"amount": "6.01"}'),
+            ("the rest", capture, key("c15"), rest),
+            ("nothing left", capture, key("c16"), rest),
+            ("one-step", f"/payments/{one_step}/captures", key("c17"), rest),
+            ("void with a body", void, key("v1"), amount),
+            ("voided", void, key("v2"), rest),
+            ("void replayed", void, key("v2"), rest),
+            ("voided again", void, key("v3"), rest),
+            ("captured after the void", f"/payments/{voided}/captures", key("v4"), rest),
+            ("void after a capture", f"/payments/{pid}/void", key("v5"), rest),
+            ("void of a one-step", f"/payments/{one_step}/void", key("v6"), rest),
+            ("void of no payment", "/payments/{k}/void", key("v7"), rest),
+        ]
+        answers = {what: [await _send(http, path, t, h, b)] for what, t, h, b in cases}
+        # The provider cannot be reached for this payment's capture: 503, nothing stored.
+        down = await _authorized(http, path, auth, "acc_{k}_down")
+        faults.add("unavailable", account_id=path.body(b"acc_{k}_down").decode(), call="capture")
+        headers = {**ok, "idempotency-key": "{k}-c18"}
+        answers["provider unavailable"] = [
+            await _send(http, path, f"/payments/{down}/captures", headers, b"{}")
+        ]
+        answers["in flight"] = await _in_flight(http, path, whole, ok)
+        return answers
+
+    async def _in_flight(
+        http: httpx.AsyncClient, path: Path, pid: str, ok: dict[str, str]
+    ) -> list[Answer]:
+        # The provider takes 3 s over the capture: meanwhile its key is in progress (409),
+        # another capture or a void of the payment is refused (409), nothing sent for them.
+        account = path.body(b"acc_{k}_whole").decode()
+        faults.add("latency", account_id=account, call="capture", delay_s=_SLOW_S)
+        first_headers = {**ok, "idempotency-key": "{k}-slow"}
+        target = f"/payments/{pid}/captures"
+        first = asyncio.create_task(_send(http, path, target, first_headers, b"{}"))
+        await _until_sent(
+            http, path.headers({**ok, "idempotency-key": "{k}-slow"}), "capture_payment"
+        )
+        busy = await _send(http, path, target, first_headers, b"{}")
+        other = await _send(http, path, target, {**ok, "idempotency-key": "{k}-other"}, b"{}")
+        void_headers = {**ok, "idempotency-key": "{k}-void"}
+        void = await _send(http, path, f"/payments/{pid}/void", void_headers, b"{}")
+        return [busy, other, void, await first]
+
+    async def scenario(http: httpx.AsyncClient, seen: Seen) -> None:
+        fast, route = _paths()
+        on_fast = await one_path(http, fast)
+        # FastAPI served none of the fast path's requests but those the routes' templates
+        # do not take: no id, and a trailing slash.
+        assert [(m, _UUID.sub("<id>", p)) for m, p in seen] == [
+            ("POST", "/payments//captures"),
+            ("POST", "/payments/<id>/captures/"),
+        ]
+        on_route = await one_path(http, route)
+        for what, answers in on_fast.items():
+            assert answers == on_route[what], what
+            for step, answer in enumerate(answers):
+                compared[f"{what} ({step + 1})"] = answer[0]
+
+    serve(scenario)
+    statuses = set(compared.values())
+    assert statuses == {201, 307, 400, 401, 404, 409, 413, 415, 422, 503}, compared
+    assert compared["no id (1)"] == compared["padded id (1)"] == 404
+    assert compared["trailing slash (1)"] == 307
+    assert [compared[f"in flight ({n})"] for n in (1, 2, 3, 4)] == [409, 409, 409, 201]
+
+
 # Each fast route's declared endpoint and dependencies, as the table calls them.
+_TENANT_SERVICES = [("tenant", get_tenant), ("services", get_services)]
 _DECLARED = {
-    ("POST", "/payments"): (create_payment, [("tenant", get_tenant), ("services", get_services)]),
+    ("POST", "/payments"): (create_payment, _TENANT_SERVICES),
     ("GET", "/operations"): (
         find_operation,
         [("tenant", get_tenant), ("services", get_services), ("query", lookup_query)],
     ),
+    ("POST", "/payments/{payment_id}/captures"): (create_capture, _TENANT_SERVICES),
+    ("POST", "/payments/{payment_id}/void"): (create_void, _TENANT_SERVICES),
 }
 
 

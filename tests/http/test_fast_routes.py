@@ -1,4 +1,5 @@
-"""The fast routes' table on small apps: what it takes, what it refuses, what it sets.
+"""The fast routes' table on small apps: what it takes, what it refuses, what it sets, and
+for a route with path parameters which requests it takes.
 
 `tests/http/test_fast_path.py` compares the API's own fast routes with FastAPI's, answer by
 answer; these check the table itself, on routes made for the purpose.
@@ -7,16 +8,17 @@ answer; these check the table itself, on routes made for the purpose.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from app.http.fast_path import NotFast, fast_route, with_fast_routes
+from app.http.fast_path import NotFast, Templated, fast_route, with_fast_routes
 
 # What FastAPI's app and router put in the scope before a handler runs.
 _ROUTED = ("app", "router", "route", "endpoint", "path_params")
@@ -168,3 +170,142 @@ async def _takes_body(x: Annotated[int, Body()]) -> Response:
 
 async def _returns_dict() -> dict[str, int]:
     return {}
+
+
+def _templated_app(seen: list[Scope]) -> FastAPI:
+    """`POST /v1/things/{name}`, with one earlier route that takes one of its paths first."""
+    router = APIRouter()
+
+    @router.post("/things/special")
+    async def special() -> Response:
+        return JSONResponse({"special": True})
+
+    @router.post("/things/{name}")
+    async def named(name: str, request: Request) -> Response:
+        seen.append(dict(request.scope))
+        return JSONResponse({"name": name})
+
+    app = FastAPI()
+    app.include_router(router, prefix="/v1")
+    return app
+
+
+def _send(target: Any, path: str) -> httpx.Response:
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=target)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            return await http.post(path)
+
+    return asyncio.run(main())
+
+
+def test_a_templated_route_answers_and_sets_the_scope_as_fastapi_does() -> None:
+    seen: list[Scope] = []
+    app = _templated_app(seen)
+    route = fast_route(app, "POST", "/v1/things/{name}")
+    assert route.templated
+    assert route.path_params == (("name", "name"),)
+    served: list[str] = []
+
+    async def fast_app(scope: Scope, receive: Any, send: Any) -> None:
+        served.append(scope["path"])
+        await route.asgi(app, errors=(Boom,), render=_render)(scope, receive, send)
+
+    fast = with_fast_routes(
+        {("POST", "/v1/things/{name}"): Templated(route.match, fast_app)}, others=app
+    )
+    for path in ("/v1/things/a%20b", "/v1/things/special", "/v1/things/", "/v1/things/a/b"):
+        through_fastapi, through_table = _send(app, path), _send(fast, path)
+        assert through_table.status_code == through_fastapi.status_code, path
+        assert through_table.content == through_fastapi.content, path
+    # The table took only the request FastAPI serves with the templated route; the earlier
+    # route's path, and the paths the template does not take, went on to the app.
+    assert served == ["/v1/things/a b"]
+    routed, fasted = seen[0], seen[1]
+    assert {key: routed[key] for key in _ROUTED} == {key: fasted[key] for key in _ROUTED}
+    assert fasted["path_params"] == {"name": "a b"}
+
+
+def test_only_earlier_routes_that_may_take_its_requests_are_matched_per_request() -> None:
+    app = FastAPI()
+    app.get("/things/{name}")(_takes_path_name)  # another method: a partial match at most
+    app.post("/things/{name}/more")(_takes_path_name)  # another number of segments
+    app.post("/others/{name}")(_takes_path_name)  # another literal segment
+    app.post("/{kind}/special")(_takes_kind)  # may match /things/special
+    app.mount("/things/static", app=Response())  # a mount: matches /things/static/...
+    app.post("/{rest:path}")(_takes_rest)  # may match anything
+    app.post("/things/{name}")(_takes_path_name)
+    route = fast_route(app, "POST", "/things/{name}")
+    assert [other.path_format for other in route.earlier] == [
+        "/{kind}/special",
+        "/{rest}",
+    ]
+    probe = {"type": "http", "method": "POST", "root_path": "", "path_params": {}}
+    # The first route FastAPI tries that matches in full takes the request.
+    assert route.match({**probe, "path": "/things/special"}) is None
+    assert route.match({**probe, "path": "/things/x"}) is None
+
+
+def test_the_routes_own_match_decides_when_no_earlier_route_may() -> None:
+    app = FastAPI()
+    app.post("/things/{name}")(_takes_path_name)
+    route = fast_route(app, "POST", "/things/{name}")
+    assert route.earlier == ()
+    probe = {"type": "http", "method": "POST", "root_path": "", "path_params": {}}
+    matched = route.match({**probe, "path": "/things/x"})
+    assert matched is not None
+    assert (matched["endpoint"], matched["path_params"]) == (_takes_path_name, {"name": "x"})
+    for path in ("/things/", "/things/x/", "/things/x/y", "/thing/x"):
+        assert route.match({**probe, "path": path}) is None, path
+    assert route.match({**probe, "path": "/things/x", "method": "PUT"}) is None
+
+
+async def _takes_path_name(name: str) -> Response:
+    return Response(name)
+
+
+async def _takes_kind(kind: str) -> Response:
+    return Response(kind)
+
+
+async def _takes_rest(rest: str) -> Response:
+    return Response(rest)
+
+
+async def _takes_int(name: int) -> Response:
+    return Response(str(name))
+
+
+async def _takes_checked(name: Annotated[str, Path(min_length=3)]) -> Response:
+    return Response(name)
+
+
+async def _with_path(name: str) -> str:
+    return name
+
+
+@pytest.mark.parametrize(
+    ("template", "endpoint", "dependencies", "refusal"),
+    [
+        ("/x/{name:int}", _takes_int, [], "convertor other than str"),
+        ("/x/{name:path}", _takes_path_name, [], "convertor other than str"),
+        ("/x/{name}", _takes_int, [], "validated as more than str"),
+        ("/x/{name}", _takes_checked, [], "validated as more than str"),
+        ("/x/{name}", _plain, [Depends(_with_path)], "the dependency .* has path params"),
+    ],
+)
+def test_a_path_parameter_fastapi_would_convert_or_validate_is_refused(
+    template: str, endpoint: Callable[..., Any], dependencies: list[Any], refusal: str
+) -> None:
+    app = FastAPI()
+    app.post(template, dependencies=dependencies)(endpoint)
+    with pytest.raises(NotFast, match=refusal):
+        fast_route(app, "POST", template)
+
+
+def test_a_template_is_entered_with_its_match() -> None:
+    app = FastAPI()
+    with pytest.raises(ValueError, match="Templated"):
+        with_fast_routes({("POST", "/things/{name}"): app}, others=app)
+    with pytest.raises(NotFast, match=re.escape("no route POST /things/{name}")):
+        fast_route(app, "POST", "/things/{name}")

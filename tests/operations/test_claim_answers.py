@@ -3,13 +3,15 @@
 `repository.claim` is insert-first: the request that wins the key owns the operation at
 fence 1 with no recovery check counted yet (the first check's schedule and `needs_attention`
 count from there), and a later request with the same key reads the winner's row in the same
-round trip instead of owning anything.
+round trip instead of owning anything. `repository.claim_guarded` checks its guard first in
+the same statement: a refused claim stores nothing, and the guard's row comes back either way.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,7 +22,7 @@ from psycopg.rows import DictRow
 
 from app.operations import repository as operations
 from app.operations.states import State
-from app.operations.values import Claimed, OwnedRef, Snapshot
+from app.operations.values import Claimed, ClaimGuard, OwnedRef, Snapshot
 from app.tracing.state import STATE
 from tests.support.factories.payments import new_key
 from tests.support.factories.tenants import TenantHandle
@@ -136,3 +138,63 @@ def test_a_traced_claim_marks_its_span_with_the_operation_and_fence_1(
     attributes = dict(span.attributes or {})
     assert attributes["payments.operation_id"] == str(operation_id)
     assert (attributes["payments.fence"], attributes["payments.transition"]) == (1, "claim")
+
+
+def _guarded(
+    async_db: AsyncDb, tenant: TenantHandle, key: str, operation_id: uuid.UUID, guard: ClaimGuard
+) -> tuple[Claimed | Snapshot | None, tuple[Any, ...] | None]:
+    async def claim() -> tuple[Claimed | Snapshot | None, tuple[Any, ...] | None]:
+        async with async_db.db.connection() as conn:
+            return await operations.claim_guarded(
+                conn,
+                operation_id=operation_id,
+                tenant_id=tenant.id,
+                operation_name="create_payment",
+                idempotency_key=key,
+                fingerprint="0" * 64,
+                owner="api:first",
+                lease_s=30,
+                key_ttl_s=86400,
+                guard=guard,
+            )
+
+    return async_db.run(claim())
+
+
+def _guard(ok: bool | None) -> ClaimGuard:
+    """A guard of one row (`ok`, and a value), or none when `ok` is None."""
+    sql = "SELECT %(g_ok)s::boolean AS ok, 'seen' AS what WHERE %(g_ok)s::boolean IS NOT NULL"
+    return ClaimGuard(sql, {"g_ok": ok}, width=2)
+
+
+@pytest.mark.parametrize("ok", [False, None], ids=["refused", "no row"])
+def test_a_claim_its_guard_refuses_stores_nothing_and_returns_the_guards_row(
+    async_db: AsyncDb,
+    tenant: TenantHandle,
+    made: list[uuid.UUID],
+    db: psycopg.Connection[DictRow],
+    ok: bool | None,
+) -> None:
+    operation_id = uuid.uuid4()
+    made.append(operation_id)
+    claimed, row = _guarded(async_db, tenant, new_key(), operation_id, _guard(ok))
+    assert claimed is None
+    assert row == (None if ok is None else (False, "seen"))
+    assert db.execute("SELECT FROM operations WHERE id = %s", (operation_id,)).fetchone() is None
+
+
+def test_a_claim_its_guard_lets_through_is_claimed_with_the_guards_row(
+    async_db: AsyncDb, tenant: TenantHandle, made: list[uuid.UUID]
+) -> None:
+    key, first = new_key(), uuid.uuid4()
+    made.append(first)
+    claimed, row = _guarded(async_db, tenant, key, first, _guard(True))
+    assert isinstance(claimed, Claimed)
+    assert claimed.ref.id == first
+    assert row == (True, "seen")
+    # Refused or not, a claim of a taken key reads the row holding it.
+    for ok in (True, False):
+        again, row = _guarded(async_db, tenant, key, uuid.uuid4(), _guard(ok))
+        assert isinstance(again, Snapshot)
+        assert again.operation.id == first
+        assert row == (ok, "seen")
