@@ -133,6 +133,9 @@ def serve(path: str) -> dict[str, Any] | None:
             if key.data == "parent":
                 if not os.read(sys.stdin.fileno(), 1):
                     close_all()
+                    # The socket's folder was made for this server alone.
+                    os.unlink(path)
+                    os.rmdir(os.path.dirname(path))
                     return None
             elif key.data == "reap":
                 os.read(wake_r, 4096)
