@@ -21,6 +21,12 @@ whose environment changes what the interpreter itself reads (`PYTHON*`, `LD_*`) 
 for another working directory is started with `subprocess.Popen` instead; so is every start
 when `TESTS_FORK_SERVER=0`.
 
+What differs is only what the kernel keeps from the exec: `ps` and /proc/PID/cmdline show a
+forked process as `python -m tests.support.control.forkserver SOCKET`, /proc/PID/environ
+shows the server's environment (`os.environ` in the process is the one asked for), and its
+parent is the server, not the test process (whose rusage of children therefore leaves its
+CPU out).
+
 The server's parent is the test process; the server reaps its children and reports each
 exit status on the connection the start was asked on (`ForkedChild`, `subprocess.Popen`'s
 `pid`, `returncode`, `poll`, `wait`, `send_signal`, `terminate` and `kill`). It exits when
@@ -133,6 +139,9 @@ def serve(path: str) -> dict[str, Any] | None:
             if key.data == "parent":
                 if not os.read(sys.stdin.fileno(), 1):
                     close_all()
+                    # The socket's folder was made for this server alone.
+                    os.unlink(path)
+                    os.rmdir(os.path.dirname(path))
                     return None
             elif key.data == "reap":
                 os.read(wake_r, 4096)
