@@ -89,7 +89,8 @@ def _payment(
 def _locked(
     payment: PaymentRow, *, lapsed: bool = False, in_flight: uuid.UUID | None = None
 ) -> LockedPayment:
-    return LockedPayment(payment=payment, lapsed=lapsed, in_flight=in_flight)
+    # The amount the claim's statement computed is not what the refusals read.
+    return LockedPayment(payment=payment, lapsed=lapsed, in_flight=in_flight, amount_minor=None)
 
 
 def _capture(amount: str | None) -> CaptureCommand:
@@ -213,11 +214,15 @@ def test_an_amount_the_currency_cannot_hold_is_a_validation_error() -> None:
 # What a capture takes, and what a capture or void leaves.
 
 
-def test_a_capture_takes_its_amount_or_else_the_rest() -> None:
-    payment = _payment(PaymentStatus.PARTIALLY_CAPTURED, amount=1000, captured=400)
-    assert CAPTURE._amount(payment, _capture("3.50")) == 350
-    assert CAPTURE._amount(payment, _capture(None)) == 600
-    assert VOID._amount(payment, VOID_COMMAND) == 600
+def test_a_capture_asks_for_its_amount_in_each_exponent_or_else_the_rest() -> None:
+    # The claim's statement picks the amount by the payment's currency: 3.50 is 350 minor
+    # units at two decimals, 3500 at three, and fits no currency without decimals.
+    amounts = CAPTURE._amounts(_capture("3.50"))
+    assert amounts is not None
+    assert (amounts[0], amounts[2], amounts[3]) == (None, 350, 3500)
+    # No amount: all that is capturable, read under the lock; a void takes no amount.
+    assert CAPTURE._amounts(_capture(None)) is None
+    assert VOID._amounts(VOID_COMMAND) is None
 
 
 @pytest.mark.parametrize(
