@@ -525,6 +525,8 @@ def test_every_capture_and_void_answer_is_the_routes_answer(
     assert statuses == {201, 307, 400, 401, 404, 409, 413, 415, 422, 503}, compared
     assert compared["no id (1)"] == compared["padded id (1)"] == 404
     assert compared["trailing slash (1)"] == 307
+    # A replay answers from the key's operation, also once the payment takes no more.
+    assert compared["replayed (1)"] == compared["void replayed (1)"] == 201
     assert [compared[f"in flight ({n})"] for n in (1, 2, 3, 4)] == [409, 409, 409, 201]
 
 
