@@ -71,7 +71,10 @@ class Amqp:
         self._runner.run(self._open(url, delivery_limit))
 
     async def _open(self, url: str, delivery_limit: int) -> None:
-        self._connection = await aio_pika.connect_robust(url)
+        # No heartbeats: this connection's event loop runs only while a test calls it, so a
+        # session's connection, idle while other tests run, would miss the broker's heartbeats
+        # and be reset after two intervals (its queues then left undeleted at the end).
+        self._connection = await aio_pika.connect_robust(url, heartbeat=0)
         self._channel = await self._connection.channel(publisher_confirms=True)
         # The same declaration as the consumer's: whichever comes first makes the queue.
         self._topology = await declare(self._channel, self.names, delivery_limit=delivery_limit)
