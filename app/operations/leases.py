@@ -8,6 +8,9 @@ later write by the other is refused by the fence.
     take_over      one operation (a client's retry): fence N -> N+1, a new lease
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED
     release        an owner gives its lease back without changing state
+
+Every write an owner makes names the operation's tenant (`OwnedRef.tenant_id`), as the
+takeover and the release here do.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from app.operations.values import DueRef, OwnedRef, Snapshot
 _TAKE_OVER = f"""
     UPDATE operations
     SET {new_owner()}
-    WHERE id = (SELECT id FROM operations WHERE id = %(id)s FOR UPDATE SKIP LOCKED)
+    WHERE id = (
+            SELECT id FROM operations WHERE id = %(id)s AND tenant_id = %(tenant_id)s
+            FOR UPDATE SKIP LOCKED)
+      AND tenant_id = %(tenant_id)s
       AND fence = %(fence)s
       AND state NOT IN ('COMPLETED', 'FAILED')
       AND (lease_expires_at IS NULL OR lease_expires_at <= now())
@@ -56,7 +62,7 @@ _CLAIM_DUE = f"""
     UPDATE operations
     SET {new_owner()}
     WHERE id IN (SELECT id FROM picked)
-    RETURNING id, fence, state, attempts, operation_name
+    RETURNING id, tenant_id, fence, state, attempts, operation_name
 """
 
 
@@ -69,12 +75,19 @@ async def take_over(
     the fence from N to N+1, the other matches no row.
     """
     op = snapshot.operation
-    params = {"id": op.id, "fence": op.fence, "owner": owner, "lease_s": lease_s}
+    params = {"id": op.id, "tenant_id": op.tenant_id, "fence": op.fence}
+    params |= {"owner": owner, "lease_s": lease_s}
     row = await (await conn.execute(_TAKE_OVER, params)).fetchone()
     if row is None:
         return None
     fence, state, attempts = row
-    return OwnedRef(id=op.id, fence=int(fence), state=State(state), attempts=int(attempts))
+    return OwnedRef(
+        id=op.id,
+        tenant_id=op.tenant_id,
+        fence=int(fence),
+        state=State(state),
+        attempts=int(attempts),
+    )
 
 
 async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int) -> list[DueRef]:
@@ -84,9 +97,15 @@ async def claim_due(conn: Connection, *, owner: str, lease_s: float, limit: int)
     return [
         DueRef(
             operation_name=name,
-            ref=OwnedRef(id=row_id, fence=int(fence), state=State(state), attempts=int(attempts)),
+            ref=OwnedRef(
+                id=row_id,
+                tenant_id=tenant_id,
+                fence=int(fence),
+                state=State(state),
+                attempts=int(attempts),
+            ),
         )
-        for row_id, fence, state, attempts, name in rows
+        for row_id, tenant_id, fence, state, attempts, name in rows
     ]
 
 
@@ -100,8 +119,9 @@ async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:
     row = await (
         await conn.execute(
             "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL"
-            " WHERE id = %s AND fence = %s AND lease_owner = %s RETURNING id",
-            (ref.id, ref.fence, owner),
+            " WHERE id = %s AND tenant_id = %s AND fence = %s AND lease_owner = %s"
+            " RETURNING id",
+            (ref.id, ref.tenant_id, ref.fence, owner),
         )
     ).fetchone()
     return row is not None

@@ -138,6 +138,10 @@ class OperationTransition(Base):
     operation_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE"), index=True
     )
+    # The operation's tenant, written by the verb from the row it changes: every statement
+    # of a verb stays within one tenant (on Citus, this table is co-located with
+    # `operations`). Migration 0028 filled the rows written before.
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     from_state: Mapped[str | None] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
     trigger: Mapped[str] = mapped_column(String(32))

@@ -57,12 +57,9 @@ PROVIDER_INBOX_TABLES: dict[str, str] = {
     "provider_events": "providers' events by provider and event id; no tenant until applied",
 }
 
-# Tables of tenant data without their own `tenant_id` column.
-NO_TENANT_COLUMN: dict[str, str] = {
-    # The audit trail is written in the same statement as its operation and read only
-    # through it. On Citus it needs `tenant_id` (filled from the operation) to be co-located.
-    "operation_transitions": "child of operations, reached by operation_id",
-}
+# Tables of tenant data without their own `tenant_id` column: none. The audit trail was one
+# until migration 0028 gave it the operation's tenant, written by the verb that audits.
+NO_TENANT_COLUMN: dict[str, str] = {}
 
 # Indexes on tenant data that do not lead with `tenant_id`, and why.
 NOT_TENANT_LEADING: dict[str, str] = {
