@@ -1,4 +1,4 @@
-"""Every write scoped by tenant: operation_transitions.tenant_id
+"""Every write scoped by tenant: operation_transitions.tenant_id; the worker's scans by tenant
 
 The audit trail gains the tenant of the operation each row audits, so that every statement
 of a verb (the operation's change, its audit row, its business object, its event) writes
@@ -18,6 +18,22 @@ On a large table, without holding up the service:
 The trigger stays while a process of an earlier release may still write: the service's own
 statements always name the column (tests/db/test_tenant_writes.py), so it never fires for
 them. On Citus it is dropped before the table is distributed.
+
+The worker's two scan indexes lead with tenant_id (same names, same partial predicates): its
+claim runs per tenant (`app/operations/leases.py`), each tenant's due operations a range of
+the index, and which tenants have work due is a loose scan of the same indexes, one probe
+per tenant. An in-flight operation whose owner gave its lease back (`lease_expires_at` NULL)
+sorts first: it is free. A plain CREATE INDEX blocks writes to `operations` while it scans
+the table: on a large table build each by hand first, under another name, and swap it in:
+
+    CREATE INDEX CONCURRENTLY ix_operations_recovery_due_new ON operations
+        (tenant_id, next_check_at) WHERE state = 'UNKNOWN_REQUIRES_RECOVERY';
+    DROP INDEX CONCURRENTLY ix_operations_recovery_due;
+    ALTER INDEX ix_operations_recovery_due_new RENAME TO ix_operations_recovery_due;
+
+(and `ix_operations_in_flight_lease` on `(tenant_id, lease_expires_at NULLS FIRST) WHERE
+state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')`): the upgrade leaves an index that already
+leads with tenant_id as it is.
 
 Revision ID: 0028
 Revises: 0027
@@ -62,6 +78,29 @@ BACKFILL = """
 """
 CHECK = "ck_operation_transitions_tenant_id_not_null"
 
+# (name, columns by tenant, columns before), each partial on the same predicate.
+SCAN_INDEXES = (
+    (
+        "ix_operations_in_flight_lease",
+        "tenant_id, lease_expires_at NULLS FIRST",
+        "lease_expires_at",
+        "state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')",
+    ),
+    (
+        "ix_operations_recovery_due",
+        "tenant_id, next_check_at",
+        "next_check_at",
+        "state = 'UNKNOWN_REQUIRES_RECOVERY'",
+    ),
+)
+LEADS_WITH_TENANT = """
+    SELECT EXISTS (
+        SELECT FROM pg_index x
+        JOIN pg_class i ON i.oid = x.indexrelid
+        JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0]
+        WHERE i.relname = :name AND a.attname = 'tenant_id')
+"""
+
 
 def upgrade() -> None:
     op.execute("ALTER TABLE operation_transitions ADD COLUMN IF NOT EXISTS tenant_id uuid")
@@ -84,9 +123,17 @@ def upgrade() -> None:
         op.execute(f"ALTER TABLE operation_transitions VALIDATE CONSTRAINT {CHECK}")
     op.execute("ALTER TABLE operation_transitions ALTER COLUMN tenant_id SET NOT NULL")
     op.execute(f"ALTER TABLE operation_transitions DROP CONSTRAINT {CHECK}")
+    for name, by_tenant, _before, where in SCAN_INDEXES:
+        if bind.execute(sa.text(LEADS_WITH_TENANT), {"name": name}).scalar_one():
+            continue
+        op.execute(f"DROP INDEX IF EXISTS {name}")
+        op.execute(f"CREATE INDEX {name} ON operations ({by_tenant}) WHERE {where}")
 
 
 def downgrade() -> None:
+    for name, _by_tenant, before, where in SCAN_INDEXES:
+        op.execute(f"DROP INDEX IF EXISTS {name}")
+        op.execute(f"CREATE INDEX {name} ON operations ({before}) WHERE {where}")
     op.execute("DROP TRIGGER IF EXISTS operation_transitions_tenant ON operation_transitions")
     op.execute("DROP FUNCTION IF EXISTS operation_transitions_tenant()")
     op.execute("ALTER TABLE operation_transitions DROP COLUMN IF EXISTS tenant_id")

@@ -1,10 +1,11 @@
-"""Migration 0028: the audit trail gains its tenant.
+"""Migration 0028: the audit trail gains its tenant, the worker's scan indexes lead with it.
 
 A database at 0027 is seeded with operations of two tenants and more audit rows than one
 batch of the backfill fills, migrated, and read back: every row has its operation's tenant,
-the column is NOT NULL with no CHECK left behind, and a row written without the column (as
-a process of the previous release writes it) gets its tenant from the trigger. The
-downgrade puts 0027 back.
+the column is NOT NULL with no CHECK left behind, a row written without the column (as a
+process of the previous release writes it) gets its tenant from the trigger, and the two
+scan indexes lead with tenant_id. An index an operator built by hand beforehand (the
+migration's docstring says how) is kept as it is. The downgrade puts 0027 back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from app.db.migrate import alembic_config
 Db = psycopg.Connection[DictRow]
 # More than one batch of the backfill (20,000), fewer than three.
 AUDIT_ROWS = 45_000
+
+_INDEXES = """
+    SELECT i.relname AS name, i.oid, pg_get_indexdef(i.oid) AS definition
+    FROM pg_class i WHERE i.relname IN
+        ('ix_operations_in_flight_lease', 'ix_operations_recovery_due')
+    ORDER BY 1
+"""
 
 
 def _seed(db: Db) -> dict[uuid.UUID, uuid.UUID]:
@@ -47,7 +55,7 @@ def _seed(db: Db) -> dict[uuid.UUID, uuid.UUID]:
     return tenants
 
 
-def test_every_audit_row_gets_its_operations_tenant(
+def test_every_audit_row_gets_its_operations_tenant_and_the_scans_lead_with_it(
     scratch_database: str,
 ) -> None:
     config = alembic_config(scratch_database)
@@ -81,9 +89,38 @@ def test_every_audit_row_gets_its_operations_tenant(
         ).fetchone()
         assert written == {"tenant_id": tenant}
 
+        indexes = {r["name"]: r["definition"] for r in db.execute(_INDEXES).fetchall()}
+        assert (
+            "(tenant_id, lease_expires_at NULLS FIRST)" in indexes["ix_operations_in_flight_lease"]
+        )
+        assert "(tenant_id, next_check_at)" in indexes["ix_operations_recovery_due"]
+
         command.downgrade(config, "0027")
         gone = db.execute(
             "SELECT count(*) AS n FROM information_schema.columns"
             " WHERE table_name = 'operation_transitions' AND column_name = 'tenant_id'"
         ).fetchone()
         assert gone == {"n": 0}
+        indexes = {r["name"]: r["definition"] for r in db.execute(_INDEXES).fetchall()}
+        assert "(lease_expires_at)" in indexes["ix_operations_in_flight_lease"]
+        assert "(next_check_at)" in indexes["ix_operations_recovery_due"]
+
+
+def test_an_index_built_by_hand_beforehand_is_kept(scratch_database: str) -> None:
+    config = alembic_config(scratch_database)
+    command.upgrade(config, "0027")
+    with psycopg.connect(scratch_database, autocommit=True, row_factory=dict_row) as db:
+        # As the migration's docstring tells an operator of a large table to.
+        db.execute(
+            "CREATE INDEX CONCURRENTLY ix_operations_recovery_due_new ON operations"
+            " (tenant_id, next_check_at) WHERE state = 'UNKNOWN_REQUIRES_RECOVERY'"
+        )
+        db.execute("DROP INDEX CONCURRENTLY ix_operations_recovery_due")
+        db.execute(
+            "ALTER INDEX ix_operations_recovery_due_new RENAME TO ix_operations_recovery_due"
+        )
+        before = {r["name"]: r["oid"] for r in db.execute(_INDEXES).fetchall()}
+        command.upgrade(config, "0028")
+        after = {r["name"]: r["oid"] for r in db.execute(_INDEXES).fetchall()}
+    assert after["ix_operations_recovery_due"] == before["ix_operations_recovery_due"]
+    assert after["ix_operations_in_flight_lease"] != before["ix_operations_in_flight_lease"]

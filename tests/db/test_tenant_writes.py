@@ -47,14 +47,6 @@ SERVICE_ROLE = "payments_service"
 # Statements that still write or lock across tenants (docs/scaling.md, "What is still on
 # paper"), by a fragment of their text as pg_stat_statements keeps it, and why.
 SPANS_TENANTS: dict[str, str] = {
-    "WITH stale AS": (
-        "the worker's recovery claim (app/operations/leases.py): one statement across"
-        " tenants, to be split into a read of the tenants with due work and a claim per tenant"
-    ),
-    "WITH due AS": (
-        "the expire job's batches (app/operations/retention.py): one UPDATE across tenants"
-        " with a LIMIT subquery, to be split by tenant likewise"
-    ),
     "UPDATE payments p": (
         "the worker's expiry of lapsed holds (app/authorizations/expiry.py): one batch across"
         " tenants, to be split by tenant like the expire job's"
