@@ -45,9 +45,9 @@ FROM generate_series(%(first)s, %(last)s) AS g
 """
 
 _TRANSITIONS = """
-INSERT INTO operation_transitions (operation_id, from_state, to_state, trigger, actor, reason,
-                                   fence)
-SELECT md5('op' || g)::uuid, s.from_state, s.to_state, s.trigger, 'preload', NULL, 1
+INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state, trigger, actor,
+                                   reason, fence)
+SELECT md5('op' || g)::uuid, %(tenant)s, s.from_state, s.to_state, s.trigger, 'preload', NULL, 1
 FROM generate_series(%(first)s, %(last)s) AS g,
      (VALUES (NULL, 'RECEIVED', 'claim'),
              ('RECEIVED', 'PROVIDER_REQUEST_SENT', 'send'),

@@ -36,8 +36,11 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = sync_engine(_url())
     with engine.connect() as connection:
-        # Serialize concurrent `migrate` runs (several processes starting at once).
+        # Serialize concurrent `migrate` runs (several processes starting at once). The lock
+        # is the session's: committed at once, so that the migrations' transaction is
+        # Alembic's own, which a migration's autocommit block (0028's batches) needs.
         connection.exec_driver_sql("SELECT pg_advisory_lock(7420031)")
+        connection.commit()
         try:
             context.configure(connection=connection, target_metadata=target_metadata)
             with context.begin_transaction():

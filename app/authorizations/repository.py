@@ -112,13 +112,13 @@ _INSERT_WITH_CLAIM = f"""
 # The claim marks its payment: the capture or void in flight.
 _PAYMENT_MARKED = """
     UPDATE payments SET modifying_operation_id = (SELECT id FROM changed)
-    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 _RESULT_WITH_OUTCOME = f"""
     UPDATE {_TABLE}
     SET status = %(s_status)s, provider_reference = %(s_provider_reference)s,
         updated_at = %(s_at)s
-    WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded capture adds to the payment's captured amount in the same statement.
 _PAYMENT_CAPTURED = f"""
@@ -128,7 +128,7 @@ _PAYMENT_CAPTURED = f"""
                       THEN '{PaymentStatus.CAPTURED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_CAPTURED.value}' END,
         modifying_operation_id = NULL, updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded void releases the rest: VOIDED when nothing was captured, else CAPTURED.
 _PAYMENT_VOIDED = f"""
@@ -136,12 +136,12 @@ _PAYMENT_VOIDED = f"""
     SET status = CASE WHEN amount_captured_minor = 0 THEN '{PaymentStatus.VOIDED.value}'
                       ELSE '{PaymentStatus.CAPTURED.value}' END,
         modifying_operation_id = NULL, updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A failed one leaves the payment as it was, with nothing in flight.
 _PAYMENT_RELEASED = """
     UPDATE payments SET modifying_operation_id = NULL
-    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 
 

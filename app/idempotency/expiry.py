@@ -4,8 +4,9 @@
     (replays the stored      (422 IDEMPOTENCY_KEY_EXPIRED,         (the key may name a new
      answer)                  never a second payment)               operation)
 
-Both steps run in small batches, each one statement (its own short transaction), with SKIP
-LOCKED so they never wait on (or hold up) a request working on the same rows. Only terminal
+Both steps run in small batches, each a plain read of the due rows and then one statement
+per tenant among them (each its own short transaction: `app/operations/retention.py`), with
+SKIP LOCKED so they never wait on (or hold up) a request working on the same rows. Only terminal
 operations expire: an operation whose outcome is not known yet keeps its key however old it
 is. Both ages count from the operation's completion (when its outcome became known), so a
 key whose outcome took long to settle still replays it for a full TTL. The operation row, its
@@ -16,8 +17,8 @@ record's own (`app/operations/retention.py`), which this module calls with the T
 package graph runs that way: idempotency sits above operations (tests/test_architecture.py).
 
 The worker runs each step as a job of its loop (`app/jobs/loop.py`), one batch after another
-until a batch comes back short: its claim is the batch's statement, which picks the due rows
-and changes them at once, so there is no lease to hold and nothing left to do per row.
+until a batch comes back short: its claim is the batch itself, whose statements pick the due
+rows and change them at once, so there is no lease to hold and nothing left to do per row.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class ExpiryStep:
         self._counter = counter
 
     async def claim(self, limit: int) -> list[uuid.UUID]:
-        """One batch, one statement (one short transaction): locks held for a batch at most."""
+        """One batch, one short transaction per tenant: locks held for a tenant's rows of
+        the batch at most."""
         async with self._db.connection() as conn:
             changed = await self._step(conn, limit)
         self._counter.inc(len(changed))

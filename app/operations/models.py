@@ -42,16 +42,14 @@ class Operation(Base):
         UniqueConstraint("tenant_id", "operation_name", "idempotency_key"),
         CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
         CheckConstraint("fence >= 1", name="fence_positive"),
-        # The reconcile scan: what is unknown and due, or in flight with an expired lease.
+        # The reconcile scan, tenant by tenant (`app/operations/leases.py`): what is unknown
+        # and due, or in flight with an expired lease (`ix_operations_in_flight_lease`, below:
+        # a lease given back, NULL, sorts first).
         Index(
             "ix_operations_recovery_due",
+            "tenant_id",
             "next_check_at",
             postgresql_where=text("state = 'UNKNOWN_REQUIRES_RECOVERY'"),
-        ),
-        Index(
-            "ix_operations_in_flight_lease",
-            "lease_expires_at",
-            postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
         ),
         # The operators' lists (`app/operations/operator_reads.py`), paged by (created_at,
         # id): by state, by tenant, and the needs-attention queue (partial: only flagged rows).
@@ -121,6 +119,14 @@ class Operation(Base):
     traceparent: Mapped[str | None] = mapped_column(String(128))
 
 
+Index(
+    "ix_operations_in_flight_lease",
+    Operation.tenant_id,
+    Operation.lease_expires_at.nullsfirst(),
+    postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
+)
+
+
 class OperationTransition(Base):
     """One audited state change, written in the same transaction as the change."""
 
@@ -138,6 +144,10 @@ class OperationTransition(Base):
     operation_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE"), index=True
     )
+    # The operation's tenant, written by the verb from the row it changes: every statement
+    # of a verb stays within one tenant (on Citus, this table is co-located with
+    # `operations`). Migration 0028 filled the rows written before.
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     from_state: Mapped[str | None] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
     trigger: Mapped[str] = mapped_column(String(32))

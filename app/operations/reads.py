@@ -49,7 +49,10 @@ _BY_KEY = (
 )
 _BY_ID = " WHERE id = %(id)s"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
-_OWNED = "SELECT state, attempts FROM operations WHERE id = %(id)s AND fence = %(fence)s"
+_OWNED = (
+    "SELECT state, attempts FROM operations"
+    " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s"
+)
 
 
 def _select(where: str, *, with_history: bool) -> str:
@@ -94,10 +97,11 @@ async def get_snapshot(
 
 async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     """The operation's current state and attempts, if `ref`'s fence still holds it."""
-    row = await (await conn.execute(_OWNED, {"id": ref.id, "fence": ref.fence})).fetchone()
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "fence": ref.fence}
+    row = await (await conn.execute(_OWNED, params)).fetchone()
     if row is None:
         return None
-    return OwnedRef(id=ref.id, fence=ref.fence, state=State(row[0]), attempts=int(row[1]))
+    return replace(ref, state=State(row[0]), attempts=int(row[1]))
 
 
 def snapshot_of(row: Sequence[Any], *, with_links: bool = False) -> Snapshot:

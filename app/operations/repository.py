@@ -149,7 +149,7 @@ async def claim_guarded(
     if won:
         annotate(operation_id=str(operation_id), fence=1, transition="claim")
         claimed: Claimed | Snapshot | None = Claimed(
-            OwnedRef(id=operation_id, fence=1, state=sent, attempts=0), at
+            OwnedRef(id=operation_id, tenant_id=tenant_id, fence=1, state=sent, attempts=0), at
         )
     else:
         claimed = None if existing[0] is None else snapshot_of(existing)
@@ -259,11 +259,13 @@ async def _transition(
     """Fire `trigger` through the state machine and write it, fenced; None if fenced out.
 
     The UPDATE matches only while the fence and the state are what the owner last saw: if a
-    newer owner took over, nothing is written, the audit row included.
+    newer owner took over, nothing is written, the audit row included. Every write of the
+    statement is scoped by the operation's tenant (`ref.tenant_id`, `statements.py`).
     """
     new_state = MACHINE.next_state(ref.state, trigger)
     params = {
         "id": ref.id,
+        "tenant_id": ref.tenant_id,
         "reason": reason,
         **values,
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),

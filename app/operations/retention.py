@@ -2,39 +2,83 @@
 stored response (the tombstone stays), then release its key. When each runs is the key
 lifecycle's, in `app/idempotency/expiry.py`.
 
-Each write is one statement over a batch: it picks up to `limit` due rows, oldest
-completion first, through ix_operations_response_expiry, with SKIP LOCKED (it never waits
-on, or holds up, a request working on the same rows), and changes them at once. Only
-terminal operations qualify, and both ages count from the completion. The operation row,
-its business object and its history are kept.
+A batch is a plain read, then one statement per tenant. The read picks up to `limit` due
+rows, oldest completion first, through ix_operations_response_expiry (or
+ix_operations_tombstone_release), across tenants and without a lock. Each tenant's
+statement then locks its rows of those, by primary key and `tenant_id`, with SKIP LOCKED (it
+never waits on, or holds up, a request working on the same rows), checks again that each is
+still due, and changes them at once. Only terminal operations qualify, and both ages count
+from the completion. The operation row, its business object and its history are kept.
+
+Why two steps: a row lock is one tenant's, and on Citus only a statement routed to one
+shard group may take it (an UPDATE across shards with a LIMIT subquery is not routable;
+docs/scaling.md). The read hands each tenant's statement the ids it found, so that
+statement reads only its own rows, by primary key: a claim by tenant over these indexes
+(which do not lead with tenant_id) would walk the older rows of every other tenant first.
+Unlike the worker's recovery there is nothing to be fair about: every due row is done,
+oldest first.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from app.db.database import Connection
 
 
+def _due(conditions: str) -> str:
+    """Up to `limit` rows matching `conditions`, oldest completion first: a plain read."""
+    return f"""
+        SELECT tenant_id, id FROM operations WHERE {conditions}
+        ORDER BY completed_at LIMIT %(limit)s
+    """
+
+
 def _batch(conditions: str, changes: str) -> str:
-    """Update up to `limit` rows matching `conditions`, oldest completion first."""
+    """One tenant's rows of `ids` that still match `conditions`, changed at once."""
     return f"""
         WITH due AS (
-            SELECT id FROM operations WHERE {conditions}
-            ORDER BY completed_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+            SELECT id FROM operations
+            WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s) AND {conditions}
+            FOR UPDATE SKIP LOCKED
         )
         UPDATE operations SET {changes}, updated_at = now()
-        WHERE id IN (SELECT id FROM due)
+        WHERE tenant_id = %(tenant_id)s AND id IN (SELECT id FROM due)
         RETURNING id
     """
 
 
-_DROP_RESPONSES = _batch(
+@dataclass(frozen=True)
+class _Step:
+    """A retention write: which rows are due, and what it changes on them."""
+
+    due: str
+    batch: str
+
+    @classmethod
+    def of(cls, conditions: str, changes: str) -> _Step:
+        return cls(_due(conditions), _batch(conditions, changes))
+
+    async def run(self, conn: Connection, ttl_s: int, limit: int) -> list[uuid.UUID]:
+        rows = await (await conn.execute(self.due, {"ttl_s": ttl_s, "limit": limit})).fetchall()
+        by_tenant: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for tenant_id, row_id in rows:
+            by_tenant.setdefault(tenant_id, []).append(row_id)
+        changed: list[uuid.UUID] = []
+        for tenant_id, ids in by_tenant.items():
+            params = {"tenant_id": tenant_id, "ids": ids, "ttl_s": ttl_s}
+            cur = await conn.execute(self.batch, params)
+            changed.extend(row_id for (row_id,) in await cur.fetchall())
+        return changed
+
+
+_DROP_RESPONSES = _Step.of(
     "state IN ('COMPLETED', 'FAILED') AND response_expired_at IS NULL"
     " AND completed_at < now() - make_interval(secs => %(ttl_s)s)",
     "response_body = NULL, response_headers = NULL, response_expired_at = now()",
 )
-_RELEASE_KEYS = _batch(
+_RELEASE_KEYS = _Step.of(
     "response_expired_at IS NOT NULL AND idempotency_key IS NOT NULL"
     " AND completed_at < now() - make_interval(secs => %(ttl_s)s)",
     "idempotency_key = NULL, key_released_at = now()",
@@ -46,12 +90,10 @@ async def drop_responses(
 ) -> list[uuid.UUID]:
     """Drop the stored responses of up to `limit` terminal operations completed more than
     `completed_before_s` seconds ago, keeping their tombstones; of which operations."""
-    cur = await conn.execute(_DROP_RESPONSES, {"ttl_s": completed_before_s, "limit": limit})
-    return [row_id for (row_id,) in await cur.fetchall()]
+    return await _DROP_RESPONSES.run(conn, completed_before_s, limit)
 
 
 async def release_keys(conn: Connection, *, completed_before_s: int, limit: int) -> list[uuid.UUID]:
     """Free the keys of up to `limit` tombstones completed more than `completed_before_s`
     seconds ago; of which operations."""
-    cur = await conn.execute(_RELEASE_KEYS, {"ttl_s": completed_before_s, "limit": limit})
-    return [row_id for (row_id,) in await cur.fetchall()]
+    return await _RELEASE_KEYS.run(conn, completed_before_s, limit)

@@ -4,6 +4,13 @@ Every verb is one statement: the owner's change (`changed`), its audit row, the 
 object's writes (`subject`, `subject_1`, ...) and, for an outcome, its event, as
 data-modifying CTEs, so a verb is atomic on its own and costs one round trip. Every CTE after
 `changed` reads it, so when the fenced write matches nothing, nothing else is written.
+
+Every write of a verb is scoped by the operation's tenant, `%(tenant_id)s` (the owner's
+reference carries it): the operation's row is matched on it with its id, fence and state,
+the audit row takes it from the row it audits, and a subject's or an event's write names
+it too (`SubjectWrite`). So the whole statement touches one tenant's rows, and on Citus
+routes to one shard group (docs/scaling.md); tests/db/test_tenant_writes.py checks every
+write the service sends.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from app.operations.values import SubjectWrite
 
 _AUDIT = """
     INSERT INTO operation_transitions
-        (operation_id, from_state, to_state, trigger, actor, reason, fence)
-    SELECT id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s, %(fence)s
+        (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence)
+    SELECT id, tenant_id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s,
+           %(fence)s
     FROM changed
     RETURNING id, created_at
 """
@@ -34,11 +42,12 @@ _CLAIM = """
                 %(fingerprint)s, %(sent)s, %(actor)s,
                 now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s{guarded}
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
-        RETURNING id
+        RETURNING id, tenant_id
     ), audit AS (
         INSERT INTO operation_transitions
-            (operation_id, from_state, to_state, trigger, actor, reason, fence)
-        SELECT id, edge.from_state, edge.to_state, edge.trigger, %(actor)s, edge.reason, 1
+            (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence)
+        SELECT id, tenant_id, edge.from_state, edge.to_state, edge.trigger, %(actor)s,
+               edge.reason, 1
         FROM changed,
              (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
                      (2, %(received)s::text, %(sent)s::text, %(send)s::text,
@@ -95,8 +104,9 @@ def transition_sql(
     return f"""
         WITH changed AS (
             UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
-            WHERE id = %(id)s AND fence = %(fence)s AND state = %(from_state)s
-            RETURNING id, attempts
+            WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s
+              AND state = %(from_state)s
+            RETURNING id, tenant_id, attempts
         ), audit AS ({_AUDIT}){subject}{events}
         SELECT attempts FROM changed
     """

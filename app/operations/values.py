@@ -85,10 +85,14 @@ class OwnedRef:
     """What an owner knows of the operation it holds: enough to make fenced writes.
 
     `fence` is the token the owner got when it took the operation; every write it makes
-    matches only while the row still carries that token and `state`.
+    matches only while the row still carries that token and `state`. `tenant_id` is the
+    operation's tenant: every write names it too, so each statement of an owner is scoped
+    to the one tenant whose rows it touches (on Citus, routed to one shard group:
+    docs/scaling.md).
     """
 
     id: uuid.UUID
+    tenant_id: uuid.UUID
     fence: int
     state: State
     attempts: int
@@ -142,7 +146,9 @@ class SubjectWrite:
     lands: it reads the CTE `changed` (the operation's `id`, empty when fenced out), as in
     `INSERT ... SELECT ... FROM changed` or `UPDATE ... WHERE EXISTS (SELECT FROM changed)`;
     a transition's statement also has `audit`, its audit row's `id` and `created_at`.
-    Its parameters are prefixed `s_` so they never meet the verb's own. `also` holds more
+    Its parameters are prefixed `s_` so they never meet the verb's own, but for the verb's
+    `%(tenant_id)s`, the operation's tenant, which every UPDATE here matches its row on
+    (`AND tenant_id = %(tenant_id)s`): the statement stays within one tenant. `also` holds more
     such statements when the object spans tables (a refund and its payment), all written in
     the same statement, under the same condition.
     """

@@ -48,13 +48,14 @@ _RESULT_WITH_OUTCOME = """
     UPDATE payments
     SET status = %(s_status)s, provider_charge_id = %(s_provider_charge_id)s,
         decline_code = %(s_decline_code)s, attempt = %(s_attempt)s, updated_at = %(s_at)s
-    WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # The failover's own write: the payment moves to its next attempt in the statement that
 # moves the operation (fenced), before anything is sent under the new attempt's key.
 _NEXT_ATTEMPT = """
     UPDATE payments SET attempt = %(s_attempt)s, updated_at = now()
-    WHERE id = %(s_id)s AND attempt = %(s_attempt)s - 1 AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_id)s AND attempt = %(s_attempt)s - 1 AND tenant_id = %(tenant_id)s
+      AND EXISTS (SELECT FROM changed)
 """
 
 

@@ -1,12 +1,12 @@
 """The worker's recovery job: what is due, and reconciling one claimed operation.
 
 Due: in-flight operations whose owner's lease ran out (the owner crashed or hung) and unknown
-operations whose next check has come, of any operation name, claimed in one short statement
-(`leases.claim_due`, FOR UPDATE SKIP LOCKED plus a fence bump), so any number of worker
-processes can run side by side without two owning one row. The batch's payments and refunds
-are read right after it, one statement per name. Each operation goes to the reconciler its
-name picks and is reconciled outside any transaction; the loop (`app/jobs/loop.py`) runs up
-to PAYMENTS_RECONCILE_CONCURRENCY of them at once.
+operations whose next check has come, of any operation name, claimed tenant by tenant, one
+short statement each (`leases.claim_due`, FOR UPDATE SKIP LOCKED plus a fence bump), so any
+number of worker processes can run side by side without two owning one row. The batch's
+payments and refunds are read right after it, one statement per name. Each operation goes to
+the reconciler its name picks and is reconciled outside any transaction; the loop
+(`app/jobs/loop.py`) runs up to PAYMENTS_RECONCILE_CONCURRENCY of them at once.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from app.db.database import Connection, Database
 from app.errors import is_transient_database_error
 from app.jobs.loop import Pace
+from app.jobs.tenants import KeptTenants
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
@@ -34,6 +35,10 @@ logger = logging.getLogger("payments.worker")
 
 # A claimed operation, with its subject (payment, refund) when it could be read.
 DueWork = tuple[DueRef, Any]
+# How long the tenants found with due work serve this worker's claims before they are read
+# again (sooner once they run dry): the longest a tenant whose work falls due while the
+# worker drains others waits for its share.
+KEEP_TENANTS_S = 1.0
 
 
 def recovery_pace(settings: Settings) -> Pace:
@@ -64,12 +69,18 @@ class RecoveryJob:
         self._reconcilers = reconcilers
         self._worker = worker
         self._metrics = metrics
+        # The tenants with due work, kept between this worker's claims (app/jobs/tenants.py).
+        self._tenants = KeptTenants(refresh_s=KEEP_TENANTS_S)
 
     async def claim(self, limit: int) -> list[DueWork]:
         """Claim up to `limit` due operations, each with its subject when it could be read."""
         async with self._db.connection() as conn:
             owned = await leases.claim_due(
-                conn, owner=self._worker, lease_s=self._settings.lease_s, limit=limit
+                conn,
+                owner=self._worker,
+                lease_s=self._settings.lease_s,
+                limit=limit,
+                tenants=self._tenants,
             )
             if not owned:
                 return []

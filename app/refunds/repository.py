@@ -67,7 +67,7 @@ _RESULT_WITH_OUTCOME = """
     UPDATE refunds
     SET status = %(s_status)s, provider_refund_id = %(s_provider_refund_id)s,
         updated_at = %(s_at)s
-    WHERE id = %(s_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded refund adds to the payment's refunded amount, in the same statement. The
 # payment's CHECK (refunded <= captured) is the last line of defence behind the claim's lock.
@@ -78,7 +78,7 @@ _PAYMENT_REFUNDED = f"""
                       THEN '{PaymentStatus.REFUNDED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_REFUNDED.value}' END,
         updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 
 

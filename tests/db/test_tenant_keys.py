@@ -57,19 +57,16 @@ PROVIDER_INBOX_TABLES: dict[str, str] = {
     "provider_events": "providers' events by provider and event id; no tenant until applied",
 }
 
-# Tables of tenant data without their own `tenant_id` column.
-NO_TENANT_COLUMN: dict[str, str] = {
-    # The audit trail is written in the same statement as its operation and read only
-    # through it. On Citus it needs `tenant_id` (filled from the operation) to be co-located.
-    "operation_transitions": "child of operations, reached by operation_id",
-}
+# Tables of tenant data without their own `tenant_id` column: none. The audit trail was one
+# until migration 0028 gave it the operation's tenant, written by the verb that audits.
+NO_TENANT_COLUMN: dict[str, str] = {}
 
 # Indexes on tenant data that do not lead with `tenant_id`, and why.
 NOT_TENANT_LEADING: dict[str, str] = {
-    # The worker's scans find what is due across all tenants; on Citus each shard answers
-    # from its own partial index (a fan-out by design), and SKIP LOCKED works per shard.
-    "ix_operations_recovery_due": "worker scan: unknown operations by next check",
-    "ix_operations_in_flight_lease": "worker scan: in-flight operations by lease expiry",
+    # The expire job's scans find what is due across all tenants, oldest first; on Citus each
+    # shard answers from its own partial index (a fan-out by design), and each tenant's rows
+    # are then changed by a statement of their own (app/operations/retention.py). The
+    # worker's recovery scans lead with tenant_id: its claim runs tenant by tenant.
     "ix_operations_response_expiry": "expire job scan: terminal operations by age",
     "ix_operations_tombstone_release": "expire job scan: tombstones by age",
     "ix_webhook_deliveries_due": "worker scan: deliveries due, across tenants",

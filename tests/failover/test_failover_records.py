@@ -79,7 +79,7 @@ def test_a_failover_is_recorded_by_its_own_statement_and_a_fenced_out_one_record
     # An owner whose fence is out of date: no transition, no attempt moved, no record.
     before = _rows(db, ref.id)
     assert before[0]["attempt"] == 0
-    stale = OwnedRef(ref.id, ref.fence - 1, ref.state, ref.attempts)
+    stale = OwnedRef(ref.id, ref.tenant_id, ref.fence - 1, ref.state, ref.attempts)
     assert async_db.run(_fail_over(async_db, stale, "processor_declined")) is None
     assert _rows(db, ref.id) == before, "a fenced-out failover moved the payment or operation"
     assert "failover" not in {t["trigger"] for t in transitions(db, ref.id)}
@@ -142,9 +142,9 @@ def test_the_table_refuses_a_second_record_of_one_attempt_and_an_unknown_cause(
     (audit,) = [t for t in transitions(db, ref.id) if t["trigger"] == "failover"]
     # Another audit row to hang the copy on (a record's key is its transition).
     other = db.execute(
-        "INSERT INTO operation_transitions (operation_id, from_state, to_state, trigger, actor,"
-        " reason, fence) SELECT operation_id, from_state, to_state, trigger, actor, reason, fence"
-        " FROM operation_transitions WHERE id = %s RETURNING id",
+        "INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state,"
+        " trigger, actor, reason, fence) SELECT operation_id, tenant_id, from_state, to_state,"
+        " trigger, actor, reason, fence FROM operation_transitions WHERE id = %s RETURNING id",
         (audit["id"],),
     ).fetchone()
     assert other is not None

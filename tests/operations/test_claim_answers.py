@@ -71,7 +71,11 @@ def test_the_winner_owns_the_operation_at_fence_1_with_no_check_counted(
     won = _claim(async_db, tenant, new_key(), operation_id)
     assert isinstance(won, Claimed)
     assert won.ref == OwnedRef(
-        id=operation_id, fence=1, state=State.PROVIDER_REQUEST_SENT, attempts=0
+        id=operation_id,
+        tenant_id=tenant.id,
+        fence=1,
+        state=State.PROVIDER_REQUEST_SENT,
+        attempts=0,
     )
 
 

@@ -199,10 +199,19 @@ def test_concurrent_take_overs_of_one_operation_have_exactly_one_winner(
 
 
 def test_a_stale_owner_cannot_end_the_new_owners_lease(
-    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb,
+    stale_claim: StaleClaim,
+    tenant: TenantHandle,
+    db: psycopg.Connection[DictRow],
 ) -> None:
     operation_id = stale_claim()
-    stale = OwnedRef(id=operation_id, fence=1, state=State.PROVIDER_REQUEST_SENT, attempts=0)
+    stale = OwnedRef(
+        id=operation_id,
+        tenant_id=tenant.id,
+        fence=1,
+        state=State.PROVIDER_REQUEST_SENT,
+        attempts=0,
+    )
 
     async def take_over_then_stale_write() -> tuple[OwnedRef | None, OwnedRef | None]:
         async with async_db.db.transaction() as conn:

@@ -18,6 +18,7 @@ from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import OwnedRef, Schedule
+from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb, StaleClaim
 from tests.support.readers.operations import operation
 
@@ -75,11 +76,20 @@ def _take_over_after_release(async_db: AsyncDb, ref: OwnedRef, owner: str) -> Ow
 
 
 def test_a_verb_that_lands_answers_the_new_state_and_one_fenced_out_answers_none(
-    async_db: AsyncDb, stale_claim: StaleClaim, db: psycopg.Connection[DictRow]
+    async_db: AsyncDb,
+    stale_claim: StaleClaim,
+    tenant: TenantHandle,
+    db: psycopg.Connection[DictRow],
 ) -> None:
     operation_id = stale_claim()
     owned = _take_over(async_db, operation_id, "worker:w")
-    stale = OwnedRef(id=operation_id, fence=1, state=State.PROVIDER_REQUEST_SENT, attempts=0)
+    stale = OwnedRef(
+        id=operation_id,
+        tenant_id=tenant.id,
+        fence=1,
+        state=State.PROVIDER_REQUEST_SENT,
+        attempts=0,
+    )
     schedule = Schedule(attempts=4, delay_s=30, needs_attention=True)
 
     async def lose(ref: OwnedRef) -> OwnedRef | None:
@@ -91,7 +101,11 @@ def test_a_verb_that_lands_answers_the_new_state_and_one_fenced_out_answers_none
     assert async_db.run(lose(stale)) is None
     written = async_db.run(lose(owned))
     assert written == OwnedRef(
-        id=operation_id, fence=2, state=State.UNKNOWN_REQUIRES_RECOVERY, attempts=4
+        id=operation_id,
+        tenant_id=tenant.id,
+        fence=2,
+        state=State.UNKNOWN_REQUIRES_RECOVERY,
+        attempts=4,
     )
     row = operation(db, operation_id)
     assert (row["state"], row["attempts"], row["lease_owner"]) == (

@@ -204,7 +204,11 @@ def test_repository_writes_only_declared_edges_with_the_current_fence(
 
             believed = step.believed or state
             ref = OwnedRef(
-                id=operation_id, fence=fence - step.fence_lag, state=believed, attempts=0
+                id=operation_id,
+                tenant_id=tenant.id,
+                fence=fence - step.fence_lag,
+                state=believed,
+                attempts=0,
             )
             declared = (believed, step.trigger) in DECLARED
             current = step.fence_lag == 0 and believed == state

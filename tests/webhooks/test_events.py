@@ -148,7 +148,7 @@ def test_needs_attention_is_emitted_once_and_only_with_a_landed_write(
         async with async_db.db.connection() as conn:
             return await operations.mark_unknown(
                 conn,
-                OwnedRef(operation_id, fence, state, 9),
+                OwnedRef(operation_id, tenant.id, fence, state, 9),
                 actor="test",
                 reason="still unknown",
                 schedule=flagged,

@@ -1,0 +1,167 @@
+"""A claim spread over tenants (`app/jobs/tenants.py`), in memory: how much each tenant's
+claim may take, in which order, when a tenant is asked twice, and when the tenants are read
+again.
+
+Each tenant here has a number of items due; a tenant's claim takes up to its share of them.
+The order is the test's own (`shuffle`), and so is the clock, so every expectation is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+from app.jobs.tenants import KeptTenants, Shuffle, spread
+
+A, B, C = (uuid.UUID(int=n) for n in (1, 2, 3))
+
+
+class Backlogs:
+    """Items due per tenant; records every claim as (tenant, share, taken)."""
+
+    def __init__(self, due: dict[uuid.UUID, int]):
+        self.due = dict(due)
+        self.claims: list[tuple[uuid.UUID, int, int]] = []
+
+    async def claim(self, tenant: uuid.UUID, share: int) -> Sequence[uuid.UUID]:
+        taken = min(share, self.due.get(tenant, 0))
+        self.due[tenant] = self.due.get(tenant, 0) - taken
+        self.claims.append((tenant, share, taken))
+        return [tenant] * taken
+
+
+def _in_order(*order: uuid.UUID) -> Shuffle:
+    def shuffle(tenants: list[uuid.UUID]) -> None:
+        tenants.sort(key=order.index)
+
+    return shuffle
+
+
+def _spread(
+    backlogs: Backlogs, tenants: list[uuid.UUID], limit: int, *order: uuid.UUID
+) -> list[uuid.UUID]:
+    return asyncio.run(spread(tenants, limit, backlogs.claim, shuffle=_in_order(*order))).items
+
+
+def test_each_tenant_takes_a_fair_share_and_leaves_what_it_does_not_use_to_the_next() -> None:
+    backlogs = Backlogs({A: 100, B: 1, C: 100})
+    taken = _spread(backlogs, [A, B, C], 12, B, A, C)
+    # B takes its one of 4; A then gets half the 11 left (6), C the rest (5).
+    assert backlogs.claims == [(B, 4, 1), (A, 6, 6), (C, 5, 5)]
+    assert len(taken) == 12
+
+
+def test_a_tenant_with_a_small_backlog_is_served_whatever_a_large_one_holds() -> None:
+    backlogs = Backlogs({A: 1_000, B: 2})
+    taken = _spread(backlogs, [A, B], 10, A, B)
+    assert taken.count(B) == 2
+    assert taken.count(A) == 8
+
+
+def test_a_tenant_that_filled_its_share_is_asked_again_for_the_room_left() -> None:
+    # A first: its share is 5 of 10; B has only 1; A is asked again for the 4 left, so the
+    # claim comes back full (a short one would tell the loop nothing more is due).
+    backlogs = Backlogs({A: 100, B: 1})
+    taken = _spread(backlogs, [A, B], 10, A, B)
+    assert backlogs.claims == [(A, 5, 5), (B, 5, 1), (A, 4, 4)]
+    assert len(taken) == 10
+
+
+def test_a_short_claim_means_the_tenants_had_no_more() -> None:
+    backlogs = Backlogs({A: 3, B: 2})
+    assert len(_spread(backlogs, [A, B], 10, A, B)) == 5
+    assert backlogs.due == {A: 0, B: 0}
+
+
+def test_no_claim_takes_more_than_the_limit_and_no_tenant_is_asked_once_it_is_full() -> None:
+    backlogs = Backlogs({A: 5, B: 5, C: 5})
+    taken = _spread(backlogs, [A, B, C, A], 2, C, A, B)
+    # Three tenants (A named twice counts once), room for two: shares of 1, 1, then none.
+    assert backlogs.claims == [(C, 1, 1), (A, 1, 1)]
+    assert len(taken) == 2
+
+
+def test_the_order_is_shuffled_on_every_claim() -> None:
+    firsts = set()
+    for _ in range(50):
+        backlogs = Backlogs({A: 10, B: 10, C: 10})
+        asyncio.run(spread([A, B, C], 3, backlogs.claim))
+        firsts.add(backlogs.claims[0][0])
+    assert firsts == {A, B, C}
+
+
+def test_no_tenant_no_claim() -> None:
+    backlogs = Backlogs({})
+    assert _spread(backlogs, [], 10) == []
+    assert backlogs.claims == []
+
+
+def test_the_tenants_that_may_have_more_are_those_that_took_all_they_asked_for() -> None:
+    backlogs = Backlogs({A: 100, B: 1, C: 100})
+    result = asyncio.run(spread([A, B, C], 12, backlogs.claim, shuffle=_in_order(B, A, C)))
+    assert result.more == [A, C]
+    # Room for one only: C is never asked, and may have more as far as anyone knows.
+    backlogs = Backlogs({A: 100, B: 100, C: 100})
+    result = asyncio.run(spread([A, B, C], 1, backlogs.claim, shuffle=_in_order(A, B, C)))
+    assert (len(result.items), result.more) == (1, [A, B, C])
+
+
+class Reads:
+    """The tenants with due work, read from `Backlogs`; counts the reads."""
+
+    def __init__(self, backlogs: Backlogs):
+        self.backlogs = backlogs
+        self.count = 0
+
+    async def find(self) -> list[uuid.UUID]:
+        self.count += 1
+        return [t for t, n in self.backlogs.due.items() if n > 0]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_kept_tenants_spare_a_read_while_they_have_work_and_are_recent() -> None:
+    backlogs, clock = Backlogs({A: 100}), Clock()
+    reads = Reads(backlogs)
+    kept = KeptTenants(refresh_s=1.0, clock=clock, shuffle=_in_order(A, B))
+
+    def claim() -> int:
+        return len(asyncio.run(kept.claim(16, reads.find, backlogs.claim)))
+
+    assert (claim(), claim(), reads.count) == (16, 16, 1)
+    # B's work falls due: not seen while A's kept work is less than a second old ...
+    backlogs.due[B] = 5
+    clock.now = 0.5
+    assert (claim(), reads.count, backlogs.due[B]) == (16, 1, 5)
+    # ... and served at the next claim after that.
+    clock.now = 1.0
+    assert (claim(), reads.count, backlogs.due[B]) == (16, 2, 0)
+
+
+def test_a_short_claim_from_kept_tenants_reads_them_again_before_it_answers() -> None:
+    # A short claim tells the loop nothing more is due: it must not rest on kept tenants
+    # that ran dry while another has work.
+    backlogs = Backlogs({A: 20})
+    reads = Reads(backlogs)
+    kept = KeptTenants(refresh_s=60.0, clock=Clock())
+    assert len(asyncio.run(kept.claim(16, reads.find, backlogs.claim))) == 16
+    backlogs.due[B] = 30
+    assert len(asyncio.run(kept.claim(16, reads.find, backlogs.claim))) == 16
+    assert reads.count == 2
+    assert backlogs.due == {A: 0, B: 18}
+
+
+def test_without_keeping_the_tenants_are_read_on_every_claim() -> None:
+    backlogs = Backlogs({A: 100})
+    reads = Reads(backlogs)
+    kept = KeptTenants(refresh_s=0, clock=Clock())
+    for _ in range(3):
+        asyncio.run(kept.claim(16, reads.find, backlogs.claim))
+    assert reads.count == 3
