@@ -192,6 +192,9 @@ class Settings(BaseSettings):
     broker_prefetch: int = Field(default=16, ge=1, le=1000)
     broker_delivery_limit: int = Field(default=10, ge=1, le=1000)
     broker_max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # Where `payments consume` serves its metrics on 127.0.0.1 (0: nowhere), as the worker
+    # does at `worker_metrics_port`.
+    consumer_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Test-only: `name=seconds,...` (see app/failpoints.py). Empty in every real deployment,
     # and refused unless `test_mode` says this process is started by a test.
     failpoints: str = ""

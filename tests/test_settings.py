@@ -198,6 +198,8 @@ def test_the_operators_settings_default_to_a_private_listener(
     assert settings.development is False
     assert settings.admin_token_ttl_days == 30
     assert settings.metrics_backlog_refresh_s == 5
+    # The worker and the consumer serve their metrics nowhere unless given a port.
+    assert (settings.worker_metrics_port, settings.consumer_metrics_port) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -208,6 +210,9 @@ def test_the_operators_settings_default_to_a_private_listener(
         ("PAYMENTS_FORWARDED_ALLOW_IPS", "proxy.internal"),
         ("PAYMENTS_ADMIN_TOKEN_TTL_DAYS", "0"),
         ("PAYMENTS_METRICS_BACKLOG_REFRESH_S", "-1"),
+        ("PAYMENTS_CONSUMER_METRICS_PORT", "-1"),
+        ("PAYMENTS_CONSUMER_METRICS_PORT", "65536"),
+        ("PAYMENTS_CONSUMER_METRICS_PORT", "ninety"),
     ],
 )
 def test_invalid_operators_settings_are_refused_by_name(
@@ -217,6 +222,12 @@ def test_invalid_operators_settings_are_refused_by_name(
 
     with pytest.raises(SettingsError, match=variable):
         Settings.from_env()
+
+
+def test_the_consumers_metrics_port_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_only(monkeypatch, PAYMENTS_CONSUMER_METRICS_PORT="9102")
+
+    assert Settings.from_env().consumer_metrics_port == 9102
 
 
 def test_the_ops_commands_admin_url_is_not_a_misspelt_setting(

@@ -12,6 +12,7 @@ HTTP request, so one key is one payment whichever way each copy of it came.
     handler.py      one command's answer: the tenant, the validation, the keyed flow
     replies.py      the answer as a reply message (the HTTP body, the status in a header)
     dead_letters.py a refused command as a dead letter, with its reason
+    metrics.py      what became of each delivery, counted; what the consumer serves
     consumer.py     the process: deliveries, acks, requeues, dead letters, the stop
 
 The worker publishes every event of the outbox to a topic exchange, marked published only

@@ -30,6 +30,10 @@ and its redelivery replays the stored answer.
 SIGTERM or SIGINT stops the consuming (no new deliveries), lets the answers under way finish
 (each bounded by the provider's deadline), then closes the connection; with the broker away,
 it waits no more than a few seconds for the broker to confirm the cancel.
+
+Each delivery is counted by what became of it, timed and counted while under way
+(`metrics.py`); with `PAYMENTS_CONSUMER_METRICS_PORT` set the process serves its registry
+on 127.0.0.1 at that port, as the worker does with its own.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -52,11 +57,13 @@ from aio_pika.exceptions import (
     ChannelPreconditionFailed,
     DeliveryError,
 )
+from prometheus_client import start_http_server
 
 from app.broker.commands import Command, Refused, read_command
 from app.broker.dead_letters import dead_letter
 from app.broker.handler import CommandHandler
 from app.broker.kinds import COMMANDS, PATH_HEADERS
+from app.broker.metrics import CommandMetrics, Outcome, RequeueCause, served_registry
 from app.broker.replies import problem_reply, reply_message
 from app.broker.topology import Names, Topology, declare
 from app.composition import runtime
@@ -65,7 +72,7 @@ from app.failpoints import Failpoints
 from app.http.request_id import HEADER as REQUEST_ID_HEADER
 from app.http.request_id import request_id
 from app.idempotency.flow import KeyedFlow
-from app.idempotency.replies import Reply
+from app.idempotency.replies import REPLAYED_HEADER, Reply
 from app.observability.logging import configure_logging, new_context
 from app.observability.metrics import Metrics
 from app.settings import Settings
@@ -103,12 +110,14 @@ class Consumer:
         topology: Topology,
         max_body_bytes: int,
         failpoints: Failpoints,
+        metrics: CommandMetrics,
     ) -> None:
         self._handler = handler
         self._channel = channel
         self._topology = topology
         self._max_body_bytes = max_body_bytes
         self._failpoints = failpoints
+        self._metrics = metrics
         self._under_way: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -143,6 +152,17 @@ class Consumer:
         await self._idle.wait()
 
     async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        """Answer and settle one delivery, and count what became of it."""
+        started = time.monotonic()
+        command = self._metrics.command(message.type)
+        self._metrics.delivered(redelivered=bool(message.redelivered))
+        outcome = Outcome.UNSETTLED
+        try:
+            outcome = await self._handle(message)
+        finally:
+            self._metrics.finished(command, outcome, time.monotonic() - started)
+
+    async def _handle(self, message: AbstractIncomingMessage) -> Outcome:
         new_context(request_id=_request_id(message), command=message.type)
         try:
             command = read_command(
@@ -155,19 +175,19 @@ class Consumer:
             reply = await self._handler.answer(command)
             await self._failpoints.reach(BEFORE_ACK)
         except Refused as refused:
-            await self._refuse(message, refused)
-            return
+            return await self._refuse(message, refused)
         except Exception as exc:
-            await self._requeue(message, exc)
-            return
+            return await self._requeue(message, exc)
         self._failing = 0
-        await self._settle(message, "ack", lambda: self._answer(message, reply))
+        if not await self._settle(message, "ack", lambda: self._answer(message, reply)):
+            return Outcome.UNSETTLED
+        return Outcome.REPLAYED if reply.headers.get(REPLAYED_HEADER) == "true" else Outcome.ACKED
 
     async def _answer(self, message: AbstractIncomingMessage, reply: Reply) -> None:
         await self._reply(message, reply)
         await message.ack()
 
-    async def _refuse(self, message: AbstractIncomingMessage, refused: Refused) -> None:
+    async def _refuse(self, message: AbstractIncomingMessage, refused: Refused) -> Outcome:
         async def send() -> None:
             letter = dead_letter(message, refused.reason, refused.problem.detail)
             # Confirmed before the ack: the command is in the dead-letter queue, or still
@@ -181,23 +201,33 @@ class Consumer:
             )
 
         try:
-            await self._settle(message, "dead-letter", send)
+            settled = await self._settle(message, "dead-letter", send)
         except DeliveryError as exc:
             # The broker did not confirm the dead letter (a queue bound to the dead-letter
             # exchange refused it): the command is delivered again, and dead-lettered then.
-            await self._requeue(message, exc)
+            return await self._requeue(message, exc)
+        if not settled:
+            return Outcome.UNSETTLED
+        self._metrics.dead_letters.labels(refused.reason.value).inc()
+        return Outcome.DEAD_LETTERED
 
-    async def _requeue(self, message: AbstractIncomingMessage, exc: Exception) -> None:
+    async def _requeue(self, message: AbstractIncomingMessage, exc: Exception) -> Outcome:
         fields = {"error": type(exc).__name__, "deliveries": _delivery_count(message)}
         if isinstance(exc, DeliveryError):
+            cause = RequeueCause.DEAD_LETTER_UNCONFIRMED
             logger.warning("dead letter not confirmed; command requeued", extra={"fields": fields})
         elif is_transient_database_error(exc):
+            cause = RequeueCause.DATABASE_UNAVAILABLE
             logger.warning("database unavailable; command requeued", extra={"fields": fields})
         else:
+            cause = RequeueCause.ERROR
             logger.error("command failed; requeued", exc_info=exc, extra={"fields": fields})
         self._failing += 1
         await asyncio.sleep(min(_MAX_PAUSE_S, _FIRST_PAUSE_S * 2 ** (self._failing - 1)))
-        await self._settle(message, "requeue", lambda: message.nack(requeue=True))
+        if not await self._settle(message, "requeue", lambda: message.nack(requeue=True)):
+            return Outcome.UNSETTLED
+        self._metrics.requeues.labels(cause.value).inc()
+        return Outcome.REQUEUED
 
     async def _reply(self, message: AbstractIncomingMessage, reply: Reply) -> None:
         """Publish `reply` to the command's `reply_to`, if it has one (confirmed).
@@ -224,10 +254,10 @@ class Consumer:
 
     async def _settle(
         self, message: AbstractIncomingMessage, what: str, settle: Callable[[], Awaitable[None]]
-    ) -> None:
+    ) -> bool:
         """Run `settle` (reply, dead letter, ack or nack) unless the delivery's channel has
         closed under it: its tag means nothing on the channel that replaced it, and the
-        broker delivers the command again."""
+        broker delivers the command again. Whether it ran to its end."""
         try:
             # Raises at once when the delivery's channel is closed: nothing is sent for it.
             message.channel  # noqa: B018
@@ -238,6 +268,8 @@ class Consumer:
                 what,
                 extra={"fields": {"error": type(exc).__name__}},
             )
+            return False
+        return True
 
 
 def _request_id(message: AbstractIncomingMessage) -> str:
@@ -260,10 +292,36 @@ def broker_host(url: str) -> str:
 
 
 async def _consume(settings: Settings, stopping: asyncio.Event) -> int:
+    metrics = Metrics()
+    commands = CommandMetrics(metrics.registry, commands=COMMANDS)
+    port = settings.consumer_metrics_port
+    server = None
+    if port:
+        # As the worker's (`worker/main.py`): on 127.0.0.1 only, from this process's registry.
+        try:
+            server, _thread = start_http_server(
+                port, addr="127.0.0.1", registry=served_registry(metrics)
+            )
+        except OSError as exc:
+            logger.error(
+                "cannot serve the metrics",
+                extra={"fields": {"port": port, "error": type(exc).__name__}},
+            )
+            return 1
+    try:
+        return await _answer_commands(settings, stopping, metrics, commands)
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.shutdown)
+            server.server_close()
+
+
+async def _answer_commands(
+    settings: Settings, stopping: asyncio.Event, metrics: Metrics, commands: CommandMetrics
+) -> int:
     assert settings.broker_url is not None
     url = settings.broker_url.get_secret_value()
     names = Names(settings.broker_command_queue)
-    metrics = Metrics()
     async with runtime(settings, metrics=metrics, application_name="payments-consumer") as parts:
         flows: dict[str, KeyedFlow[Any]] = {
             kind.operation.value: KeyedFlow(
@@ -312,6 +370,7 @@ async def _consume(settings: Settings, stopping: asyncio.Event) -> int:
                 topology=topology,
                 max_body_bytes=settings.broker_max_body_bytes,
                 failpoints=Failpoints.parse(settings.failpoints),
+                metrics=commands,
             )
             tag = await topology.queue.consume(consumer.on_delivery)
             logger.info(
@@ -321,6 +380,7 @@ async def _consume(settings: Settings, stopping: asyncio.Event) -> int:
                         "broker": broker_host(url),
                         "queue": names.queue,
                         "prefetch": settings.broker_prefetch,
+                        "metrics_port": settings.consumer_metrics_port or None,
                     }
                 },
             )

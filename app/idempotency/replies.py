@@ -20,6 +20,8 @@ from app.operations.outcomes import Declined, NotSent, Rejected, Succeeded
 from app.operations.values import StoredResponse
 
 JSON = "application/json"
+# Set to "true" on a reply that replays a stored answer.
+REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _from_stored(stored: StoredResponse, *, replayed: bool) -> Reply:
     headers = dict(stored.headers)
     media_type = headers.pop("content-type", JSON)
     if replayed:
-        headers["Idempotent-Replayed"] = "true"
+        headers[REPLAYED_HEADER] = "true"
     return Reply(status=stored.status, body=stored.body, media_type=media_type, headers=headers)
 
 

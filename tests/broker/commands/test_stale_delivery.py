@@ -14,9 +14,12 @@ import logging
 
 import aio_pika
 import pytest
+from prometheus_client import CollectorRegistry
 
 from app.broker.commands import Command
 from app.broker.consumer import Consumer
+from app.broker.kinds import COMMANDS
+from app.broker.metrics import CommandMetrics
 from app.broker.topology import declare
 from app.failpoints import Failpoints
 from app.idempotency.replies import Reply
@@ -40,6 +43,7 @@ def test_a_delivery_whose_channel_closed_is_delivered_again_not_acked(
     rig: Rig, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     handler = AnswersAtOnce()
+    registry = CollectorRegistry()
 
     async def scenario() -> tuple[bool, int]:
         connection = await aio_pika.connect_robust(broker_url)
@@ -53,6 +57,7 @@ def test_a_delivery_whose_channel_closed_is_delivered_again_not_acked(
                 topology=topology,
                 max_body_bytes=MAX_BODY_BYTES,
                 failpoints=Failpoints(),
+                metrics=CommandMetrics(registry, commands=COMMANDS),
             )
             command = aio_pika.Message(
                 body=json.dumps(payment_body()).encode(),
@@ -86,3 +91,11 @@ def test_a_delivery_whose_channel_closed_is_delivered_again_not_acked(
     assert redelivered
     assert replies == 0
     assert "the delivery's channel closed before its ack" in caplog.text
+    # Counted as neither acked nor requeued, and no longer under way.
+    labels = {"command": "create_payment"}
+    for outcome, count in (("unsettled", 1), ("acked", 0), ("requeued", 0)):
+        sample = registry.get_sample_value(
+            "payments_broker_commands_total", {**labels, "outcome": outcome}
+        )
+        assert (sample or 0) == count, outcome
+    assert registry.get_sample_value("payments_broker_commands_in_flight") == 0
