@@ -11,7 +11,7 @@ from app.admin.models import AdminToken, ConsoleSession
 from app.authorizations.models import PaymentModification
 from app.db.base import Base
 from app.events.models import Event
-from app.operations.models import Operation, OperationTransition
+from app.operations.models import IdempotencyKey, Operation, OperationTransition
 from app.payments.models import Payment, PaymentFailover
 from app.provider_events.models import ProviderEvent
 from app.refunds.models import Refund
@@ -30,6 +30,7 @@ __all__ = [
     "Base",
     "ConsoleSession",
     "Event",
+    "IdempotencyKey",
     "Operation",
     "OperationTransition",
     "Payment",

@@ -1,8 +1,11 @@
-"""The idempotency record (`operations`) and its audit trail (`operation_transitions`).
+"""The idempotency record (`operations`), its keys (`idempotency_keys`) and its audit trail
+(`operation_transitions`).
 
 An operation is one client request identified by (tenant, operation name, idempotency key).
-The unique constraint on that triple is what decides races: the first INSERT wins, every
-other request finds the winner's row.
+The key table's primary key on that triple is what decides races: the first INSERT of the
+key wins and inserts its operation, every other request finds the winner's row through the
+key. The key table is narrow and never partitioned, so the history beside it can be
+partitioned by time (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ class Operation(Base):
 
     __tablename__ = "operations"
     __table_args__ = (
+        # The key's claim is decided by `idempotency_keys` (below); this constraint still
+        # guards a mix with a release that claims here, and goes when operations is
+        # partitioned by time (a unique key must then hold the partition column).
         UniqueConstraint("tenant_id", "operation_name", "idempotency_key"),
         CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
         CheckConstraint("fence >= 1", name="fence_positive"),
@@ -125,6 +131,30 @@ Index(
     Operation.lease_expires_at.nullsfirst(),
     postgresql_where=text("state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')"),
 )
+
+
+class IdempotencyKey(Base):
+    """A claimed key and the operation it names, from the claim until the key is released.
+
+    The claim inserts this row first (its primary key decides the race) and the operation
+    only from the row it inserted; a read by key comes through here to the operation by its
+    id and `created_at`, the column the history is to be partitioned by. Releasing the key
+    deletes the row. No foreign key to `operations`: one to a table partitioned by time would
+    have to name the partition column too, and the claim writes both rows in one statement.
+    """
+
+    __tablename__ = "idempotency_keys"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id"), primary_key=True
+    )
+    operation_name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    # The operation's `created_at`, the same `now()` of the same statement: a read through
+    # the key names the operation's partition.
+    operation_created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class OperationTransition(Base):

@@ -43,10 +43,17 @@ _HISTORY_COLUMN = """,
                 'created_at', t.created_at) ORDER BY t.id), '[]'::json)
      FROM operation_transitions t WHERE t.operation_id = operations.id)
 """
-_BY_KEY = (
-    " WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s"
-    " AND idempotency_key = %(idempotency_key)s"
-)
+# The operation a key names, through the key's row (`idempotency_keys`, the claim's decider):
+# by its id and its `created_at`, the column the history is partitioned by, so that the read
+# touches the operation's one partition. The claim's statement reads the key so too.
+KEYED_OPERATION = """
+    (SELECT operation_id, operation_created_at FROM idempotency_keys
+     WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
+       AND idempotency_key = %(idempotency_key)s) AS k
+    JOIN operations ON operations.id = k.operation_id
+     AND operations.created_at = k.operation_created_at
+     AND operations.tenant_id = %(tenant_id)s
+"""
 _BY_ID = " WHERE id = %(id)s"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
 _OWNED = (
@@ -55,9 +62,9 @@ _OWNED = (
 )
 
 
-def _select(where: str, *, with_history: bool) -> str:
+def _select(where: str, *, with_history: bool, source: str = "operations") -> str:
     extra = f", {LINKS_COLUMN} {_HISTORY_COLUMN}" if with_history else ""
-    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM operations {where}"
+    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM {source} {where}"
 
 
 async def find_by_key(
@@ -69,14 +76,15 @@ async def find_by_key(
     key_ttl_s: int,
     with_history: bool = False,
 ) -> Snapshot | None:
-    """The tenant's operation with this key, if any (with its history, when asked)."""
+    """The tenant's operation with this key, if any (with its history, when asked): the one
+    the key's row names, until the key is released."""
     params = {
         "tenant_id": tenant_id,
         "operation_name": operation_name,
         "idempotency_key": idempotency_key,
         "key_ttl_s": key_ttl_s,
     }
-    sql = _select(_BY_KEY, with_history=with_history)
+    sql = _select("", with_history=with_history, source=KEYED_OPERATION)
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 

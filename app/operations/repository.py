@@ -1,7 +1,8 @@
 """Every write to operations and their audit trail, as named verbs (reads: `reads.py`).
 
 Three rules hold every write here together:
-- the claim is an INSERT that lets the unique key decide races (never SELECT-then-INSERT);
+- the claim is an INSERT that lets the unique key decide races (never SELECT-then-INSERT):
+  the key's row in `idempotency_keys`, and the operation only from the row inserted;
 - every change of state goes through the state machine and is audited in the same
   statement (`_transition`, the one write path for owners);
 - every write by an owner is conditional on its fencing token, so an owner that lost its
@@ -76,8 +77,11 @@ async def claim(
     visible to the statement yet (its claim committed while this one waited on it: read it
     again).
 
-    ON CONFLICT DO NOTHING on the scoped key: a concurrent duplicate waits for the winner's
-    transaction and then inserts nothing. Only the winner goes on to create its business
+    ON CONFLICT DO NOTHING on the key's row (`idempotency_keys`, whose primary key is the
+    scoped key), then the operation from the row inserted, its `created_at` the key row's
+    `operation_created_at`: a concurrent duplicate waits for the winner's transaction and
+    then inserts nothing, and reads the winner's operation through the key's row, by id and
+    `created_at` (`statements.py`). Only the winner goes on to create its business
     object (`subject`, whose row points at the operation) and call the provider. Both edges
     (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are the state machine's and are
     audited; `send_reason` is the send edge's reason (which provider, when the operation has

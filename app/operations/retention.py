@@ -8,7 +8,9 @@ ix_operations_tombstone_release), across tenants and without a lock. Each tenant
 statement then locks its rows of those, by primary key and `tenant_id`, with SKIP LOCKED (it
 never waits on, or holds up, a request working on the same rows), checks again that each is
 still due, and changes them at once. Only terminal operations qualify, and both ages count
-from the completion. The operation row, its business object and its history are kept.
+from the completion. The operation row, its business object and its history are kept; a
+released key's row in `idempotency_keys` is deleted by the same statement, so the key may
+name a new operation.
 
 Why two steps: a row lock is one tenant's, and on Citus only a statement routed to one
 shard group may take it (an UPDATE across shards with a LIMIT subquery is not routable;
@@ -35,18 +37,28 @@ def _due(conditions: str) -> str:
     """
 
 
-def _batch(conditions: str, changes: str) -> str:
-    """One tenant's rows of `ids` that still match `conditions`, changed at once."""
+def _batch(conditions: str, changes: str, also: str = "") -> str:
+    """One tenant's rows of `ids` that still match `conditions`, changed at once (and
+    `also`, more CTEs reading `due`, in the same statement)."""
     return f"""
         WITH due AS (
-            SELECT id FROM operations
+            SELECT id, operation_name, idempotency_key FROM operations
             WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s) AND {conditions}
             FOR UPDATE SKIP LOCKED
-        )
+        ){also}
         UPDATE operations SET {changes}, updated_at = now()
         WHERE tenant_id = %(tenant_id)s AND id IN (SELECT id FROM due)
         RETURNING id
     """
+
+
+# A released key's row goes with it, in the same statement: the key may then name a new
+# operation. Only the row naming this operation (the one the key's claim inserted).
+_KEY_ROWS = """, released AS (
+            DELETE FROM idempotency_keys AS k USING due
+            WHERE k.tenant_id = %(tenant_id)s AND k.operation_name = due.operation_name
+              AND k.idempotency_key = due.idempotency_key AND k.operation_id = due.id
+        )"""
 
 
 @dataclass(frozen=True)
@@ -57,8 +69,8 @@ class _Step:
     batch: str
 
     @classmethod
-    def of(cls, conditions: str, changes: str) -> _Step:
-        return cls(_due(conditions), _batch(conditions, changes))
+    def of(cls, conditions: str, changes: str, also: str = "") -> _Step:
+        return cls(_due(conditions), _batch(conditions, changes, also))
 
     async def run(self, conn: Connection, ttl_s: int, limit: int) -> list[uuid.UUID]:
         rows = await (await conn.execute(self.due, {"ttl_s": ttl_s, "limit": limit})).fetchall()
@@ -82,6 +94,7 @@ _RELEASE_KEYS = _Step.of(
     "response_expired_at IS NOT NULL AND idempotency_key IS NOT NULL"
     " AND completed_at < now() - make_interval(secs => %(ttl_s)s)",
     "idempotency_key = NULL, key_released_at = now()",
+    _KEY_ROWS,
 )
 
 

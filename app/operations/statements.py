@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from app.operations.reads import SNAPSHOT_COLUMNS
+from app.operations.reads import KEYED_OPERATION, SNAPSHOT_COLUMNS
 from app.operations.values import SubjectWrite
 
 _AUDIT = """
@@ -33,15 +33,28 @@ _AUDIT = """
 # that wins the key goes straight to the provider call, and the operation is never left
 # RECEIVED by a live first owner. Recovering a PROVIDER_REQUEST_SENT operation is a lookup,
 # then a resend with the same key, so nothing is lost by sending right after the claim.
-# A guarded claim (`ClaimGuard`) reads its guard first and inserts only from an ok row.
+# The key's row (`idempotency_keys`, never partitioned) is inserted first and decides the
+# race on its primary key; the operation is inserted only from the key's row this statement
+# inserted, with the same `now()` as its `created_at`. A taken key is read through its row,
+# to the operation by id and `created_at` (`KEYED_OPERATION`: one partition of a history
+# partitioned by time). A guarded claim (`ClaimGuard`) reads its guard first and inserts the
+# key's row only from an ok row.
 _CLAIM = """
-    WITH {guard}changed AS (
-        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                                state, lease_owner, lease_expires_at, fence, traceparent)
-        {source}%(id)s, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
-                %(fingerprint)s, %(sent)s, %(actor)s,
-                now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s{guarded}
+    WITH {guard}claimed_key AS (
+        INSERT INTO idempotency_keys (tenant_id, operation_name, idempotency_key,
+                                      operation_id, operation_created_at)
+        {source}%(tenant_id)s, %(operation_name)s, %(idempotency_key)s, %(id)s, now(){guarded}
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
+        RETURNING operation_id, operation_created_at
+    ), changed AS (
+        INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
+                                state, lease_owner, lease_expires_at, fence, traceparent,
+                                created_at)
+        SELECT operation_id, %(tenant_id)s, %(operation_name)s, %(idempotency_key)s,
+               %(fingerprint)s, %(sent)s, %(actor)s,
+               now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s,
+               operation_created_at
+        FROM claimed_key
         RETURNING id, tenant_id
     ), audit AS (
         INSERT INTO operation_transitions
@@ -58,9 +71,7 @@ _CLAIM = """
     SELECT EXISTS (SELECT FROM changed), now(){guard_row}, existing.*
     FROM (SELECT) AS one{guard_join}
     LEFT JOIN (
-        SELECT {snapshot} FROM operations
-        WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
-          AND idempotency_key = %(idempotency_key)s
+        SELECT {snapshot} FROM {keyed}
     ) AS existing ON NOT EXISTS (SELECT FROM changed)
 """
 
@@ -114,13 +125,15 @@ def transition_sql(
 
 @cache
 def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str:
-    """The claim's statement; with `guard_sql` (`ClaimGuard`), the operation is inserted
-    only from the guard's row when it is ok, and the row follows the claim's two columns."""
+    """The claim's statement; with `guard_sql` (`ClaimGuard`), the key's row (and so the
+    operation) is inserted only from the guard's row when it is ok, and the row follows the
+    claim's two columns."""
     if guard_sql is None:
         unguarded = {"guard": "", "source": "VALUES (", "guarded": ")", "guard_row": ""}
         return _CLAIM.format(
             subject=_subject_ctes(subject_sql),
             snapshot=SNAPSHOT_COLUMNS,
+            keyed=KEYED_OPERATION,
             guard_join="",
             **unguarded,
         )
@@ -133,4 +146,5 @@ def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str
         guard_row=", guard.*",
         guard_join=" LEFT JOIN guard ON true",
         snapshot=SNAPSHOT_COLUMNS,
+        keyed=KEYED_OPERATION,
     )

@@ -91,15 +91,28 @@ class Protocol(Attempts):
         elif self.mutation is Mutation.SELECT_THEN_INSERT and not w.rows:
             step = Step(name, "claim", None, "SELECT finds no operation for the key")
             out.append((step, with_owner(w, i, Owner(Phase.SELECTED))))
-        elif not w.rows:
-            text = "INSERT ... ON CONFLICT DO NOTHING wins: RECEIVED then PROVIDER_REQUEST_SENT"
-            out.append((self._claim_step(name, text), self._claimed(w, i, 0)))
+        elif (held := self._holder(w)) is None:
+            r = len(w.rows)
+            per_day = self.mutation is Mutation.UNIQUE_PER_DAY
+            where = "in today's partition" if per_day else "for the key's row"
+            text = f"INSERT ... ON CONFLICT DO NOTHING wins {where}: operation {r}, RECEIVED"
+            text += " then PROVIDER_REQUEST_SENT"
+            out.append((self._claim_step(name, text), self._claimed(w, i, r)))
         else:
-            self._read(w, i, out)
+            self._read(w, i, held, out)
 
-    def _read(self, w: World, i: int, out: Successors) -> None:
-        """The claim found the key taken: read the winner's row and answer from it."""
-        name, row = self.names[i], w.rows[0]
+    def _holder(self, w: World) -> int | None:
+        """The operation row the claim finds holding the key, where its uniqueness is decided:
+        the key's row (`idempotency_keys`, one for the key whatever the day); or, under the
+        unique-per-day mutation, a row in today's partition of operations."""
+        if self.mutation is Mutation.UNIQUE_PER_DAY:
+            return next((r for r, row in enumerate(w.rows) if not row.earlier), None)
+        return w.keyed
+
+    def _read(self, w: World, i: int, r: int, out: Successors) -> None:
+        """The claim found the key taken: read the winner's row `r` (through the key's row)
+        and answer from it."""
+        name, row = self.names[i], w.rows[r]
         answer = None
         if row.state is Op.FAILED_RETRYABLE and self.mutation is Mutation.RETRYABLE_NEVER_RETRIED:
             answer = "answers 503 again without driving it"
@@ -113,7 +126,7 @@ class Protocol(Attempts):
                 out.append((Step(name, "claim", None, f"key taken, {answer}"), after))
             return
         text = f"key taken, reads {row.state.name} fence {row.fence}, lease expired"
-        owner = Owner(Phase.READ, 0, row.fence, 0, row.state)
+        owner = Owner(Phase.READ, r, row.fence, 0, row.state)
         out.append((Step(name, "claim", None, text), with_owner(w, i, owner)))
 
     def _insert_after_select(self, w: World, i: int, out: Successors) -> None:
@@ -128,10 +141,15 @@ class Protocol(Attempts):
         return Step(name, "claim", "send", text, edge, True)
 
     def _claimed(self, w: World, i: int, r: int) -> World:
-        """Row `r` inserted claimed and sent, fence 1; its owner about to call the provider."""
+        """Row `r` inserted claimed and sent, fence 1, in today's partition, with the key's row
+        naming it (none under the unique-per-day mutation); its owner about to call the
+        provider."""
         owner = Owner(Phase.SENDING, r, 1, 1, Op.PROVIDER_REQUEST_SENT, Mode.FIRST)
         row = Row(Op.PROVIDER_REQUEST_SENT, 0, 1, i, True, 1)
-        return with_row(with_owner(w, i, owner), r, row)
+        after = with_row(with_owner(w, i, owner), r, row)
+        if self.mutation is Mutation.UNIQUE_PER_DAY or w.keyed is not None:
+            return after
+        return after._replace(keyed=r)
 
     def _take_over(self, w: World, i: int, o: Owner, out: Successors) -> None:
         row = w.rows[o.row]

@@ -1,7 +1,7 @@
 """The pieces every rule is made of: labelled steps, state-machine edges, and small updates.
 
-Also the steps that are nobody's: the clock (a lease runs out) and the network (a request
-nobody waits for any more reaches the provider late, or never).
+Also the steps that are nobody's: the clock (a lease runs out, the day turns) and the network
+(a request nobody waits for any more reaches the provider late, or never).
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def taking(r: int, row: Row, fence: int, mode: Mode) -> Owner:
 def own(w: World, i: int, r: int, owner: Owner) -> World:
     """`owner` takes operation `r`: its fence, a live lease, a new ownership."""
     row = w.rows[r]
-    new_row = Row(row.state, row.attempts, owner.fence, i, True, owner.generation, row.attempt)
+    new_row = row._replace(
+        fence=owner.fence, lease_owner=i, lease_live=True, generation=owner.generation
+    )
     return with_row(with_owner(w, i, owner), r, new_row)
 
 
@@ -138,7 +140,8 @@ def orphan(w: World, key: Key) -> World:
 
 
 def clock_and_network(w: World, out: Successors) -> None:
-    """Leases running out, and late requests reaching the provider or getting lost."""
+    """Leases running out, the day turning, and late requests reaching the provider or
+    getting lost."""
     for r, row in enumerate(w.rows):
         if not row.lease_live:
             continue
@@ -151,7 +154,7 @@ def clock_and_network(w: World, out: Successors) -> None:
         )
         if working and not w.budget.expiries:
             continue
-        expired = Row(row.state, row.attempts, row.fence, None, False, row.generation, row.attempt)
+        expired = row._replace(lease_owner=None, lease_live=False)
         after = with_row(w, r, expired)
         who = "its owner still works (paused or slow)" if working else "its holder is gone"
         text = f"lease on operation {r} expires; {who}"
@@ -173,3 +176,8 @@ def clock_and_network(w: World, out: Successors) -> None:
             )
         text = f"request {key_name(key)} never reaches the provider (or is refused)"
         out.append((Step("network", "deliver", None, text), w._replace(orphans=gone)))
+    if any(not row.earlier for row in w.rows):
+        # Midnight: every row is in an earlier day's partition than a claim from now on.
+        text = "midnight: the day turns; a new operation goes to the new day's partition"
+        rows = tuple(row._replace(earlier=True) for row in w.rows)
+        out.append((Step("clock", "day", None, text), w._replace(rows=rows)))

@@ -33,6 +33,7 @@ BROKEN_BY = {
     Mutation.RETRYABLE_NEVER_RETRIED: DEAD_END,
     Mutation.UNGUARDED_RESOLVE: FAILED_NOT_CHARGED,
     Mutation.ATTEMPT_NOT_PERSISTED: FAILED_NOT_CHARGED,
+    Mutation.UNIQUE_PER_DAY: ONE_CHARGE,
 }
 
 # Searched with a wrong "not processed", which breaks these invariants by itself: test_attempts.

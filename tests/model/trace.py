@@ -38,7 +38,7 @@ def describe_world(w: World, protocol: Protocol) -> str:
             lease = f"held by {holder}"
         rows.append(
             f"{row.state.name} attempt {row.attempt} fence {row.fence}"
-            f" attempts {row.attempts} lease {lease}"
+            f" attempts {row.attempts} lease {lease}" + (" (earlier day)" if row.earlier else "")
         )
     ledger = (
         ", ".join(key_name(k) + ("" if is_charge(w, k) else " declined") for k in sorted(w.ledger))

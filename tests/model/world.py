@@ -2,7 +2,11 @@
 
 Every value here is an immutable, hashable tuple, so a whole world can be a key in the search's
 index. Time is abstract: a lease is either live or expired, and it may expire at any moment
-(a paused or slow owner), which the search tries at every step while the budget allows.
+(a paused or slow owner), which the search tries at every step while the budget allows. The
+day may turn at any moment: the operations are partitioned by the day of their
+`created_at` (a row is in today's partition or an earlier one, `Row.earlier`), and the key's
+uniqueness is decided by the key's row (`World.keyed`, in `idempotency_keys`,
+unpartitioned), which knows no day.
 """
 
 from __future__ import annotations
@@ -106,6 +110,9 @@ class Mutation(Enum):
     MODIFICATIONS_NOT_EXCLUSIVE = "modifications-not-exclusive"  # no check, no unique index
     KEY_PER_PAYMENT = "key-per-payment"  # the provider key derived from the payment, not the
     # capture or void
+    UNIQUE_PER_DAY = "unique-per-day"  # the key unique in each day's partition of operations
+    # (the unique with the partition column in it), no key table: a retry after midnight
+    # claims the key again
 
 
 TWO_STEP_MUTATIONS = frozenset(
@@ -173,6 +180,7 @@ class Row(NamedTuple):
     lease_live: bool
     generation: int  # ownerships taken so far: the truth a fence stands for (not in the table)
     attempt: int = 0  # the current attempt (and provider), written before its first send
+    earlier: bool = False  # in an earlier day's partition of operations than today's
 
 
 class Owner(NamedTuple):
@@ -205,6 +213,9 @@ class World(NamedTuple):
     # A recovery's send charged an operation an earlier attempt of which held a charge already
     # (only a wrong "not processed" makes such a charge; a lookup of every attempt finds it).
     recharged: bool = False
+    # The key's row in `idempotency_keys`: the operation row it names, None before the claim.
+    # It decides the claim whatever the day (the unique-per-day mutation has none).
+    keyed: int | None = None
 
 
 def roles(bounds: Bounds) -> tuple[Role, ...]:
@@ -257,14 +268,15 @@ def initial_worlds(bounds: Bounds, verdict: Verdict = Verdict.UNDECIDED) -> tupl
     A fresh key: no row yet. And a row an earlier release left behind: that release
     committed RECEIVED and PROVIDER_REQUEST_SENT in separate transactions, so an owner that
     died in between left a RECEIVED row; its lease has run out, and recovery must finish it.
+    Its key has its row (migration 0029's backfill).
     """
     owners = (IDLE,) * len(roles(bounds))
     left_received = (Row(Op.RECEIVED, 0, 1, None, False, 1),)
     done_first = (DONE, *owners[1:])
     verdicts = (verdict,) * bounds.providers
     return tuple(
-        World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False, False)
-        for rows, first in (((), owners), (left_received, done_first))
+        World(verdicts, rows, first, frozenset(), frozenset(), bounds.budget, False, False, keyed)
+        for rows, first, keyed in (((), owners, None), (left_received, done_first, 0))
     )
 
 
@@ -287,7 +299,15 @@ def charges_of(world: World, row: int) -> int:
 def with_owner(w: World, i: int, owner: Owner) -> World:
     owners = (*w.owners[:i], owner, *w.owners[i + 1 :])
     return World(
-        w.verdicts, w.rows, owners, w.orphans, w.ledger, w.budget, w.stale_write, w.recharged
+        w.verdicts,
+        w.rows,
+        owners,
+        w.orphans,
+        w.ledger,
+        w.budget,
+        w.stale_write,
+        w.recharged,
+        w.keyed,
     )
 
 
@@ -295,7 +315,15 @@ def with_row(w: World, r: int, row: Row) -> World:
     """Row `r` replaced, or added when `r` is one past the last."""
     rows = (*w.rows[:r], row, *w.rows[r + 1 :])
     return World(
-        w.verdicts, rows, w.owners, w.orphans, w.ledger, w.budget, w.stale_write, w.recharged
+        w.verdicts,
+        rows,
+        w.owners,
+        w.orphans,
+        w.ledger,
+        w.budget,
+        w.stale_write,
+        w.recharged,
+        w.keyed,
     )
 
 

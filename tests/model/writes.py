@@ -21,7 +21,6 @@ from tests.model.world import (
     Phase,
     Result,
     Role,
-    Row,
     World,
     owner_names,
     roles,
@@ -88,7 +87,9 @@ class Writes:
         # Recording an outcome releases the lease; mark_sent and failover renew it.
         owner, live = (None, False) if release else (row.lease_owner, True)
         new_attempt = row.attempt if attempt is None else attempt
-        new_row = Row(dest, attempts, row.fence, owner, live, row.generation, new_attempt)
+        new_row = row._replace(
+            state=dest, attempts=attempts, lease_owner=owner, lease_live=live, attempt=new_attempt
+        )
         after = with_row(with_owner(w, i, then), o.row, new_row)
         if o.generation != row.generation and not w.stale_write:
             after = after._replace(stale_write=True)

@@ -56,6 +56,7 @@ def claims_db(claims_url: str) -> Iterator[Db]:
     with psycopg.connect(claims_url, autocommit=True, row_factory=dict_row) as conn:
         yield conn
         conn.execute("DELETE FROM operations")
+        conn.execute("DELETE FROM idempotency_keys")
         conn.execute("DELETE FROM tenants")
 
 
