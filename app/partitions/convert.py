@@ -8,9 +8,10 @@ Per table (`SHAPES`, app/partitions/shapes.py), after migration 0030 gave it
    transaction when run online (row locks held for one batch).
 2. `build_indexes`: the unique indexes the partitioned table needs (each holds the partition
    column) are built on the table itself, CONCURRENTLY when online.
-3. `prove_cutover`: CHECK (operation_created_at IS NOT NULL AND operation_created_at <
-   cutover) NOT VALID, then VALIDATE (a scan under SHARE UPDATE EXCLUSIVE: reads and writes
-   go on). The cutover is a UTC midnight far enough ahead that the swap comes before it.
+3. `add_check`, `validate_check`: CHECK (operation_created_at IS NOT NULL AND
+   operation_created_at < cutover) NOT VALID (under a short lock timeout, retried, online),
+   then VALIDATE (a scan under SHARE UPDATE EXCLUSIVE: reads and writes go on). The
+   cutover is a UTC midnight far enough ahead that the swap comes before it.
 4. `swap`: one short transaction under `lock_timeout`, retried: the table becomes
    `<table>_legacy`, the partitioned parent is created with the same columns and defaults,
    its keys and indexes (empty: instant), the legacy table is attached FOR VALUES FROM
@@ -28,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 
 import psycopg
 from psycopg import sql
@@ -165,13 +167,9 @@ def proven_cutover(conn: Conn, shape: Shape) -> datetime | None:
     return None if found is None else datetime.fromisoformat(str(found))
 
 
-def prove_cutover(conn: Conn, shape: Shape, cutover: datetime) -> None:
-    """Prove that every row of the table is below `cutover` and has its day: the CHECK is
-    added NOT VALID (every new row is held to it at once), then validated (one scan under
-    SHARE UPDATE EXCLUSIVE; each its own transaction when `conn` is in autocommit). A
-    CHECK for another cutover is replaced."""
-    if proven_cutover(conn, shape) == cutover:
-        return
+def add_check(conn: Conn, shape: Shape, cutover: datetime) -> None:
+    """The CHECK for `cutover`, NOT VALID: a moment's ACCESS EXCLUSIVE lock, and every new
+    row is held to it from then on. A CHECK for another cutover is replaced."""
     table, column, check = _ident(shape.layout.table), _ident(shape.layout.column), shape.check
     conn.execute(
         sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(table, _ident(check))
@@ -186,7 +184,16 @@ def prove_cutover(conn: Conn, shape: Shape, cutover: datetime) -> None:
             _ident(check), table, sql.Literal(cutover.isoformat())
         )
     )
-    conn.execute(sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(table, _ident(check)))
+
+
+def validate_check(conn: Conn, shape: Shape) -> None:
+    """Prove the CHECK on every row: one scan under SHARE UPDATE EXCLUSIVE (reads and writes
+    go on)."""
+    conn.execute(
+        sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(
+            _ident(shape.layout.table), _ident(shape.check)
+        )
+    )
 
 
 # 4. The swap ----------------------------------------------------------------------------
@@ -313,36 +320,41 @@ def swap(conn: Conn, shape: Shape, cutover: datetime, *, days_ahead: int = DAYS_
         run(statement)
 
 
+def with_short_locks(conn: Conn, what: str, step: Callable[[], None]) -> None:
+    """`step` in a transaction of its own that waits at most `LOCK_TIMEOUT_MS` for each lock
+    (behind a waiting ALTER TABLE the service's statements queue: they wait only that long),
+    retried on a lock timeout or a deadlock; `conn` in autocommit."""
+    for attempt in range(1, SWAP_TRIES + 1):
+        try:
+            with conn.transaction():
+                timeout = sql.Literal(f"{LOCK_TIMEOUT_MS}ms")
+                conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(timeout))
+                step()
+            return
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            logger.warning(
+                "waited too long for locks; retrying",
+                extra={"fields": {"step": what, "attempt": attempt}},
+            )
+            time.sleep(min(0.1 * attempt, 2.0))
+    raise ConversionError(f"{what}: did not get its locks in {SWAP_TRIES} tries")
+
+
 def swap_retried(
     conn: Conn, shape: Shape, cutover: datetime, *, now: Callable[[], datetime]
 ) -> None:
-    """The swap in its own transaction, each try waiting at most `LOCK_TIMEOUT_MS` for its
-    locks (behind it, the service's statements wait only that long); retried."""
-    for attempt in range(1, SWAP_TRIES + 1):
+    """The swap, with short lock waits, retried; never within `SWAP_MARGIN` of the cutover."""
+
+    def step() -> None:
         if now() > cutover - SWAP_MARGIN:
             raise ConversionError(
                 f"{shape.layout.table}: the cutover {cutover.isoformat()} is too near to swap"
                 " before it; run the conversion again (it proves a later cutover)"
             )
-        try:
-            with conn.transaction():
-                conn.execute(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(
-                        sql.Literal(f"{LOCK_TIMEOUT_MS}ms")
-                    )
-                )
-                swap(conn, shape, cutover)
-            logger.info("table partitioned", extra={"fields": {"table": shape.layout.table}})
-            return
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            logger.warning(
-                "partition swap waited too long for its locks; retrying",
-                extra={"fields": {"table": shape.layout.table, "attempt": attempt}},
-            )
-            time.sleep(min(0.1 * attempt, 2.0))
-    raise ConversionError(
-        f"{shape.layout.table}: the swap did not get its locks in {SWAP_TRIES} tries"
-    )
+        swap(conn, shape, cutover)
+
+    with_short_locks(conn, f"swap {shape.layout.table}", step)
+    logger.info("table partitioned", extra={"fields": {"table": shape.layout.table}})
 
 
 # The two ways to run it -----------------------------------------------------------------
@@ -383,7 +395,10 @@ def convert_online(
     for shape in todo:
         build_indexes(conn, shape, concurrently=True)
     for shape in todo:
-        prove_cutover(conn, shape, cutover)
+        if proven_cutover(conn, shape) != cutover:
+            add = partial(add_check, conn, shape, cutover)
+            with_short_locks(conn, f"check {shape.layout.table}", add)
+            validate_check(conn, shape)
     for shape in todo:
         swap_retried(conn, shape, cutover, now=now)
     return [shape.layout.table for shape in todo]
@@ -427,6 +442,7 @@ def convert_locked(conn: Conn) -> list[str]:
     cutover = day_bounds(max(days))[0]
     for shape in todo:
         build_indexes(conn, shape, concurrently=False)
-        prove_cutover(conn, shape, cutover)
+        add_check(conn, shape, cutover)
+        validate_check(conn, shape)
         swap(conn, shape, cutover)
     return [shape.layout.table for shape in todo]
