@@ -35,6 +35,10 @@ class PartitionedTable:
         """The name of the partition holding `day` (UTC)."""
         return f"{self.table}_p{day:%Y%m%d}"
 
+    def is_partition(self, name: object) -> bool:
+        """Whether `name` names a partition of this table (a day's or the legacy one)."""
+        return isinstance(name, str) and (name == self.legacy or self.day_of(name) is not None)
+
     def day_of(self, partition: str) -> date | None:
         """The day a partition of this table holds, from its name; None if not a day's."""
         if not partition.startswith(f"{self.table}_p"):
@@ -77,4 +81,4 @@ def by_name(table: str) -> PartitionedTable:
 def is_partition(name: str) -> bool:
     """Whether `name` names a partition of a table of the catalogue (a day's or the legacy
     one): the schema's models know the parent only."""
-    return any(name == entry.legacy or entry.day_of(name) is not None for entry in PARTITIONED)
+    return any(entry.is_partition(name) for entry in PARTITIONED)
