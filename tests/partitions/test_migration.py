@@ -8,6 +8,8 @@ row.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import uuid
 
 import psycopg
@@ -17,6 +19,7 @@ from psycopg.rows import dict_row
 
 from app.db.migrate import alembic_config, current_revision, head_revision
 from app.partitions import convert
+from tests.support.control.processes import PAYMENTS, REPO_ROOT
 
 ROWS = 30
 
@@ -63,8 +66,16 @@ def test_a_large_database_is_left_for_the_online_command(
     assert current_revision(scratch_database) != head_revision()
     assert _kinds(scratch_database) == {"operation_transitions": "r", "events": "r"}
     # The documented way on: the online command, then `migrate` again.
-    with psycopg.connect(scratch_database, autocommit=True) as conn:
-        assert convert.convert_online(conn) == ["operation_transitions", "events"]
+    converted = subprocess.run(
+        [*PAYMENTS, "partitions", "convert"],
+        env={**os.environ, "DATABASE_URL": scratch_database},
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert converted.returncode == 0, converted.stderr
+    assert "partitioned: operation_transitions, events" in converted.stderr
     command.upgrade(config, "head")
     assert current_revision(scratch_database) == head_revision()
     assert _kinds(scratch_database) == {"operation_transitions": "p", "events": "p"}
