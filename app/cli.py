@@ -73,6 +73,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_partitions_convert(args: argparse.Namespace) -> int:
+    from app.partitions.command import convert_command
+
+    return convert_command(_database_settings().database_url or "")
+
+
 def _cmd_tenant_create(args: argparse.Namespace) -> int:
     from app.tenants.admin import create_tenant_cli
 
@@ -222,6 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     migrate = sub.add_parser("migrate", help="apply database migrations (DATABASE_URL)")
     migrate.set_defaults(func=_cmd_migrate)
+
+    partitions = sub.add_parser("partitions", help="the day partitions of the history tables")
+    partitions_sub = partitions.add_subparsers(dest="partitions_command", required=True)
+    convert = partitions_sub.add_parser(
+        "convert",
+        help="partition the audit trail and the events online, with the service running"
+        " (docs/operations.md)",
+    )
+    convert.set_defaults(func=_cmd_partitions_convert)
 
     serve = sub.add_parser("serve", help="run the API")
     serve.add_argument("--host", default="127.0.0.1")
