@@ -129,6 +129,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("app.errors", "app.settings"),
     ("app.db", "app.http"),
+    # The time partitions' catalogue, conversion and calendar: below every package whose
+    # tables they partition, so any of them may name its table's layout.
+    ("app.partitions",),
     ("app.tenants",),
     ("app.operations",),
     ("app.events", "app.recovery"),
