@@ -1,0 +1,120 @@
+"""What keeps a partition past its retention: the rules read from the operations record and
+the settlement tables, for the range of operation creation times the partition holds.
+
+Every table of the catalogue is partitioned by its operation's creation time (the family
+rule, `layout.py`), so one range names the same operations in each, and the rules are the
+same for every table:
+
+- `operation_not_final`: an operation created in the range is not final (any state but
+  COMPLETED and FAILED): its outcome is not known yet, and its story is still being written.
+- `settlement_open`: settlement has not closed a day of the range that has operations. A
+  day is closed once a settlement run of it has finished (`settlement_days.last_finished_at`)
+  and no run holds it now (a live lease), and no discrepancy is open that was found on that
+  day or that names an operation created in the range (`reconciliation_items`): the
+  operators may still need the day's history to settle it. Settlement works by the creation
+  day of our records, the operation's day (docs/settlement.md), so the link is direct. A day
+  without operations has nothing to settle.
+- `key_held` (the operations table only): an operation of the range still holds its
+  idempotency key. Its row is what answers a retry with that key; dropping it would let the
+  key make a second operation (a second charge).
+- `restored`: the partition was loaded back from an archive (`archive.py`, `payments
+  partitions restore`): an operator wants it; it is theirs to detach again.
+
+The statements name the tables they read (this package sits below the operations record and
+settlement in the layers, so it reads their tables, not their code); the state lists are
+pinned to `app/operations/states.py` by `tests/partitions/test_holds.py`. Each is one
+indexed read: `ix_operations_state_created` (state, created_at) for both states' lists,
+`ix_reconciliation_items_day` and `settlement_days`' primary key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from app.db.database import Connection
+
+# The states of an operation whose outcome is not known yet, and the final ones.
+NOT_FINAL = ("RECEIVED", "PROVIDER_REQUEST_SENT", "FAILED_RETRYABLE", "UNKNOWN_REQUIRES_RECOVERY")
+FINAL = ("COMPLETED", "FAILED")
+
+_NO_LOWER_END = datetime(1, 1, 2, tzinfo=UTC)
+RESTORED_MARK = "payments: restored from an archive"
+
+
+def _states(states: tuple[str, ...]) -> str:
+    return ", ".join(f"'{state}'" for state in states)
+
+
+# Every statement reads [lo, hi) of creation times; a range without a lower end (the legacy
+# partition) is read from the year 1.
+_IN_RANGE = "created_at >= %(lo)s AND created_at < %(hi)s"
+_NOT_FINAL = f"""
+    SELECT EXISTS (
+        SELECT 1 FROM operations WHERE state IN ({_states(NOT_FINAL)}) AND {_IN_RANGE})
+"""
+# A day of the range with final operations whose settlement is not closed; from the first
+# operation's day when the range has no lower end. Then the open discrepancies of its days
+# or of its operations.
+_SETTLEMENT_OPEN = f"""
+    WITH span AS (
+        SELECT (SELECT min(created_at) FROM operations
+                WHERE state IN ({_states(FINAL)}) AND {_IN_RANGE}) AS first
+    ), days AS (
+        SELECT d::date AS day
+        FROM span, generate_series(
+            (span.first AT TIME ZONE 'UTC')::date, %(last_day)s::date, interval '1 day') d
+        WHERE span.first IS NOT NULL
+    )
+    SELECT EXISTS (
+        SELECT 1 FROM days
+        LEFT JOIN settlement_days s ON s.day = days.day
+        WHERE (s.last_finished_at IS NULL OR s.lease_expires_at > now())
+          AND EXISTS (
+              SELECT 1 FROM operations o
+              WHERE o.state IN ({_states(FINAL)})
+                AND o.created_at >= days.day::timestamp AT TIME ZONE 'UTC'
+                AND o.created_at < (days.day + 1)::timestamp AT TIME ZONE 'UTC'))
+    OR EXISTS (
+        SELECT 1 FROM reconciliation_items i
+        WHERE i.state = 'open' AND i.day >= %(first_day)s AND i.day <= %(last_day)s)
+    OR EXISTS (
+        SELECT 1 FROM reconciliation_items i JOIN operations o ON o.id = i.operation_id
+        WHERE i.state = 'open' AND o.{_IN_RANGE})
+"""
+_KEY_HELD = f"""
+    SELECT EXISTS (SELECT 1 FROM operations WHERE idempotency_key IS NOT NULL AND {_IN_RANGE})
+"""
+
+# Rules by table beyond the family's: what only that table's rows answer.
+_OWN_RULES: dict[str, tuple[tuple[str, str], ...]] = {
+    "operations": (("key_held", _KEY_HELD),),
+}
+_FAMILY_RULES: tuple[tuple[str, str], ...] = (
+    ("operation_not_final", _NOT_FINAL),
+    ("settlement_open", _SETTLEMENT_OPEN),
+)
+
+
+async def hold(
+    conn: Connection,
+    table: str,
+    *,
+    lower: datetime | None,
+    upper: datetime,
+    comment: str | None = None,
+) -> str | None:
+    """Why `table`'s partition of [lower, upper) must be kept, or None when nothing keeps it."""
+    if comment is not None and comment.startswith(RESTORED_MARK):
+        return "restored"
+    lo = lower if lower is not None else _NO_LOWER_END
+    params = {
+        "lo": lo,
+        "hi": upper,
+        "first_day": lo.astimezone(UTC).date(),
+        "last_day": (upper - timedelta(microseconds=1)).astimezone(UTC).date(),
+    }
+    for reason, statement in (*_FAMILY_RULES, *_OWN_RULES.get(table, ())):
+        row = await (await conn.execute(statement, params)).fetchone()
+        if row is not None and row[0]:
+            return reason
+    return None
