@@ -206,6 +206,14 @@ def _cmd_operations_show(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_partitions_restore(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.partitions.command import restore_command
+
+    return restore_command(_database_settings(), Path(args.file))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="payments", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -348,6 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
     show = ops_sub.add_parser("show", parents=[api_options], help="print an operation")
     show.add_argument("operation_id")
     show.set_defaults(func=_cmd_operations_show)
+
+    partitions = sub.add_parser("partitions", help="time partitions (DATABASE_URL)")
+    partitions_sub = partitions.add_subparsers(dest="partitions_command", required=True)
+    restore = partitions_sub.add_parser(
+        "restore", help="load an archived partition back and attach it as its day's"
+    )
+    restore.add_argument("file", help="the archive's .csv.gz or its .json description")
+    restore.set_defaults(func=_cmd_partitions_restore)
 
     # Operators' commands: clients of the admin API, with an admin token.
     from app.admin.ops_parser import add_ops_parser
