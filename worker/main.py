@@ -12,6 +12,10 @@ webhook attempts under way finish (each bounded by its timeout), and the process
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
 
+The `partitions` job (`app/partitions/job.py`, every PAYMENTS_PARTITION_INTERVAL_S) keeps
+each partitioned table's day partitions made ahead and retires those past their retention.
+It runs once as the worker starts, before any other job (and so in `--once` too).
+
 With PAYMENTS_BROKER_URL set, one more job through the same loop, `publish_events`
 (`app/broker/events.py`, every PAYMENTS_BROKER_EVENTS_INTERVAL_S), publishes the tenants'
 new events to the broker's exchange and waits for its confirms; `--once` drains it too.
@@ -53,6 +57,7 @@ from app.idempotency.expiry import expire_keys
 from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
+from app.partitions.job import PartitionJob, PartitionMetrics
 from app.provider_events.apply import APPLY_PACE, EventApplication
 from app.provider_events.retention import prune_inbox
 from app.recovery.job import RecoveryJob, recovery_pace
@@ -229,6 +234,30 @@ async def _serve(
             stopping=stopping,
         )
 
+        # The time partitions' calendar and retention (`app/partitions/job.py`): once now,
+        # before anything is scheduled, so a worker started after days down makes today's
+        # partition first; then every PAYMENTS_PARTITION_INTERVAL_S.
+        partitions = PartitionJob.from_settings(
+            parts.db,
+            settings,
+            PartitionMetrics(
+                days_ahead=metrics.partition_days_ahead,
+                dropped=metrics.partitions_dropped,
+                held=metrics.partitions_held,
+            ),
+        )
+
+        async def partitions_pass() -> None:
+            try:
+                await partitions.run()
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                # The next pass tries again; the days-ahead gauge shows a calendar behind.
+                logger.exception("partitions pass failed")
+
+        await _through_outages(partitions_pass, "partitions")()
+
         gc_tuning.freeze_startup()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -251,6 +280,7 @@ async def _serve(
             (provider_events.run, settings.provider_events_interval_s, "provider_events"),
             (webhooks.run, settings.webhook_interval_s, "webhooks"),
             (expire, settings.expire_interval_s, "expire"),
+            (partitions_pass, settings.partition_interval_s, "partitions"),
         )
         if settings.settle_interval_s > 0:
             jobs += ((settle.run, settings.settle_interval_s, "settle"),)
