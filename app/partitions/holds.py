@@ -22,7 +22,7 @@ same for every table:
 
 The statements name the tables they read (this package sits below the operations record and
 settlement in the layers, so it reads their tables, not their code); the state lists are
-pinned to `app/operations/states.py` by `tests/partitions/test_holds.py`. Each is one
+pinned to `app/operations/states.py` by `tests/partitions/test_retention.py`. Each is one
 indexed read: `ix_operations_state_created` (state, created_at) for both states' lists,
 `ix_reconciliation_items_day` and `settlement_days`' primary key.
 """
