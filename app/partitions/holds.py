@@ -45,6 +45,15 @@ def _states(states: tuple[str, ...]) -> str:
     return ", ".join(f"'{state}'" for state in states)
 
 
+def _first_of_each(states: tuple[str, ...]) -> str:
+    """The earliest creation in the range of each state, one subquery each: a min-max
+    read of `ix_operations_state_created` apiece, where one over all of them scans."""
+    return ", ".join(
+        f"(SELECT min(created_at) FROM operations WHERE state = '{state}' AND {_IN_RANGE})"
+        for state in states
+    )
+
+
 # Every statement reads [lo, hi) of creation times; a range without a lower end (the legacy
 # partition) is read from the year 1.
 _IN_RANGE = "created_at >= %(lo)s AND created_at < %(hi)s"
@@ -57,8 +66,7 @@ _NOT_FINAL = f"""
 # or of its operations.
 _SETTLEMENT_OPEN = f"""
     WITH span AS (
-        SELECT (SELECT min(created_at) FROM operations
-                WHERE state IN ({_states(FINAL)}) AND {_IN_RANGE}) AS first
+        SELECT least({_first_of_each(FINAL)}) AS first
     ), days AS (
         SELECT d::date AS day
         FROM span, generate_series(
