@@ -24,7 +24,8 @@ def _run(scratch: Scratch, metrics: Metrics, today: date) -> Pass:
             min_size=1,
             max_size=1,
             open=False,
-            kwargs={"autocommit": True, "options": scratch.options},
+            # As the service's pool: autocommit, every statement prepared at its first use.
+            kwargs={"autocommit": True, "options": scratch.options, "prepare_threshold": 0},
         )
         await pool.open()
         try:

@@ -14,7 +14,8 @@ import pytest
 
 from app.operations.states import TERMINAL, State
 from app.partitions.calendar import create_ahead
-from app.partitions.holds import FINAL, NOT_FINAL
+from app.partitions.holds import FINAL, NOT_FINAL, hold
+from app.partitions.layout import day_bounds
 from app.partitions.retention import Retired, retire, retire_all
 from tests.partitions.conftest import TABLE, Scratch
 from tests.support.control.waiting import wait_until
@@ -212,3 +213,26 @@ def test_the_rules_name_every_state_once() -> None:
     # not list would let a day with such an operation be dropped.
     assert set(FINAL) == {state.value for state in TERMINAL}
     assert set(NOT_FINAL) == {state.value for state in State} - set(FINAL)
+
+
+def test_an_operations_day_is_kept_while_an_operation_of_it_holds_its_key(
+    scratch: Scratch, tenant: TenantHandle
+) -> None:
+    # The operations table's own rule: its row is what refuses a second operation with the
+    # key. The rule is read directly: the operations table is not partitioned yet.
+    day = scratch.day(0)
+    operation = scratch.operation(day, "COMPLETED", tenant_id=tenant.id)
+    scratch.settled(day)
+    lower, upper = day_bounds(day)
+
+    def held(table: str) -> str | None:
+        return scratch.run(lambda conn: hold(conn, table, lower=lower, upper=upper))
+
+    assert held("operations") == "key_held"
+    assert held(TABLE.table) is None
+    with scratch.sync() as conn:
+        conn.execute(
+            "UPDATE operations SET idempotency_key = NULL, key_released_at = now() WHERE id = %s",
+            (operation,),
+        )
+    assert held("operations") is None
