@@ -260,7 +260,8 @@ class Metrics:
         self.partitions_held = Gauge(
             "payments_partitions_held",
             "Partitions past their table's retention kept by the last pass (an operation "
-            "not final, settlement not closed, a key held, restored), by table",
+            "not final, settlement not closed, a key held, an event still to deliver or "
+            "publish, restored), by table",
             ["table"],
             registry=r,
             multiprocess_mode="mostrecent",

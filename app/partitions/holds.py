@@ -2,8 +2,8 @@
 the settlement tables, for the range of operation creation times the partition holds.
 
 Every table of the catalogue is partitioned by its operation's creation time (the family
-rule, `layout.py`), so one range names the same operations in each, and the rules are the
-same for every table:
+rule, `layout.py`), so one range names the same operations in each: the first two rules are
+every table's, the others a table's own.
 
 - `operation_not_final`: an operation created in the range is not final (any state but
   COMPLETED and FAILED): its outcome is not known yet, and its story is still being written.
@@ -17,14 +17,20 @@ same for every table:
 - `key_held` (the operations table only): an operation of the range still holds its
   idempotency key. Its row is what answers a retry with that key; dropping it would let the
   key make a second operation (a second charge).
+- `webhook_pending`, `event_unpublished` (the events table only): a webhook delivery of an
+  event of the range is still pending, or the broker has not confirmed one on an exchange
+  the events are published to (`app/events/publication.py`). An event is made when its
+  operation completes, which may be days after the operation's creation, the day its row
+  is partitioned by: the minimum retention alone would not cover its deliveries.
 - `restored`: the partition was loaded back from an archive (`archive.py`, `payments
   partitions restore`): an operator wants it; it is theirs to detach again.
 
 The statements name the tables they read (this package sits below the operations record and
 settlement in the layers, so it reads their tables, not their code); the state lists are
-pinned to `app/operations/states.py` by `tests/partitions/test_retention.py`. Each is one
-indexed read: `ix_operations_state_created` (state, created_at) for both states' lists,
-`ix_reconciliation_items_day` and `settlement_days`' primary key.
+pinned to `app/operations/states.py` by `tests/partitions/test_retention.py`. Each reads
+through indexes: `ix_operations_state_created` (state, created_at) for the states, the
+primary keys, `ix_reconciliation_items_day`, the pending deliveries' partial indexes and
+`ix_events_feed` from each publication position (what the backlog gauges read).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ def _first_of_each(states: tuple[str, ...]) -> str:
 # Every statement reads [lo, hi) of creation times; a range without a lower end (the legacy
 # partition) is read from the year 1.
 _IN_RANGE = "created_at >= %(lo)s AND created_at < %(hi)s"
+_O_IN_RANGE = "o.created_at >= %(lo)s AND o.created_at < %(hi)s"
 _NOT_FINAL = f"""
     SELECT EXISTS (
         SELECT 1 FROM operations WHERE state IN ({_states(NOT_FINAL)}) AND {_IN_RANGE})
@@ -87,15 +94,45 @@ _SETTLEMENT_OPEN = f"""
         WHERE i.state = 'open' AND i.day >= %(first_day)s AND i.day <= %(last_day)s)
     OR EXISTS (
         SELECT 1 FROM reconciliation_items i JOIN operations o ON o.id = i.operation_id
-        WHERE i.state = 'open' AND o.{_IN_RANGE})
+        WHERE i.state = 'open' AND {_O_IN_RANGE})
 """
 _KEY_HELD = f"""
     SELECT EXISTS (SELECT 1 FROM operations WHERE idempotency_key IS NOT NULL AND {_IN_RANGE})
 """
 
+# An event of an operation of the range that a webhook delivery still has to send.
+_WEBHOOK_PENDING = f"""
+    SELECT EXISTS (
+        SELECT 1 FROM webhook_deliveries d
+        JOIN events e ON e.id = d.event_id
+        JOIN operations o ON o.id = e.operation_id
+        WHERE d.status = 'pending' AND {_O_IN_RANGE})
+"""
+# An event of an operation of the range after some tenant's position on an exchange it is
+# published to (a tenant without a cursor yet from the exchange's start): the broker has
+# not confirmed it. The positions are `app/events/publication.py`'s.
+_UNPUBLISHED = f"""
+    WITH positions AS (
+        SELECT t.id AS tenant_id,
+               coalesce(c.after_txid, p.start_txid) AS after_txid,
+               coalesce(c.after_seq, 0) AS after_seq
+        FROM event_publications AS p
+        CROSS JOIN tenants AS t
+        LEFT JOIN event_publication_cursors AS c
+          ON c.tenant_id = t.id AND c.exchange = p.exchange
+    )
+    SELECT EXISTS (
+        SELECT 1 FROM positions c
+        JOIN events e
+          ON e.tenant_id = c.tenant_id AND (e.txid, e.seq) > (c.after_txid, c.after_seq)
+        JOIN operations o ON o.id = e.operation_id
+        WHERE {_O_IN_RANGE})
+"""
+
 # Rules by table beyond the family's: what only that table's rows answer.
 _OWN_RULES: dict[str, tuple[tuple[str, str], ...]] = {
     "operations": (("key_held", _KEY_HELD),),
+    "events": (("webhook_pending", _WEBHOOK_PENDING), ("event_unpublished", _UNPUBLISHED)),
 }
 _FAMILY_RULES: tuple[tuple[str, str], ...] = (
     ("operation_not_final", _NOT_FINAL),
