@@ -29,5 +29,10 @@ def restore_command(settings: Settings, path: Path) -> int:
     except (ArchiveError, FileNotFoundError) as exc:
         print(f"payments: {exc}", file=sys.stderr)
         return 1
+    except psycopg.Error as exc:
+        # The database refused it (the table is not partitioned there, say): nothing was
+        # attached, the transaction rolled back.
+        print(f"payments: the restore was refused, nothing attached: {exc}", file=sys.stderr)
+        return 1
     print(f"{partition}: {rows} rows restored and attached (kept until an operator detaches it)")
     return 0

@@ -112,3 +112,23 @@ def test_an_archive_whose_data_changed_is_not_restored(scratch: Scratch, tmp_pat
     assert refused.returncode == 1
     assert "checksum" in refused.stderr
     assert TABLE.day_partition(first) not in scratch.partitions()
+
+
+def test_a_restore_the_database_refuses_attaches_nothing(scratch: Scratch, tmp_path: Path) -> None:
+    first = scratch.day(0)
+    scratch.run(lambda conn: create_ahead(conn, TABLE, premake_days=2, today=first))
+    today = scratch.day(2)
+    scratch.run(
+        lambda conn: retire(conn, TABLE, retention_days=1, today=today, archive_dir=tmp_path)
+    )
+    # A day already covered by another partition: the attach overlaps it.
+    with scratch.sync() as conn:
+        conn.execute(
+            f"CREATE TABLE wide PARTITION OF {TABLE.table}"
+            f" FOR VALUES FROM ('{scratch.day(-5)}') TO ('{scratch.day(1)}')"
+        )
+    refused = _restore(scratch, tmp_path / f"{TABLE.day_partition(first)}.json")
+    assert refused.returncode == 1
+    assert "nothing attached" in refused.stderr
+    assert "would overlap" in refused.stderr
+    assert not scratch.table_exists(TABLE.day_partition(first))
