@@ -43,8 +43,10 @@ from app.partitions.present import Partition, database_today, shape_of, standalo
 logger = logging.getLogger("payments.partitions")
 
 DETACHED_MARK = "payments: detached past retention;"
-_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext('payments.partitions.retention'))"
-_UNLOCK = "SELECT pg_advisory_unlock(hashtext('payments.partitions.retention'))"
+# The pass's lock: one per schema the tables are found in (the search path's first).
+_KEY = "hashtext('payments.partitions.retention:' || current_schema())"
+_TRY_LOCK = f"SELECT pg_try_advisory_lock({_KEY})"
+_UNLOCK = f"SELECT pg_advisory_unlock({_KEY})"
 
 
 @dataclass
