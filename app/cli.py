@@ -73,6 +73,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_partitions_convert(args: argparse.Namespace) -> int:
+    from app.partitions.command import convert_command
+
+    return convert_command(_database_settings().database_url or "")
+
+
 def _cmd_tenant_create(args: argparse.Namespace) -> int:
     from app.tenants.admin import create_tenant_cli
 
@@ -209,7 +215,7 @@ def _cmd_operations_show(args: argparse.Namespace) -> int:
 def _cmd_partitions_restore(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from app.partitions.command import restore_command
+    from app.partitions.restore_cli import restore_command
 
     return restore_command(_database_settings(), Path(args.file))
 
@@ -230,6 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     migrate = sub.add_parser("migrate", help="apply database migrations (DATABASE_URL)")
     migrate.set_defaults(func=_cmd_migrate)
+
+    partitions = sub.add_parser("partitions", help="the day partitions of the history tables")
+    partitions_sub = partitions.add_subparsers(dest="partitions_command", required=True)
+    convert = partitions_sub.add_parser(
+        "convert",
+        help="partition the audit trail and the events online, with the service running"
+        " (docs/operations.md)",
+    )
+    convert.set_defaults(func=_cmd_partitions_convert)
+    restore = partitions_sub.add_parser(
+        "restore", help="load an archived partition back and attach it as its day's"
+    )
+    restore.add_argument("file", help="the archive's .csv.gz or its .json description")
+    restore.set_defaults(func=_cmd_partitions_restore)
 
     serve = sub.add_parser("serve", help="run the API")
     serve.add_argument("--host", default="127.0.0.1")
@@ -356,14 +376,6 @@ def build_parser() -> argparse.ArgumentParser:
     show = ops_sub.add_parser("show", parents=[api_options], help="print an operation")
     show.add_argument("operation_id")
     show.set_defaults(func=_cmd_operations_show)
-
-    partitions = sub.add_parser("partitions", help="time partitions (DATABASE_URL)")
-    partitions_sub = partitions.add_subparsers(dest="partitions_command", required=True)
-    restore = partitions_sub.add_parser(
-        "restore", help="load an archived partition back and attach it as its day's"
-    )
-    restore.add_argument("file", help="the archive's .csv.gz or its .json description")
-    restore.set_defaults(func=_cmd_partitions_restore)
 
     # Operators' commands: clients of the admin API, with an admin token.
     from app.admin.ops_parser import add_ops_parser

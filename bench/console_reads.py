@@ -27,9 +27,9 @@ from app.refunds.operator_reads import list_refunds
 
 _STAYS = """
 INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state, trigger, actor,
-                                   fence, created_at)
+                                   fence, created_at, operation_created_at)
 SELECT o.id, o.tenant_id, s.from_state, s.to_state, s.trigger, 'bench', 1,
-       now() - make_interval(secs => %(total)s::bigint - g) + s.after
+       now() - make_interval(secs => %(total)s::bigint - g) + s.after, o.created_at
 FROM generate_series(1::bigint, %(total)s::bigint) AS g
      JOIN operations AS o ON o.id = md5('op' || g)::uuid,
      (VALUES ('PROVIDER_REQUEST_SENT', 'UNKNOWN_REQUIRES_RECOVERY', 'lose', interval '0'),

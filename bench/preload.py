@@ -46,9 +46,10 @@ FROM generate_series(%(first)s, %(last)s) AS g
 
 _TRANSITIONS = """
 INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state, trigger, actor,
-                                   reason, fence)
-SELECT md5('op' || g)::uuid, %(tenant)s, s.from_state, s.to_state, s.trigger, 'preload', NULL, 1
-FROM generate_series(%(first)s, %(last)s) AS g,
+                                   reason, fence, operation_created_at)
+SELECT o.id, %(tenant)s, s.from_state, s.to_state, s.trigger, 'preload', NULL, 1, o.created_at
+FROM generate_series(%(first)s, %(last)s) AS g
+     JOIN operations AS o ON o.id = md5('op' || g)::uuid,
      (VALUES (NULL, 'RECEIVED', 'claim'),
              ('RECEIVED', 'PROVIDER_REQUEST_SENT', 'send'),
              ('PROVIDER_REQUEST_SENT', 'COMPLETED', 'complete')) AS s(from_state, to_state, trigger)

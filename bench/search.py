@@ -88,11 +88,12 @@ FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
 WHERE g %% 10 = 0
 """
 _EVENTS = """
-INSERT INTO events (id, tenant_id, type, operation_id, data, created_at)
+INSERT INTO events (id, tenant_id, type, operation_id, data, created_at, operation_created_at)
 SELECT md5('evt' || g)::uuid, t.ids[1 + g %% %(tenants)s],
        CASE WHEN g %% 10 = 0 THEN 'refund.succeeded' ELSE 'payment.succeeded' END,
-       md5('op' || g)::uuid, '{}'::jsonb, now() - make_interval(secs => %(total)s::bigint - g)
-FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+       o.id, '{}'::jsonb, now() - make_interval(secs => %(total)s::bigint - g), o.created_at
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
+     JOIN operations AS o ON o.id = md5('op' || g)::uuid,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 """
 _DELIVERIES = """

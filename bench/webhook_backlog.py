@@ -62,10 +62,10 @@ INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerpr
                         fence)
 SELECT id, md5('tenant' || t)::uuid, 'create_payment', 'key-' || id, 'f', 'COMPLETED', 1
 FROM seed_events;
-INSERT INTO events (id, tenant_id, type, operation_id, data)
-SELECT id, md5('tenant' || t)::uuid, 'payment.succeeded', id,
-       jsonb_build_object('payment_id', gen_random_uuid()::text)
-FROM seed_events;
+INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)
+SELECT e.id, md5('tenant' || e.t)::uuid, 'payment.succeeded', e.id,
+       jsonb_build_object('payment_id', gen_random_uuid()::text), o.created_at
+FROM seed_events AS e JOIN operations AS o ON o.id = e.id;
 """
 _DELIVERIES = """
 INSERT INTO webhook_deliveries (id, tenant_id, event_id, endpoint_id, status, attempt_count,

@@ -14,15 +14,23 @@ from alembic.migration import MigrationContext
 from psycopg.rows import DictRow
 
 from app.db.migrate import sync_engine
+from app.partitions.layout import is_partition
 from app.settings import Settings, SettingsError
 from app.tables import Base
 from tests.support.control.processes import REPO_ROOT, Process
 
 
+def _not_a_partition(name: str | None, kind: str, _parents: object) -> bool:
+    # The models declare a partitioned table once; its partitions are the calendar's.
+    return not (kind == "table" and name is not None and is_partition(name))
+
+
 def test_migrations_and_models_agree(database_url: str) -> None:
     engine = sync_engine(database_url)
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "include_name": _not_a_partition}
+        )
         differences = compare_metadata(context, Base.metadata)
     engine.dispose()
     assert differences == []

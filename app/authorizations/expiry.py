@@ -51,9 +51,13 @@ _EXPIRE = f"""
 
 
 def _event_sql(event: EventWrite) -> str:
+    # The event's CTE reads the operation's id and its day (`changed`, as a verb's does):
+    # the event goes to the partition of the payment's operation's day.
     ctes = ",\n".join(f"{name} AS ({sql})" for name, sql in event.ctes)
     return (
-        f"WITH changed AS (SELECT %(operation_id)s::uuid AS id),\n{ctes}\n"
+        "WITH changed AS (SELECT id, created_at FROM operations"
+        " WHERE id = %(operation_id)s AND tenant_id = %(e_tenant_id)s),\n"
+        f"{ctes}\n"
         f"SELECT count(*) FROM {EVENT_CTE}"
     )
 

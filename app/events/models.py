@@ -43,11 +43,15 @@ class Event(Base):
     __table_args__ = (
         # One event of each type per operation: a retried or repeated write adds nothing
         # (payment.needs_attention is emitted once, when the operation is first flagged).
-        UniqueConstraint("tenant_id", "operation_id", "type"),
+        # The key holds the operation's day, the partition column: an operation has one.
+        UniqueConstraint("tenant_id", "operation_id", "type", "operation_created_at"),
         # The tenant's feed, in publication order.
         Index("ix_events_feed", "tenant_id", "txid", "seq"),
+        # One partition per UTC day of the operation (docs/scaling.md, "Time partitions").
+        {"postgresql_partition_by": "RANGE (operation_created_at)"},
     )
 
+    # The key of a partitioned table holds its partition column: (id, operation_created_at).
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
     # Order within one transaction, and a tie-break: assigned at insert, not at commit.
@@ -61,6 +65,11 @@ class Event(Base):
     )
     data: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # The operation's created_at, written by the outbox statement from the operation row it
+    # reads: the partition column (migration 0030).
+    operation_created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True
+    )
 
 
 class Publication(Base):

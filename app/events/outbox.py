@@ -10,7 +10,10 @@ root): the webhooks' fan-out to the tenant's endpoints (`app/webhooks/fanout.py`
 
 `ON CONFLICT DO NOTHING` on (tenant, operation, type) keeps one event of a type per
 operation: the needs-attention event is offered with every check past the attempts limit
-and written only by the first.
+and written only by the first. The key holds the operation's day too
+(`operation_created_at`, from `changed`): `events` is partitioned by it, a unique key of a
+partitioned table must hold its partition column, and an operation has one day, so the key
+is as exact as before.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from app.operations.values import EventWrite
 # outcome was fenced out or the operation already has an event of that type.
 EVENT_CTE = "event"
 _EVENT = """
-    INSERT INTO events (id, tenant_id, type, operation_id, data)
-    SELECT %(e_id)s, %(e_tenant_id)s, %(e_type)s, id, %(e_data)s FROM changed
-    ON CONFLICT (tenant_id, operation_id, type) DO NOTHING
+    INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)
+    SELECT %(e_id)s, %(e_tenant_id)s, %(e_type)s, id, %(e_data)s, created_at FROM changed
+    ON CONFLICT (tenant_id, operation_id, type, operation_created_at) DO NOTHING
     RETURNING id, tenant_id, type
 """
 _CTES = ((EVENT_CTE, _EVENT),)

@@ -138,8 +138,12 @@ class OperationTransition(Base):
             "created_at",
             postgresql_where=text("to_state = 'UNKNOWN_REQUIRES_RECOVERY'"),
         ),
+        # One partition per UTC day of the operation (docs/scaling.md, "Time partitions";
+        # the partitions: app/partitions/layout.py).
+        {"postgresql_partition_by": "RANGE (operation_created_at)"},
     )
 
+    # The key of a partitioned table holds its partition column: (id, operation_created_at).
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     operation_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE"), index=True
@@ -156,4 +160,10 @@ class OperationTransition(Base):
     fence: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.clock_timestamp()
+    )
+    # The operation's created_at, written by the verb from the row it changes: the table is
+    # partitioned by it, so an operation's whole trail is in its day's partition, however
+    # late a row is written (a recovery days later). Migration 0030 added it.
+    operation_created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True
     )

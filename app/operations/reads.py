@@ -36,12 +36,15 @@ LINKS_COLUMN = (
     "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
 )
 # The history rides along as one JSON array, so a read with its history is one round trip.
+# The audit trail is partitioned by its operation's day: naming that day reads one partition
+# (tests/partitions/test_pruning.py).
 _HISTORY_COLUMN = """,
     (SELECT coalesce(json_agg(json_build_object(
                 'id', t.id, 'from_state', t.from_state, 'to_state', t.to_state,
                 'trigger', t.trigger, 'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
                 'created_at', t.created_at) ORDER BY t.id), '[]'::json)
-     FROM operation_transitions t WHERE t.operation_id = operations.id)
+     FROM operation_transitions t
+     WHERE t.operation_id = operations.id AND t.operation_created_at = operations.created_at)
 """
 _BY_KEY = (
     " WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s"
@@ -58,6 +61,12 @@ _OWNED = (
 def _select(where: str, *, with_history: bool) -> str:
     extra = f", {LINKS_COLUMN} {_HISTORY_COLUMN}" if with_history else ""
     return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM operations {where}"
+
+
+def history_by_id_sql() -> str:
+    """The read of an operation by id and tenant with its history, as `get_snapshot` runs
+    it (the plan tests read it)."""
+    return _select(_BY_ID_FOR_TENANT, with_history=True)
 
 
 async def find_by_key(

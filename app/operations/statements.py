@@ -11,6 +11,10 @@ the audit row takes it from the row it audits, and a subject's or an event's wri
 it too (`SubjectWrite`). So the whole statement touches one tenant's rows, and on Citus
 routes to one shard group (docs/scaling.md); tests/db/test_tenant_writes.py checks every
 write the service sends.
+
+`changed` returns the operation's `created_at` too: the audit row and the event are
+partitioned by the operation's day (`operation_created_at`, docs/scaling.md "Time
+partitions"), so each is written to the partition of its operation's day, however late.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from app.operations.values import SubjectWrite
 
 _AUDIT = """
     INSERT INTO operation_transitions
-        (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence)
+        (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence,
+         operation_created_at)
     SELECT id, tenant_id, %(from_state)s, %(to_state)s, %(trigger)s, %(actor)s, %(reason)s,
-           %(fence)s
+           %(fence)s, created_at
     FROM changed
     RETURNING id, created_at
 """
@@ -42,12 +47,13 @@ _CLAIM = """
                 %(fingerprint)s, %(sent)s, %(actor)s,
                 now() + make_interval(secs => %(lease_s)s), 1, %(traceparent)s{guarded}
         ON CONFLICT (tenant_id, operation_name, idempotency_key) DO NOTHING
-        RETURNING id, tenant_id
+        RETURNING id, tenant_id, created_at
     ), audit AS (
         INSERT INTO operation_transitions
-            (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence)
+            (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence,
+             operation_created_at)
         SELECT id, tenant_id, edge.from_state, edge.to_state, edge.trigger, %(actor)s,
-               edge.reason, 1
+               edge.reason, 1, created_at
         FROM changed,
              (VALUES (1, NULL, %(received)s::text, %(claim)s::text, 'request received'),
                      (2, %(received)s::text, %(sent)s::text, %(send)s::text,
@@ -106,7 +112,7 @@ def transition_sql(
             UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
             WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s
               AND state = %(from_state)s
-            RETURNING id, tenant_id, attempts
+            RETURNING id, tenant_id, attempts, created_at
         ), audit AS ({_AUDIT}){subject}{events}
         SELECT attempts FROM changed
     """

@@ -1,38 +1,28 @@
-"""`payments partitions restore FILE`: an archived partition loaded back (`archive.py`)."""
+"""`payments partitions convert`: the online conversion, from the operator's shell."""
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import sys
-from pathlib import Path
 
 import psycopg
 
 from app.db.database import conninfo
-from app.partitions.archive import ArchiveError, restore
-from app.settings import Settings
+from app.partitions.convert import ConversionError, convert_online
 
 
-async def _restore(database_url: str, path: Path) -> tuple[str, int]:
-    # A connection of its own, with DATABASE_URL's own options (a search path, say): the
-    # restore is one transaction and bounded by no statement timeout.
-    conn = await psycopg.AsyncConnection.connect(conninfo(database_url), autocommit=True)
-    async with conn:
-        return await restore(conn, path)
-
-
-def restore_command(settings: Settings, path: Path) -> int:
-    """Load the archive `path` back as its day's partition; print what was attached."""
-    assert settings.database_url is not None
-    try:
-        partition, rows = asyncio.run(_restore(settings.database_url, path))
-    except (ArchiveError, FileNotFoundError) as exc:
-        print(f"payments: {exc}", file=sys.stderr)
-        return 1
-    except psycopg.Error as exc:
-        # The database refused it (the table is not partitioned there, say): nothing was
-        # attached, the transaction rolled back.
-        print(f"payments: the restore was refused, nothing attached: {exc}", file=sys.stderr)
-        return 1
-    print(f"{partition}: {rows} rows restored and attached (kept until an operator detaches it)")
+def convert_command(database_url: str) -> int:
+    """Partition what is not partitioned yet, with the service running; 0 when done."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    # The session's own limits, not the service's: a validation scan or a concurrent index
+    # build on a large table takes as long as it takes (the swap sets its lock timeout).
+    options = "-c statement_timeout=0 -c lock_timeout=0 -c timezone=UTC"
+    with psycopg.connect(conninfo(database_url), autocommit=True, options=options) as conn:
+        try:
+            converted = convert_online(conn)
+        except ConversionError as stopped:
+            print(f"payments: {stopped}", file=sys.stderr)
+            return 1
+    done = ", ".join(converted) if converted else "nothing to convert"
+    print(f"partitioned: {done}", file=sys.stderr)
     return 0

@@ -72,3 +72,9 @@ def by_name(table: str) -> PartitionedTable:
         if entry.table == table:
             return entry
     raise KeyError(table)
+
+
+def is_partition(name: str) -> bool:
+    """Whether `name` names a partition of a table of the catalogue (a day's or the legacy
+    one): the schema's models know the parent only."""
+    return any(name == entry.legacy or entry.day_of(name) is not None for entry in PARTITIONED)

@@ -155,9 +155,11 @@ class PaymentFailover(Base):
         UUID(as_uuid=True), ForeignKey("tenants.id"), primary_key=True
     )
     # The audited failover transition this row records (an identity the service mints).
-    transition_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("operation_transitions.id", ondelete="CASCADE"), primary_key=True
-    )
+    # No foreign key: `operation_transitions` is partitioned by its operation's day, and a
+    # key to it would have to name that day too. The statement that writes this row takes
+    # the id from the transition it inserts (`RETURNING`), so it exists exactly when the
+    # transition does (docs/scaling.md, "Time partitions").
+    transition_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     payment_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("payments.id", ondelete="CASCADE")
     )

@@ -3,10 +3,12 @@ deliveries, the deliveries that gave up, and a window's attempts (the dashboard'
 
 Reads by operation go through the tenant's keys (`events (tenant_id, operation_id, type)`,
 `webhook_deliveries (tenant_id, event_id, endpoint_id)`): the caller passes the operation's
-tenant. The failed list walks the partial index `ix_webhook_deliveries_failed`, newest
-failure first: a failed delivery stays failed until someone redelivers it, so the newest
-are the ones nobody has looked at yet. It leaves out deliveries to endpoints the tenant has
-deleted since: a redelivery would not go there, so nobody can act on them.
+tenant, and the events are read in the partition of the operation's day only (the
+operation's `created_at`, which `events` is partitioned by). The failed list walks the
+partial index `ix_webhook_deliveries_failed`, newest failure first: a failed delivery
+stays failed until someone redelivers it, so the newest are the ones nobody has looked at
+yet. It leaves out deliveries to endpoints the tenant has deleted since: a redelivery
+would not go there, so nobody can act on them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ _DELIVERY_COLUMNS = """
 EVENTS_SQL = """
     SELECT id, type, created_at FROM events
     WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+      AND operation_created_at = (SELECT created_at FROM operations
+                                  WHERE id = %(operation_id)s AND tenant_id = %(tenant_id)s)
     ORDER BY seq
 """
 DELIVERIES_SQL = f"""

@@ -51,8 +51,12 @@ def test_a_recent_resend_keeps_the_operation_unresolvable_however_old_the_first_
         " WHERE operation_id = %s AND id < %s",
         (flagged.operation_id, sends[-1]["id"]),
     )
+    # The operation's history is kept with its day (its audit rows name it): all of it moves.
     db.execute(
-        "UPDATE operations SET created_at = created_at - interval '1 hour' WHERE id = %s",
+        "WITH aged AS (UPDATE operations SET created_at = created_at - interval '1 hour'"
+        " WHERE id = %s RETURNING id, created_at)"
+        " UPDATE operation_transitions AS t SET operation_created_at = aged.created_at"
+        " FROM aged WHERE t.operation_id = aged.id",
         (flagged.operation_id,),
     )
     ago = _sends(db, flagged.operation_id)

@@ -94,8 +94,9 @@ def test_a_final_outcome_with_two_events_is_found(
     event = _succeeded_payment(client, db, tenant)
     twin = uuid.uuid4()
     db.execute(
-        "INSERT INTO events (id, tenant_id, type, operation_id, data)"
-        " SELECT %s, tenant_id, 'payment.failed', operation_id, data FROM events WHERE id = %s",
+        "INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)"
+        " SELECT %s, tenant_id, 'payment.failed', operation_id, data, operation_created_at"
+        " FROM events WHERE id = %s",
         (twin, event["id"]),
     )
     consumer = _consumer(tmp_path, [event["id"], twin])
@@ -131,8 +132,9 @@ def test_an_outcome_event_for_an_unsettled_operation_is_found(
     assert _events(db, tenant) == []
     event_id = uuid.uuid4()
     db.execute(
-        "INSERT INTO events (id, tenant_id, type, operation_id, data)"
-        " VALUES (%s, %s, 'payment.succeeded', %s, '{}')",
+        "INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)"
+        " SELECT %s, %s, 'payment.succeeded', id, '{}', created_at FROM operations"
+        " WHERE id = %s",
         (event_id, tenant.id, operation_id),
     )
     try:

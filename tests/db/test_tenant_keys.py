@@ -12,7 +12,10 @@ Rules, as docs/scaling.md states them:
   (small, read across tenants, replicated to every node on Citus).
 - A primary key on a single surrogate `id` (a random UUID or an identity the service mints)
   is accepted: the id is unique by construction, and every read by it is scoped by tenant.
-  On Citus it would become `(tenant_id, id)`.
+  On Citus it would become `(tenant_id, id)`. On a partitioned table the key must hold the
+  partition column too: `(id, <partition column>)` is the same key (docs/scaling.md, "Time
+  partitions").
+- A partition has the keys and indexes of its partitioned table: the table is checked.
 - Every other unique index, and every other index, leads with `tenant_id`, unless it is
   allowed below.
 """
@@ -123,12 +126,17 @@ _INDEXES = """
            (SELECT a.attname FROM pg_attribute a
              WHERE a.attrelid = c.oid AND a.attnum = x.indkey[0]) AS first_column,
            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-             WHERE a.attrelid = c.oid AND a.attnum = x.indkey[0]) AS first_type
+             WHERE a.attrelid = c.oid AND a.attnum = x.indkey[0]) AS first_type,
+           (SELECT a.attname FROM pg_attribute a
+             WHERE a.attrelid = c.oid AND a.attnum = x.indkey[1]) AS second_column,
+           (SELECT a.attname FROM pg_partitioned_table p
+             JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+             WHERE p.partrelid = c.oid) AS partition_column
     FROM pg_index x
     JOIN pg_class c ON c.oid = x.indrelid
     JOIN pg_class i ON i.oid = x.indexrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND NOT c.relispartition
     ORDER BY 1, 2
 """
 # Unique and exclusion constraints too: each is backed by an index, but say so explicitly.
@@ -139,14 +147,14 @@ _CONSTRAINTS = """
     FROM pg_constraint k
     JOIN pg_class c ON c.oid = k.conrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = %(schema)s AND k.contype IN ('u', 'x')
+    WHERE n.nspname = %(schema)s AND k.contype IN ('u', 'x') AND NOT c.relispartition
 """
 _TABLES = """
     SELECT c.relname AS table_name,
            EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid
                    AND a.attname = 'tenant_id' AND NOT a.attisdropped) AS has_tenant
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+    WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 """
 
 
@@ -181,6 +189,13 @@ def violations(conn: psycopg.Connection[DictRow], schema: str, allow: Allowances
             continue
         if index["is_primary"] and index["columns"] == 1 and index["first_column"] == "id":
             continue  # a surrogate id minted by the service
+        if (
+            index["is_primary"]
+            and index["columns"] == 2
+            and index["first_column"] == "id"
+            and index["second_column"] == index["partition_column"]
+        ):
+            continue  # the surrogate id, with the partition column a partitioned key needs
         if index["first_column"] == "tenant_id":
             continue
         if index["index_name"] not in allow.not_tenant_leading:
@@ -228,6 +243,17 @@ def test_the_check_finds_what_breaks_the_rules(db: psycopg.Connection[DictRow]) 
         db.execute(f"CREATE INDEX ix_refunds_tenant ON {schema}.refunds (tenant_id, created_at)")
         db.execute(f"CREATE TABLE {schema}.events (seq bigint PRIMARY KEY, body text)")
         db.execute(f"CREATE UNIQUE INDEX ix_events_lower ON {schema}.events (lower(body))")
+        # Partitioned by day: (id, day) is the surrogate key; (other, day) is not. The
+        # partitions are not checked again.
+        for name, key in (("trail", "id, day"), ("notes", "other, day")):
+            db.execute(
+                f"CREATE TABLE {schema}.{name} (id bigint, tenant_id uuid, day timestamptz,"
+                f" other bigint, PRIMARY KEY ({key})) PARTITION BY RANGE (day)"
+            )
+            db.execute(
+                f"CREATE TABLE {schema}.{name}_legacy PARTITION OF {schema}.{name}"
+                " FOR VALUES FROM (MINVALUE) TO ('2026-01-01')"
+            )
         nothing_allowed = Allowances(frozenset(), frozenset(), frozenset())
         assert violations(db, schema, nothing_allowed) == [
             "constraint refunds_provider_key_key on refunds does not lead with tenant_id",
@@ -235,6 +261,7 @@ def test_the_check_finds_what_breaks_the_rules(db: psycopg.Connection[DictRow]) 
             "table events has no tenant_id column",
             "unique index events_pkey on events leads with seq, not tenant_id",
             "unique index ix_events_lower on events leads with an expression, not tenant_id",
+            "unique index notes_pkey on notes leads with other, not tenant_id",
             "unique index refunds_provider_key_key on refunds leads with provider_key, "
             "not tenant_id",
         ]

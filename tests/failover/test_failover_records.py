@@ -143,8 +143,9 @@ def test_the_table_refuses_a_second_record_of_one_attempt_and_an_unknown_cause(
     # Another audit row to hang the copy on (a record's key is its transition).
     other = db.execute(
         "INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state,"
-        " trigger, actor, reason, fence) SELECT operation_id, tenant_id, from_state, to_state,"
-        " trigger, actor, reason, fence FROM operation_transitions WHERE id = %s RETURNING id",
+        " trigger, actor, reason, fence, operation_created_at) SELECT operation_id, tenant_id,"
+        " from_state, to_state, trigger, actor, reason, fence, operation_created_at"
+        " FROM operation_transitions WHERE id = %s RETURNING id",
         (audit["id"],),
     ).fetchone()
     assert other is not None

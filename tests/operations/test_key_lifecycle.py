@@ -47,11 +47,16 @@ def ttl_client(ttl_api: Process, tenant: TenantHandle) -> Iterator[httpx.Client]
 
 
 def _age(db: psycopg.Connection[DictRow], operation_id: str, seconds: int) -> None:
-    """Move the operation `seconds` into the past, as if that much time had passed."""
+    """Move the operation `seconds` into the past, as if that much time had passed: its
+    audit rows and events name its day too, so they move with it."""
     db.execute(
-        "UPDATE operations SET created_at = now() - make_interval(secs => %s), "
+        "WITH aged AS (UPDATE operations SET created_at = now() - make_interval(secs => %s), "
         "completed_at = CASE WHEN completed_at IS NULL THEN NULL "
-        "ELSE now() - make_interval(secs => %s) END WHERE id = %s",
+        "ELSE now() - make_interval(secs => %s) END WHERE id = %s RETURNING id, created_at), "
+        "trail AS (UPDATE operation_transitions AS t SET operation_created_at = aged.created_at"
+        " FROM aged WHERE t.operation_id = aged.id) "
+        "UPDATE events AS e SET operation_created_at = aged.created_at"
+        " FROM aged WHERE e.operation_id = aged.id",
         (seconds, seconds, operation_id),
     )
 

@@ -59,9 +59,10 @@ def test_the_tenant_sees_neutral_actors_and_no_reasons_while_operators_see_all(
     # And an operator's note, as a resolution records it.
     db.execute(
         "INSERT INTO operation_transitions"
-        " (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence)"
+        " (operation_id, tenant_id, from_state, to_state, trigger, actor, reason, fence,"
+        " operation_created_at)"
         " SELECT id, tenant_id, 'FAILED_RETRYABLE', 'FAILED_RETRYABLE', 'defer',"
-        " 'operator:alice', %s, 99 FROM operations WHERE id = %s",
+        " 'operator:alice', %s, 99, created_at FROM operations WHERE id = %s",
         (OPERATOR_NOTE, operation_id),
     )
     full = admin_client.get(f"/admin/operations/{operation_id}")

@@ -12,10 +12,26 @@ from datetime import UTC, date, datetime, time
 import psycopg
 
 from app.db.migrate import upgrade_head
+from app.partitions.calendar import create_ahead
 from app.partitions.holds import hold
-from app.partitions.layout import day_bounds
+from app.partitions.layout import PARTITIONED, day_bounds
 
 DAY = date(2101, 3, 4)
+
+
+def _made_ahead(url: str) -> None:
+    """The day's partitions of the real tables, by the calendar (the migrations made the days
+    from now on only)."""
+
+    async def make() -> None:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        async with conn:
+            for table in PARTITIONED:
+                made = await create_ahead(conn, table, premake_days=2, today=DAY)
+                assert made.partitioned
+                assert table.day_partition(DAY) in made.created
+
+    asyncio.run(make())
 
 
 def _held(url: str, table: str) -> str | None:
@@ -33,6 +49,7 @@ def test_an_events_day_is_kept_until_its_events_are_delivered_and_published(
     scratch_database: str,
 ) -> None:
     upgrade_head(scratch_database)
+    _made_ahead(scratch_database)
     tenant, operation, event = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     endpoint, delivery = uuid.uuid4(), uuid.uuid4()
     created = datetime.combine(DAY, time(12), tzinfo=UTC)
@@ -50,9 +67,9 @@ def test_an_events_day_is_kept_until_its_events_are_delivered_and_published(
             "INSERT INTO settlement_days (day, last_finished_at) VALUES (%s, now())", (DAY,)
         )
         conn.execute(
-            "INSERT INTO events (id, tenant_id, type, operation_id, data)"
-            " VALUES (%s, %s, 'payment.succeeded', %s, '{}')",
-            (event, tenant, operation),
+            "INSERT INTO events (id, tenant_id, type, operation_id, operation_created_at, data)"
+            " VALUES (%s, %s, 'payment.succeeded', %s, %s, '{}')",
+            (event, tenant, operation, created),
         )
         conn.execute(
             "INSERT INTO webhook_endpoints (id, tenant_id, url, secret)"

@@ -116,8 +116,9 @@ def test_an_event_never_appears_behind_a_readers_position(
     try:
         # An outcome's event insert, in a transaction left open.
         held.execute(
-            "INSERT INTO events (id, tenant_id, type, operation_id, data) "
-            "VALUES (%s, %s, 'payment.needs_attention', %s, '{}')",
+            "INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)"
+            " SELECT %s, %s, 'payment.needs_attention', id, '{}', created_at FROM operations"
+            " WHERE id = %s",
             (uuid.uuid4(), tenant.id, first),
         )
         assert post_payment(client, key=new_key()).status_code == 201

@@ -20,11 +20,11 @@ _WRITE = """
                                 state, fence)
         SELECT op, %(tenant)s, 'create_payment', %(tag)s || g, 'f', 'COMPLETED', 1
         FROM made
-        RETURNING id
+        RETURNING id, created_at
     )
-    INSERT INTO events (id, tenant_id, type, operation_id, data)
+    INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)
     SELECT gen_random_uuid(), %(tenant)s, %(type)s, ops.id,
-           jsonb_build_object('payment_id', gen_random_uuid()::text)
+           jsonb_build_object('payment_id', gen_random_uuid()::text), ops.created_at
     FROM ops
 """
 

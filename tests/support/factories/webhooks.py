@@ -33,11 +33,11 @@ _BACKLOG = """
                                 state, fence)
         SELECT op, %(tenant)s, 'create_payment', %(tag)s || g, 'f', 'COMPLETED', 1
         FROM made
-        RETURNING id
+        RETURNING id, created_at
     ), ev AS (
-        INSERT INTO events (id, tenant_id, type, operation_id, data)
+        INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)
         SELECT gen_random_uuid(), %(tenant)s, %(type)s, ops.id,
-               jsonb_build_object('payment_id', made.payment::text)
+               jsonb_build_object('payment_id', made.payment::text), ops.created_at
         FROM ops JOIN made ON made.op = ops.id
         RETURNING id
     )
