@@ -64,6 +64,8 @@ def _first_of_each(states: tuple[str, ...]) -> str:
 # partition) is read from the year 1.
 _IN_RANGE = "created_at >= %(lo)s AND created_at < %(hi)s"
 _O_IN_RANGE = "o.created_at >= %(lo)s AND o.created_at < %(hi)s"
+# An event's own copy of its operation's creation time, the events' partition column.
+_E_IN_RANGE = "e.operation_created_at >= %(lo)s AND e.operation_created_at < %(hi)s"
 _NOT_FINAL = f"""
     SELECT EXISTS (
         SELECT 1 FROM operations WHERE state IN ({_states(NOT_FINAL)}) AND {_IN_RANGE})
@@ -105,8 +107,7 @@ _WEBHOOK_PENDING = f"""
     SELECT EXISTS (
         SELECT 1 FROM webhook_deliveries d
         JOIN events e ON e.id = d.event_id
-        JOIN operations o ON o.id = e.operation_id
-        WHERE d.status = 'pending' AND {_O_IN_RANGE})
+        WHERE d.status = 'pending' AND {_E_IN_RANGE})
 """
 # An event of an operation of the range after some tenant's position on an exchange it is
 # published to (a tenant without a cursor yet from the exchange's start): the broker has
@@ -125,8 +126,7 @@ _UNPUBLISHED = f"""
         SELECT 1 FROM positions c
         JOIN events e
           ON e.tenant_id = c.tenant_id AND (e.txid, e.seq) > (c.after_txid, c.after_seq)
-        JOIN operations o ON o.id = e.operation_id
-        WHERE {_O_IN_RANGE})
+        WHERE {_E_IN_RANGE})
 """
 
 # Rules by table beyond the family's: what only that table's rows answer.

@@ -28,6 +28,7 @@ the others skip it), table after table in the catalogue's order.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -159,7 +160,7 @@ async def retire(
 async def retire_all(
     conn: Connection,
     tables: tuple[PartitionedTable, ...],
-    retention: dict[str, int | None],
+    retention: Mapping[str, int | None],
     *,
     today: date | None = None,
     archive_dir: Path | None = None,
