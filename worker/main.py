@@ -14,7 +14,7 @@ once, and exits.
 
 The `partitions` job (`app/partitions/job.py`, every PAYMENTS_PARTITION_INTERVAL_S) keeps
 each partitioned table's day partitions made ahead and retires those past their retention.
-It runs once as the worker starts, before any other job (and so in `--once` too).
+Its first pass starts with the worker, beside the other jobs' first; `--once` runs it first.
 
 With PAYMENTS_BROKER_URL set, one more job through the same loop, `publish_events`
 (`app/broker/events.py`, every PAYMENTS_BROKER_EVENTS_INTERVAL_S), publishes the tenants'
@@ -234,9 +234,10 @@ async def _serve(
             stopping=stopping,
         )
 
-        # The time partitions' calendar and retention (`app/partitions/job.py`): once now,
-        # before anything is scheduled, so a worker started after days down makes today's
-        # partition first; then every PAYMENTS_PARTITION_INTERVAL_S.
+        # The time partitions' calendar and retention (`app/partitions/job.py`): at the
+        # start, beside the other jobs (a worker started after days down makes today's
+        # partition at once, without holding the others back), then every
+        # PAYMENTS_PARTITION_INTERVAL_S; with `--once`, first.
         partitions = PartitionJob.from_settings(
             parts.db,
             settings,
@@ -256,13 +257,12 @@ async def _serve(
                 # The next pass tries again; the days-ahead gauge shows a calendar behind.
                 logger.exception("partitions pass failed")
 
-        await _through_outages(partitions_pass, "partitions")()
-
         gc_tuning.freeze_startup()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         if once:
+            await _through_outages(partitions_pass, "partitions")()
             await provider_events.run()
             total = await reconcile.run()
             attempts = await webhooks.run()

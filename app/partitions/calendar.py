@@ -15,7 +15,11 @@ would take an ACCESS EXCLUSIVE one, queueing every read and write of the table b
 the attach clones the parent's indexes and foreign keys onto it. Each table's days are made
 in one transaction under a transaction-level advisory lock of that table's: two workers
 making the same days queue on it, and the second finds them made
-(`tests/partitions/test_calendar.py` runs two at once).
+(`tests/partitions/test_calendar.py` runs two at once). The attach clones the table's
+foreign keys, which locks each table they reference (`operations`) against writes until
+the transaction ends, and writes arriving while it waits queue behind it: so every lock is
+waited for `LOCK_TIMEOUT` (1 s) at most, then asked for again, five times in all
+(`tests/partitions/test_real_tables.py`: a write waits a second at most).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from psycopg import sql
+from psycopg.errors import LockNotAvailable
 
 from app.db.database import Connection
 from app.partitions.layout import PartitionedTable, day_bounds
@@ -35,6 +40,13 @@ logger = logging.getLogger("payments.partitions")
 # One lock per table, shared by every worker: the key is the hash of its qualified name.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('payments.partitions:' || %(table)s))"
 _EXISTS = "SELECT to_regclass(%(name)s) IS NOT NULL"
+# Attaching a day clones the table's foreign keys onto it, which takes a SHARE ROW EXCLUSIVE
+# lock on each table they reference (`operations`, `tenants`) until the transaction ends:
+# it waits for the writes under way there, and every write that comes meanwhile queues
+# behind it. Waiting at most this long bounds that queue; the days ahead leave time to ask
+# again.
+LOCK_TIMEOUT = "1s"
+ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -75,12 +87,31 @@ async def create_ahead(
 ) -> Made:
     """Make `table`'s missing partitions of today and the next `premake_days` days (today by
     the database's clock unless given); what was made. Idempotent; safe beside another
-    worker doing the same."""
+    worker doing the same. A lock not had within `LOCK_TIMEOUT` is given up and asked for
+    again, `ATTEMPTS` times in all (then `LockNotAvailable`)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return await _create_ahead(conn, table, premake_days=premake_days, today=today)
+        except LockNotAvailable:
+            if attempt == ATTEMPTS:
+                raise
+            logger.warning(
+                "day partitions: a lock was not had in time; asking again",
+                extra={"fields": {"table": table.table, "attempt": attempt}},
+            )
+    raise AssertionError("unreachable")
+
+
+async def _create_ahead(
+    conn: Connection, table: PartitionedTable, *, premake_days: int, today: date | None
+) -> Made:
     async with conn.transaction():
         shape = await shape_of(conn, table)
         if shape is None:
             return Made(table.table, partitioned=False, created=(), days_ahead=0)
         await conn.execute(_LOCK, {"table": f"{shape.schema}.{table.table}"})
+        # Once this worker's turn has come: every lock from here on is waited for briefly.
+        await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         when = today if today is not None else await database_today(conn)
         # Read again under the lock: another worker may have made some while we waited.
         shape = await shape_of(conn, table)

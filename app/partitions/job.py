@@ -1,9 +1,9 @@
 """The worker's `partitions` job: the calendar, then retention, for every table of the
 catalogue.
 
-It runs once as the worker starts, before any other job is scheduled (a worker started
-after days down makes today's partition before anything writes a row that needs it), then
-every PAYMENTS_PARTITION_INTERVAL_S (hourly), and in `payments worker --once`. Each pass
+Its first pass starts with the worker, beside the other jobs' first (a worker started after
+days down makes today's partition at once, without holding the others back), then one every
+PAYMENTS_PARTITION_INTERVAL_S (hourly); `payments worker --once` runs it first. Each pass
 sets `payments_partition_days_ahead{table}` (days from today on, today included, that have
 a partition) and counts the partitions it dropped and those it kept past retention
 (`payments_partitions_dropped{table}`, `payments_partitions_held{table}`; the log line

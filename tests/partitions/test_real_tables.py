@@ -5,21 +5,27 @@ own, at a day of its own, since a pass detaches whole days of every tenant."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
-from datetime import UTC, date, datetime, time, timedelta
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as clock
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.errors import LockNotAvailable
 from psycopg.rows import dict_row
 
 from app.db.migrate import upgrade_head
-from app.partitions.calendar import create_ahead
+from app.partitions.calendar import Made, create_ahead
 from app.partitions.layout import EVENTS, OPERATION_TRANSITIONS, PARTITIONED
 from app.partitions.retention import Retired, retire_all
+from tests.support.control.waiting import wait_until
 
 DAY = date(2101, 5, 6)
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +55,7 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
 ) -> None:
     upgrade_head(scratch_database)
     tenant, operation, event = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    created = datetime.combine(DAY, time(9), tzinfo=UTC)
+    created = datetime.combine(DAY, clock(9), tzinfo=UTC)
     _pass(scratch_database, DAY, tmp_path)
     with psycopg.connect(scratch_database, autocommit=True) as conn:
         conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'real')", (tenant,))
@@ -122,3 +128,58 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
         ).fetchone()
     assert row is not None
     assert row[0] > before[0]["seq"]
+
+
+def test_making_a_day_holds_the_operations_writers_back_a_second_at_most(
+    scratch_database: str,
+) -> None:
+    # Attaching a day of events clones its foreign key to operations: a SHARE ROW EXCLUSIVE
+    # lock there, which waits for the writes under way and queues the next ones behind it.
+    upgrade_head(scratch_database)
+
+    def make() -> Made:
+        async def go() -> Made:
+            conn = await psycopg.AsyncConnection.connect(
+                scratch_database, autocommit=True, application_name="calendar"
+            )
+            async with conn:
+                return await create_ahead(conn, EVENTS, premake_days=2, today=DAY)
+
+        return asyncio.run(go())
+
+    def calendar_waiting() -> bool:
+        return bool(
+            _rows(
+                scratch_database,
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'calendar'"
+                " AND wait_event_type = 'Lock'",
+            )
+        )
+
+    with psycopg.connect(scratch_database) as under_way, ThreadPoolExecutor(1) as pool:
+        # A write under way on operations (its transaction open).
+        under_way.execute("UPDATE operations SET updated_at = now() WHERE false")
+        making = pool.submit(make)
+        wait_until(calendar_waiting, message="the calendar waiting for operations")
+        # The next write queues behind the calendar's lock until it gives up.
+        with psycopg.connect(
+            scratch_database, autocommit=True, options="-c lock_timeout=10s"
+        ) as next_write:
+            started = time.monotonic()
+            next_write.execute("UPDATE operations SET updated_at = now() WHERE false")
+            waited = time.monotonic() - started
+        under_way.rollback()
+        # Every attempt may have come while the write was under way: then the next pass's.
+        with contextlib.suppress(LockNotAvailable):
+            making.result(timeout=60)
+    assert waited < 5, f"a write waited {waited:.1f} s behind the calendar"
+    # Once nothing holds operations, the days are made.
+    make()
+    assert EVENTS.day_partition(DAY) in [
+        row["relname"]
+        for row in _rows(
+            scratch_database,
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'events'::regclass",
+        )
+    ]
