@@ -96,6 +96,32 @@ def _sync_write(path: Path, payload: bytes) -> None:
     os.replace(temporary, path)
 
 
+async def _copy_out(
+    conn: Connection, copy_sql: sql.Composed, temporary: Path, schema: str, partition: str
+) -> tuple[str, int]:
+    """The partition's rows into `temporary` (gzip CSV): its checksum, and the rows."""
+    # The compression and the disk in a thread, a MiB at a time: the worker's other jobs
+    # share the event loop.
+    sink = await asyncio.to_thread(_Sink, temporary)
+    try:
+        pending = bytearray()
+        async with conn.cursor().copy(copy_sql) as copy:
+            async for chunk in copy:
+                pending += chunk
+                if len(pending) >= _CHUNK:
+                    await asyncio.to_thread(sink.write, bytes(pending))
+                    pending.clear()
+        await asyncio.to_thread(sink.write, bytes(pending))
+    finally:
+        await asyncio.to_thread(sink.close)
+    checksum = await asyncio.to_thread(_sha256, temporary)
+    count_sql = sql.SQL("SELECT count(*) FROM {source}").format(
+        source=sql.Identifier(schema, partition)
+    )
+    counted = await (await conn.execute(count_sql)).fetchone()
+    return checksum, int(counted[0]) if counted else 0
+
+
 async def write_archive(
     conn: Connection,
     table: PartitionedTable,
@@ -120,27 +146,15 @@ async def write_archive(
     copy_sql = sql.SQL(
         "COPY (SELECT * FROM {source}) TO STDOUT WITH (FORMAT csv, HEADER true)"
     ).format(source=sql.Identifier(schema, partition))
-    # The compression and the disk in a thread, a MiB at a time: the worker's other jobs
-    # share the event loop.
-    sink = await asyncio.to_thread(_Sink, temporary)
+    # A day's rows take as long as they take to read, whatever the pool's statement timeout
+    # (set back as the connection returns to the pool).
+    await conn.execute("SET statement_timeout = 0")
     try:
-        pending = bytearray()
-        async with conn.cursor().copy(copy_sql) as copy:
-            async for chunk in copy:
-                pending += chunk
-                if len(pending) >= _CHUNK:
-                    await asyncio.to_thread(sink.write, bytes(pending))
-                    pending.clear()
-        await asyncio.to_thread(sink.write, bytes(pending))
+        checksum, counted = await _copy_out(conn, copy_sql, temporary, schema, partition)
     finally:
-        await asyncio.to_thread(sink.close)
-    checksum = await asyncio.to_thread(_sha256, temporary)
+        await conn.execute("RESET statement_timeout")
     os.replace(temporary, data)
-    count_sql = sql.SQL("SELECT count(*) FROM {source}").format(
-        source=sql.Identifier(schema, partition)
-    )
-    counted = await (await conn.execute(count_sql)).fetchone()
-    rows = int(counted[0]) if counted else 0
+    rows = counted
     meta: dict[str, Any] = {
         "format": FORMAT,
         "table": table.table,

@@ -4,6 +4,7 @@ day's partition, its rows as they were."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -12,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from app.partitions.archive import write_archive
 from app.partitions.calendar import create_ahead
 from app.partitions.retention import retire
 from tests.partitions.conftest import TABLE, Scratch
@@ -132,3 +136,43 @@ def test_a_restore_the_database_refuses_attaches_nothing(scratch: Scratch, tmp_p
     assert "nothing attached" in refused.stderr
     assert "would overlap" in refused.stderr
     assert not scratch.table_exists(TABLE.day_partition(first))
+
+
+def test_a_large_day_is_archived_whatever_the_pools_statement_timeout(
+    scratch: Scratch, tmp_path: Path
+) -> None:
+    # The worker's connections cancel any statement after PAYMENTS_DB_STATEMENT_TIMEOUT_MS;
+    # reading a whole day out takes longer than a request's statement may.
+    name = TABLE.day_partition(scratch.day(0))
+    with scratch.sync() as conn:
+        conn.execute(f"CREATE TABLE {name} (LIKE {TABLE.table} INCLUDING DEFAULTS)")
+        conn.execute(
+            f"INSERT INTO {name} (operation_id, tenant_id, to_state, trigger, actor, fence,"
+            f" {TABLE.column}) SELECT gen_random_uuid(), gen_random_uuid(), 'COMPLETED',"
+            " 'complete', repeat('a', 100), 1, %s FROM generate_series(1, 200000)",
+            (scratch.day(0),),
+        )
+
+    async def archive() -> tuple[int, str]:
+        conn = await psycopg.AsyncConnection.connect(
+            scratch.database_url,
+            autocommit=True,
+            options=f"{scratch.options} -c statement_timeout=50",
+        )
+        async with conn:
+            written = await write_archive(
+                conn,
+                TABLE,
+                schema=scratch.schema,
+                partition=name,
+                bound="FOR VALUES FROM ('2101-01-01') TO ('2101-01-02')",
+                folder=tmp_path,
+            )
+            row = await (await conn.execute("SHOW statement_timeout")).fetchone()
+            assert row is not None
+            return written.rows, str(row[0])
+
+    rows, timeout = asyncio.run(archive())
+    assert rows == 200_000
+    # The connection's own timeout is back for whatever it runs next.
+    assert timeout == "50ms"
