@@ -212,6 +212,14 @@ def _cmd_operations_show(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_partitions_restore(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.partitions.restore_cli import restore_command
+
+    return restore_command(_database_settings(), Path(args.file))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="payments", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -237,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
         " (docs/operations.md)",
     )
     convert.set_defaults(func=_cmd_partitions_convert)
+    restore = partitions_sub.add_parser(
+        "restore", help="load an archived partition back and attach it as its day's"
+    )
+    restore.add_argument("file", help="the archive's .csv.gz or its .json description")
+    restore.set_defaults(func=_cmd_partitions_restore)
 
     serve = sub.add_parser("serve", help="run the API")
     serve.add_argument("--host", default="127.0.0.1")

@@ -142,6 +142,22 @@ class Settings(BaseSettings):
     settle_interval_s: float = Field(default=3600.0, ge=0, le=86400)
     # Records per page when listing the provider's charges and refunds (its maximum: 1000).
     settlement_page_size: int = Field(default=1000, ge=1, le=1000)
+    # Time partitions (app/partitions/, docs/operations.md "Time partitions"). The worker
+    # keeps today's partition and this many days' after it made, at its start and every
+    # `partition_interval_s`; a row whose day has none is refused.
+    partition_premake_days: int = Field(default=7, ge=2, le=366)
+    partition_interval_s: float = Field(default=3600.0, gt=0, le=86400)
+    # Each partitioned table's retention in days: a partition entirely older is detached and
+    # dropped (archived first with `partition_archive_dir`), unless an operation of its days
+    # is not final or their settlement is not closed. Unset: kept forever. The audit trail
+    # and the payments are kept at least as long as the operations (checked below).
+    retention_days_operations: int | None = Field(default=None, ge=1, le=36_500)
+    retention_days_operation_transitions: int | None = Field(default=None, ge=1, le=36_500)
+    retention_days_events: int | None = Field(default=None, ge=1, le=36_500)
+    retention_days_payments: int | None = Field(default=None, ge=1, le=36_500)
+    # A folder each retired partition is written to (gzip CSV and a description) before it
+    # is dropped; `payments partitions restore FILE` loads one back. Unset: dropped unwritten.
+    partition_archive_dir: Path | None = None
     # The operators' listener: the admin API, the console and `/metrics` are served only
     # here, never on the tenants' port (`app/http/listeners.py`).
     admin_host: str = Field(default="127.0.0.1", min_length=1)
@@ -296,6 +312,13 @@ class Settings(BaseSettings):
             raise ValueError(f"no such file: {value}")
         return value
 
+    @field_validator("partition_archive_dir")
+    @classmethod
+    def _archive_dir_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"no such folder: {value}")
+        return value
+
     @field_validator("failpoints")
     @classmethod
     def _failpoints_parse(cls, value: str) -> str:
@@ -374,6 +397,34 @@ class Settings(BaseSettings):
             # A failpoint holds requests for seconds: never in a real deployment by mistake.
             raise ValueError(
                 "PAYMENTS_FAILPOINTS is for tests only; set PAYMENTS_TEST_MODE=1 to use it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _retention_minimums(self) -> Settings:
+        # An operation's audit trail and its payment outlive it (an operation kept without
+        # its history or its business object is one nobody can explain); the operation
+        # outlives its key's tombstone (its row is what refuses a second operation with the
+        # key); an event outlives its webhook deliveries' retries.
+        operations = self.retention_days_operations
+        for name in ("operation_transitions", "payments"):
+            days = getattr(self, f"retention_days_{name}")
+            if days is not None and (operations is None or days < operations):
+                kept = "forever (unset)" if operations is None else f"{operations} days"
+                raise ValueError(
+                    f"PAYMENTS_RETENTION_DAYS_{name.upper()} ({days}) must be at least "
+                    f"PAYMENTS_RETENTION_DAYS_OPERATIONS: operations are kept {kept}"
+                )
+        if operations is not None and operations * 86_400 < self.tombstone_ttl_s:
+            raise ValueError(
+                f"PAYMENTS_RETENTION_DAYS_OPERATIONS ({operations} days) must cover "
+                f"PAYMENTS_TOMBSTONE_TTL_S ({self.tombstone_ttl_s} s)"
+            )
+        events = self.retention_days_events
+        if events is not None and events * 86_400 <= self.webhook_max_age_s:
+            raise ValueError(
+                f"PAYMENTS_RETENTION_DAYS_EVENTS ({events} days) must exceed "
+                f"PAYMENTS_WEBHOOK_MAX_AGE_S ({self.webhook_max_age_s} s)"
             )
         return self
 

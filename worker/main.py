@@ -12,6 +12,10 @@ webhook attempts under way finish (each bounded by its timeout), and the process
 With `--once` it drains what is due (reconciliations, then webhooks), runs the expire job
 once, and exits.
 
+The `partitions` job (`app/partitions/job.py`, every PAYMENTS_PARTITION_INTERVAL_S) keeps
+each partitioned table's day partitions made ahead and retires those past their retention.
+Its first pass starts with the worker, beside the other jobs' first; `--once` runs it first.
+
 With PAYMENTS_BROKER_URL set, one more job through the same loop, `publish_events`
 (`app/broker/events.py`, every PAYMENTS_BROKER_EVENTS_INTERVAL_S), publishes the tenants'
 new events to the broker's exchange and waits for its confirms; `--once` drains it too.
@@ -53,6 +57,7 @@ from app.idempotency.expiry import expire_keys
 from app.jobs.loop import WorkLoop
 from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
+from app.partitions.job import PartitionJob, PartitionMetrics
 from app.provider_events.apply import APPLY_PACE, EventApplication
 from app.provider_events.retention import prune_inbox
 from app.recovery.job import RecoveryJob, recovery_pace
@@ -229,11 +234,35 @@ async def _serve(
             stopping=stopping,
         )
 
+        # The time partitions' calendar and retention (`app/partitions/job.py`): at the
+        # start, beside the other jobs (a worker started after days down makes today's
+        # partition at once, without holding the others back), then every
+        # PAYMENTS_PARTITION_INTERVAL_S; with `--once`, first.
+        partitions = PartitionJob.from_settings(
+            parts.db,
+            settings,
+            PartitionMetrics(
+                days_ahead=metrics.partition_days_ahead,
+                dropped=metrics.partitions_dropped,
+                held=metrics.partitions_held,
+            ),
+        )
+
+        async def partitions_pass() -> None:
+            try:
+                await partitions.run()
+            except Exception as exc:
+                if is_transient_database_error(exc):
+                    raise
+                # The next pass tries again; the days-ahead gauge shows a calendar behind.
+                logger.exception("partitions pass failed")
+
         gc_tuning.freeze_startup()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         if once:
+            await _through_outages(partitions_pass, "partitions")()
             await provider_events.run()
             total = await reconcile.run()
             attempts = await webhooks.run()
@@ -251,6 +280,7 @@ async def _serve(
             (provider_events.run, settings.provider_events_interval_s, "provider_events"),
             (webhooks.run, settings.webhook_interval_s, "webhooks"),
             (expire, settings.expire_interval_s, "expire"),
+            (partitions_pass, settings.partition_interval_s, "partitions"),
         )
         if settings.settle_interval_s > 0:
             jobs += ((settle.run, settings.settle_interval_s, "settle"),)

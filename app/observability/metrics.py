@@ -241,6 +241,32 @@ class Metrics:
             multiprocess_mode="mostrecent",
         )
 
+        # The time partitions' calendar and retention (`app/partitions/job.py`), set by the
+        # worker's `partitions` job.
+        self.partition_days_ahead = Gauge(
+            "payments_partition_days_ahead",
+            "Days from today (UTC) on, today included, whose rows have a partition, by "
+            "table: 0 means today's rows are refused",
+            ["table"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+        self.partitions_dropped = Counter(
+            "payments_partitions_dropped",
+            "Partitions past their table's retention detached and dropped, by table",
+            ["table"],
+            registry=r,
+        )
+        self.partitions_held = Gauge(
+            "payments_partitions_held",
+            "Partitions past their table's retention kept by the last pass (an operation "
+            "not final, settlement not closed, a key held, an event still to deliver or "
+            "publish, restored), by table",
+            ["table"],
+            registry=r,
+            multiprocess_mode="mostrecent",
+        )
+
     def provider_observer(self, provider: str) -> Callable[[str, str, float], None]:
         """The observer hook of one provider's client: (operation, outcome, seconds)."""
 
