@@ -38,6 +38,12 @@ from typing import Generic, TypeVar
 
 ItemT = TypeVar("ItemT")
 
+# How long the tenants found with due work serve a worker's claims before they are read
+# again (sooner once they run dry): the longest a tenant whose work falls due while the
+# worker drains others waits for its share. The recovery's, the hold expiry's and the
+# webhook deliveries' claims keep them this long.
+KEEP_TENANTS_S = 1.0
+
 # One tenant's claim: (tenant, at most this many) -> what it took.
 TenantClaim = Callable[[uuid.UUID, int], Awaitable[Sequence[ItemT]]]
 # The tenants with due work now, read without a lock.

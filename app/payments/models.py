@@ -58,9 +58,11 @@ class Payment(Base):
             "(capture_mode = 'manual') = (capture_before IS NOT NULL)",
             name="capture_before_iff_manual",
         ),
-        # The worker's expiry of lapsed authorizations reads only the holds still open.
+        # The worker's expiry of lapsed authorizations reads only the holds still open,
+        # tenant by tenant (`app/authorizations/expiry.py`).
         Index(
             "ix_payments_open_holds",
+            "tenant_id",
             "capture_before",
             postgresql_where=text("status IN ('AUTHORIZED', 'PARTIALLY_CAPTURED')"),
         ),

@@ -19,7 +19,7 @@ from typing import Any
 from app.db.database import Connection, Database
 from app.errors import is_transient_database_error
 from app.jobs.loop import Pace
-from app.jobs.tenants import KeptTenants
+from app.jobs.tenants import KEEP_TENANTS_S, KeptTenants
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
@@ -35,10 +35,6 @@ logger = logging.getLogger("payments.worker")
 
 # A claimed operation, with its subject (payment, refund) when it could be read.
 DueWork = tuple[DueRef, Any]
-# How long the tenants found with due work serve this worker's claims before they are read
-# again (sooner once they run dry): the longest a tenant whose work falls due while the
-# worker drains others waits for its share.
-KEEP_TENANTS_S = 1.0
 
 
 def recovery_pace(settings: Settings) -> Pace:

@@ -302,14 +302,20 @@ async def record_lines(
     return cursor.rowcount
 
 
+# One tenant's operations: on Citus a write must route to one shard group (docs/scaling.md).
 _RECOVER_NOW = """
     UPDATE operations SET next_check_at = now()
-    WHERE id = ANY(%(ids)s) AND state = 'UNKNOWN_REQUIRES_RECOVERY' AND next_check_at > now()
+    WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s)
+      AND state = 'UNKNOWN_REQUIRES_RECOVERY' AND next_check_at > now()
 """
 
 
-async def recover_now(conn: Connection, operation_ids: Sequence[uuid.UUID]) -> None:
-    """Make the unknown operations among `operation_ids` due for the reconciler at once (an
-    operation in flight is the reconciler's as soon as its owner's lease runs out)."""
-    if operation_ids:
-        await conn.execute(_RECOVER_NOW, {"ids": list(operation_ids)})
+async def recover_now(conn: Connection, operations: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    """Make the unknown operations among `operations` (tenant, operation id) due for the
+    reconciler at once, one statement per tenant (an operation in flight is the
+    reconciler's as soon as its owner's lease runs out)."""
+    by_tenant: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for tenant_id, operation_id in operations:
+        by_tenant.setdefault(tenant_id, []).append(operation_id)
+    for tenant_id, ids in by_tenant.items():
+        await conn.execute(_RECOVER_NOW, {"tenant_id": tenant_id, "ids": ids})

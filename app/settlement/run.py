@@ -124,7 +124,7 @@ async def _settle_side(
         if line is not None:
             lines.append((line, ours))
         if verdict.recover and ours is not None:
-            recover.append(ours.operation_id)
+            recover.append((ours.tenant_id, ours.operation_id))
         summary.agreed += verdict.agreed
         summary.failover_declines += verdict.failover_decline
         for difference in verdict.differences:
@@ -144,7 +144,9 @@ async def _settle_side(
     # A key the reconciler is about to settle is not compared: its open items stay open
     # until a run finds our record final.
     owners = {key: side.owner(key) for key in keys}
-    recovering = {owner.operation_id for owner in owners.values() if owner} & set(recover)
+    recovering = {owner.operation_id for owner in owners.values() if owner} & {
+        operation_id for _tenant_id, operation_id in recover
+    }
     compared = [
         key
         for key, owner in owners.items()

@@ -12,6 +12,7 @@ whose lease ran out records its attempt but cannot move the delivery a newer own
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,90 +21,114 @@ from app.db.database import Connection
 from app.errors import printable
 from app.events.reads import EventRow
 from app.jobs.leases import new_owner
+from app.jobs.tenants import KeptTenants
 
 # An attempt's error as stored: text PostgreSQL takes (no NUL, no lone surrogate), this long
 # at most.
 MAX_ERROR_LENGTH = 1000
 
+# The claim runs tenant by tenant (`app/jobs/tenants.py`), as the recovery's does: a row lock
+# and a fence bump are one tenant's, and on Citus only a statement routed to one shard group
+# may take them (docs/scaling.md). The tenants with due deliveries are found by a plain read
+# (`_DUE_TENANTS`, no lock), then each tenant's fair share of the claim is one statement
+# (`_CLAIM`) naming the tenant, in a shuffled order; the tenants found are kept between this
+# worker's claims.
+#
 # The per-endpoint cap keeps one slow or dead endpoint from taking every slot: each claim
 # takes at most `per_endpoint - in flight here` deliveries of an endpoint. The per-tenant
 # cap does the same for a tenant's endpoints together (many slow endpoints of one tenant):
-# of the deliveries the endpoint cap leaves, at most `per_tenant - in flight here` of a
-# tenant's. Both count this worker's attempts under way, as its slots are its own.
+# a tenant's claim takes at most `per_tenant - in flight here` (and none once it is at its
+# cap). Both count this worker's attempts under way, as its slots are its own.
 #
-# The endpoint cap is applied where the rows are read, from `ix_webhook_deliveries_endpoint_due`
-# (pending: endpoint, next attempt, id): the endpoints with pending deliveries are found one
-# index descent each (a loose scan: from one endpoint to the next), and of those with
-# something due, each one's oldest due deliveries come from its own range, at most its cap.
-# What the tenant ranking and the final order sort is at most `endpoints x per_endpoint`
-# rows, however many are due; an endpoint with nothing pending costs nothing. Ranking every
-# due delivery instead grew with every backlog: a tenant whose dead endpoints retry for
-# three days keeps tens of thousands due, all read and sorted by every claim of every
-# worker. What is picked is the same (`bench/webhook_claim.py` checks it on a million).
+# Both statements read `ix_webhook_deliveries_endpoint_due` (pending: tenant, endpoint, next
+# attempt, id). Which tenants have due deliveries is a loose scan of it: one descent per
+# endpoint with pending deliveries, from one (tenant, endpoint) to the next, each with its
+# earliest next attempt. A tenant's claim walks its own endpoints the same way, and of those
+# with something due, takes each one's oldest due deliveries from its own range, at most its
+# cap. What a claim sorts is at most `endpoints x per_endpoint` rows, however many are due;
+# an endpoint with nothing pending costs nothing. Ranking every due delivery instead grew
+# with every backlog: a tenant whose dead endpoints retry for three days keeps tens of
+# thousands due, all read and sorted by every claim of every worker.
+_DUE_TENANTS = """
+    WITH RECURSIVE endpoints AS (
+        (SELECT tenant_id, endpoint_id, next_attempt_at FROM webhook_deliveries
+         WHERE status = 'pending' ORDER BY tenant_id, endpoint_id, next_attempt_at LIMIT 1)
+        UNION ALL
+        SELECT later.tenant_id, later.endpoint_id, later.next_attempt_at
+        FROM endpoints AS e
+        CROSS JOIN LATERAL (
+            SELECT d.tenant_id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries AS d
+            WHERE d.status = 'pending'
+              AND (d.tenant_id, d.endpoint_id) > (e.tenant_id, e.endpoint_id)
+            ORDER BY d.tenant_id, d.endpoint_id, d.next_attempt_at
+            LIMIT 1
+        ) AS later
+    )
+    SELECT DISTINCT tenant_id FROM endpoints WHERE next_attempt_at <= now()
+"""
+
 _CLAIM = f"""
     WITH RECURSIVE busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
             AS busy (endpoint_id, in_flight)
-    ), busy_tenants AS (
-        SELECT * FROM unnest(%(busy_tenant_ids)s::uuid[], %(busy_tenant_counts)s::int[])
-            AS busy_tenants (tenant_id, in_flight)
     ), endpoints AS (
-        -- The endpoints with pending deliveries, each with its earliest next attempt: one
-        -- descent of the index per endpoint, from one endpoint to the next (a deleted
-        -- endpoint's too: a delivery queued as it was deleted is claimed to be cancelled).
+        -- The tenant's endpoints with pending deliveries, each with its earliest next
+        -- attempt: one descent of the index per endpoint, from one endpoint to the next (a
+        -- deleted endpoint's too: a delivery queued as it was deleted is claimed to be
+        -- cancelled).
         (SELECT endpoint_id, next_attempt_at FROM webhook_deliveries
-         WHERE status = 'pending' ORDER BY endpoint_id, next_attempt_at LIMIT 1)
+         WHERE tenant_id = %(tenant_id)s AND status = 'pending'
+         ORDER BY endpoint_id, next_attempt_at LIMIT 1)
         UNION ALL
         SELECT later.endpoint_id, later.next_attempt_at
         FROM endpoints AS e
         CROSS JOIN LATERAL (
             SELECT d.endpoint_id, d.next_attempt_at FROM webhook_deliveries AS d
-            WHERE d.status = 'pending' AND d.endpoint_id > e.endpoint_id
+            WHERE d.tenant_id = %(tenant_id)s AND d.status = 'pending'
+              AND d.endpoint_id > e.endpoint_id
             ORDER BY d.endpoint_id, d.next_attempt_at
             LIMIT 1
         ) AS later
     ), candidates AS (
         -- Of each endpoint with something due, its oldest due deliveries, at most its cap.
-        SELECT d.id, d.tenant_id, d.next_attempt_at
+        SELECT d.id, d.next_attempt_at
         FROM endpoints AS e
         LEFT JOIN busy USING (endpoint_id)
         CROSS JOIN LATERAL (
-            SELECT d.id, d.tenant_id, d.next_attempt_at
+            SELECT d.id, d.next_attempt_at
             FROM webhook_deliveries AS d
-            WHERE d.endpoint_id = e.endpoint_id AND d.status = 'pending'
-              AND d.next_attempt_at <= now()
+            WHERE d.tenant_id = %(tenant_id)s AND d.endpoint_id = e.endpoint_id
+              AND d.status = 'pending' AND d.next_attempt_at <= now()
               AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
             ORDER BY d.next_attempt_at, d.id
             LIMIT greatest(%(per_endpoint)s - coalesce(busy.in_flight, 0), 0)
         ) AS d
         WHERE e.next_attempt_at <= now()
-    ), per_tenant AS (
-        SELECT c.id, c.next_attempt_at,
-               row_number() OVER (PARTITION BY c.tenant_id
-                                  ORDER BY c.next_attempt_at, c.id) AS rank,
-               coalesce(bt.in_flight, 0) AS in_flight
-        FROM candidates AS c LEFT JOIN busy_tenants AS bt USING (tenant_id)
     ), picked AS (
         -- In order, each candidate locked by its key unless another transaction holds it
         -- (or it has just been claimed), until `limit` are: only those are locked. A
         -- LATERAL with a locking clause runs as a nested loop over `c`, in `c`'s order.
+        -- Each is locked by its key (and tenant), and judged still due on the row as
+        -- locked, outside the lock's subquery: the LIMIT keeps that judgement from being
+        -- pushed into it, where the tenant and the status would have the planner walk the
+        -- tenant's range of the pending index instead of reading one row by its key.
         SELECT locked.id
-        FROM (SELECT id, next_attempt_at FROM per_tenant
-              WHERE rank <= %(per_tenant)s - in_flight
-              ORDER BY next_attempt_at, id) AS c
+        FROM (SELECT id, next_attempt_at FROM candidates ORDER BY next_attempt_at, id) AS c
         CROSS JOIN LATERAL (
-            SELECT d.id FROM webhook_deliveries AS d
-            WHERE d.id = c.id AND d.status = 'pending'
-              AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
+            SELECT d.id, d.status, d.lease_expires_at FROM webhook_deliveries AS d
+            WHERE d.id = c.id AND d.tenant_id = %(tenant_id)s
+            LIMIT 1
             FOR UPDATE SKIP LOCKED
         ) AS locked
+        WHERE locked.status = 'pending'
+          AND (locked.lease_expires_at IS NULL OR locked.lease_expires_at < now())
         LIMIT %(limit)s
     ), claimed AS (
         -- Checked again on the locked row: another worker may have claimed it meanwhile.
         UPDATE webhook_deliveries AS d
         SET {new_owner("d")}
         FROM picked
-        WHERE d.id = picked.id AND d.status = 'pending'
+        WHERE d.tenant_id = %(tenant_id)s AND d.id = picked.id AND d.status = 'pending'
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
         RETURNING d.id, d.fence, d.attempt_count, d.endpoint_id, d.event_id
     )
@@ -113,8 +138,8 @@ _CLAIM = f"""
            ev.id, ev.tenant_id, ev.type, ev.data, ev.created_at,
            e.deleted_at IS NOT NULL
     FROM claimed AS c
-    JOIN webhook_endpoints AS e ON e.id = c.endpoint_id
-    JOIN events AS ev ON ev.id = c.event_id
+    JOIN webhook_endpoints AS e ON e.tenant_id = %(tenant_id)s AND e.id = c.endpoint_id
+    JOIN events AS ev ON ev.tenant_id = %(tenant_id)s AND ev.id = c.event_id
 """
 
 _RECORD = """
@@ -122,7 +147,7 @@ _RECORD = """
         INSERT INTO webhook_attempts
             (tenant_id, delivery_id, worker, succeeded, status_code, error, latency_ms)
         SELECT tenant_id, id, %(worker)s, %(ok)s, %(status_code)s, %(error)s, %(latency_ms)s
-        FROM webhook_deliveries WHERE id = %(id)s
+        FROM webhook_deliveries WHERE tenant_id = %(tenant_id)s AND id = %(id)s
     ), moved AS (
         UPDATE webhook_deliveries
         SET attempt_count = attempt_count + 1, last_status_code = %(status_code)s,
@@ -141,7 +166,8 @@ _RECORD = """
             completed_at = CASE
                 WHEN %(ok)s OR now() + make_interval(secs => %(delay_s)s)
                      > started_at + make_interval(secs => %(max_age_s)s) THEN now() END
-        WHERE id = %(id)s AND fence = %(fence)s AND status = 'pending'
+        WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND fence = %(fence)s
+          AND status = 'pending'
         RETURNING status
     )
     SELECT status FROM moved
@@ -184,6 +210,12 @@ class Claimed:
     endpoint_deleted: bool = False
 
 
+async def due_tenants(conn: Connection) -> list[uuid.UUID]:
+    """Every tenant with a pending delivery due now (perhaps leased); nothing is locked."""
+    rows = await (await conn.execute(_DUE_TENANTS)).fetchall()
+    return [tenant_id for (tenant_id,) in rows]
+
+
 async def claim(
     conn: Connection,
     *,
@@ -194,35 +226,56 @@ async def claim(
     in_flight: Mapping[uuid.UUID, int],
     per_tenant: int,
     tenants_in_flight: Mapping[uuid.UUID, int],
+    tenants: KeptTenants | None = None,
 ) -> list[Claimed]:
     """Up to `limit` due deliveries, leased to `owner`; none of an endpoint already at
     `per_endpoint` attempts in flight here (`in_flight`, by endpoint), nor of a tenant at
-    `per_tenant` (`tenants_in_flight`, by tenant)."""
-    params: dict[str, Any] = {
-        "owner": owner,
-        "lease_s": lease_s,
-        "limit": limit,
-        "per_endpoint": per_endpoint,
-        "busy_ids": list(in_flight),
-        "busy_counts": list(in_flight.values()),
-        "per_tenant": per_tenant,
-        "busy_tenant_ids": list(tenants_in_flight),
-        "busy_tenant_counts": list(tenants_in_flight.values()),
-    }
-    rows = await (await conn.execute(_CLAIM, params)).fetchall()
-    return [
-        Claimed(
-            id=row[0],
-            fence=row[1],
-            attempt_count=row[2],
-            endpoint_id=row[3],
-            url=row[4],
-            secrets=list(row[5]),
-            event=EventRow(*row[6:11]),
-            endpoint_deleted=bool(row[11]),
-        )
-        for row in rows
-    ]
+    `per_tenant` (`tenants_in_flight`, by tenant).
+
+    The tenants with due deliveries (`due_tenants`), then one statement per tenant, in a
+    shuffled order with fair shares (`app/jobs/tenants.py`), each its own transaction
+    (the connection's autocommit).
+    `tenants` keeps the tenants found between a worker's claims (None: read every time).
+    """
+    # What is in flight here, with what this claim has taken so far: a tenant asked again
+    # for the room left (`app/jobs/tenants.py`) counts what it took the first time.
+    endpoints_busy = Counter(in_flight)
+    tenants_busy = Counter(tenants_in_flight)
+
+    async def claim_tenant(tenant_id: uuid.UUID, share: int) -> list[Claimed]:
+        room = min(share, per_tenant - tenants_busy[tenant_id])
+        if room <= 0:
+            return []
+        params: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "owner": owner,
+            "lease_s": lease_s,
+            "limit": room,
+            "per_endpoint": per_endpoint,
+            "busy_ids": list(endpoints_busy),
+            "busy_counts": list(endpoints_busy.values()),
+        }
+        rows = await (await conn.execute(_CLAIM, params)).fetchall()
+        taken = [
+            Claimed(
+                id=row[0],
+                fence=row[1],
+                attempt_count=row[2],
+                endpoint_id=row[3],
+                url=row[4],
+                secrets=list(row[5]),
+                event=EventRow(*row[6:11]),
+                endpoint_deleted=bool(row[11]),
+            )
+            for row in rows
+        ]
+        for delivery in taken:
+            endpoints_busy[delivery.endpoint_id] += 1
+            tenants_busy[tenant_id] += 1
+        return taken
+
+    kept = KeptTenants(refresh_s=0) if tenants is None else tenants
+    return await kept.claim(limit, lambda: due_tenants(conn), claim_tenant)
 
 
 async def record_attempt(
@@ -244,6 +297,7 @@ async def record_attempt(
     ok = status_code is not None and 200 <= status_code < 300
     error = None if error is None else stored_error(error)
     params = {
+        "tenant_id": delivery.event.tenant_id,
         "id": delivery.id,
         "fence": delivery.fence,
         "worker": worker,
@@ -268,13 +322,14 @@ _CANCEL = """
     UPDATE webhook_deliveries
     SET status = 'cancelled', next_attempt_at = NULL, completed_at = now(), updated_at = now(),
         lease_owner = NULL, lease_expires_at = NULL, last_error = 'endpoint deleted'
-    WHERE id = %(id)s AND fence = %(fence)s AND status = 'pending'
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND fence = %(fence)s AND status = 'pending'
 """
 
 
 async def cancel(conn: Connection, delivery: Claimed) -> None:
     """The endpoint is gone: the delivery is cancelled, unsent (fenced, as a record is)."""
-    await conn.execute(_CANCEL, {"id": delivery.id, "fence": delivery.fence})
+    params = {"tenant_id": delivery.event.tenant_id, "id": delivery.id, "fence": delivery.fence}
+    await conn.execute(_CANCEL, params)
 
 
 async def redeliver(conn: Connection, *, tenant_id: uuid.UUID, event_id: uuid.UUID) -> int | None:

@@ -2,14 +2,14 @@
 
 Due: pending deliveries whose next attempt has come and whose lease (if any) ran out, at most
 PAYMENTS_WEBHOOK_ENDPOINT_CONCURRENCY in flight per endpoint and
-PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant (`deliveries.claim`, FOR UPDATE SKIP LOCKED plus
-a fence bump). The loop (`app/jobs/loop.py`) claims into any free slot of
-PAYMENTS_WEBHOOK_CONCURRENCY and sends each delivery as its own task; after a claim that came
-back short it looks again at least every PAYMENTS_WEBHOOK_INTERVAL_S, so a slow or dead
-endpoint (each attempt up to PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few
-slots, never the deliveries to other endpoints and tenants. A SIGKILLed worker's deliveries
-are claimed again when their leases run out (the receiver may then see an event twice: it
-dedupes by event id).
+PAYMENTS_WEBHOOK_TENANT_CONCURRENCY per tenant, claimed tenant by tenant with fair shares
+(`deliveries.claim`, FOR UPDATE SKIP LOCKED plus a fence bump). The loop (`app/jobs/loop.py`)
+claims into any free slot of PAYMENTS_WEBHOOK_CONCURRENCY and sends each delivery as its own
+task; after a claim that came back short it looks again at least every
+PAYMENTS_WEBHOOK_INTERVAL_S, so a slow or dead endpoint (each attempt up to
+PAYMENTS_WEBHOOK_TIMEOUT_S), or a tenant with many, holds a few slots, never the deliveries
+to other endpoints and tenants. A SIGKILLed worker's deliveries are claimed again when their
+leases run out (the receiver may then see an event twice: it dedupes by event id).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from app.errors import is_transient_database_error
 from app.failpoints import Failpoints
 from app.jobs.backoff import next_delay_s
 from app.jobs.loop import Pace
+from app.jobs.tenants import KEEP_TENANTS_S, KeptTenants
 from app.observability.metrics import Metrics
 from app.settings import Settings
 from app.tracing.spans import span
@@ -66,6 +67,8 @@ class DeliveryJob:
         # This worker's attempts under way, by endpoint and by tenant: its slots are its own.
         self._in_flight: Counter[uuid.UUID] = Counter()
         self._tenants_in_flight: Counter[uuid.UUID] = Counter()
+        # The tenants with due deliveries, kept between this worker's claims.
+        self._tenants = KeptTenants(refresh_s=KEEP_TENANTS_S)
 
     async def claim(self, limit: int) -> list[Claimed]:
         """Up to `limit` due deliveries, none of an endpoint or tenant at its cap here."""
@@ -79,6 +82,7 @@ class DeliveryJob:
                 in_flight=dict(self._in_flight),
                 per_tenant=self._settings.webhook_tenant_concurrency,
                 tenants_in_flight=dict(self._tenants_in_flight),
+                tenants=self._tenants,
             )
         for delivery in claimed:
             self._in_flight[delivery.endpoint_id] += 1

@@ -79,9 +79,11 @@ class WebhookDelivery(Base):
             "next_attempt_at",
             postgresql_where=text("status = 'pending'"),
         ),
-        # The claim: each endpoint's oldest due deliveries, at most its cap of them.
+        # The claim, tenant by tenant: each endpoint's oldest due deliveries, at most its cap
+        # of them (`app/webhooks/deliveries.py`).
         Index(
             "ix_webhook_deliveries_endpoint_due",
+            "tenant_id",
             "endpoint_id",
             "next_attempt_at",
             "id",

@@ -69,16 +69,11 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # The expire job's scans find what is due across all tenants, oldest first; on Citus each
     # shard answers from its own partial index (a fan-out by design), and each tenant's rows
     # are then changed by a statement of their own (app/operations/retention.py). The
-    # worker's recovery scans lead with tenant_id: its claim runs tenant by tenant.
+    # worker's recovery scans, the hold expiry's and the webhook claim's lead with
+    # tenant_id: those claims run tenant by tenant.
     "ix_operations_response_expiry": "expire job scan: terminal operations by age",
     "ix_operations_tombstone_release": "expire job scan: tombstones by age",
     "ix_webhook_deliveries_due": "worker scan: deliveries due, across tenants",
-    "ix_payments_open_holds": "worker scan: authorizations by when their hold lapses",
-    # The claim's loose scan from one endpoint to the next (an endpoint has one tenant). Led
-    # by tenant_id, the planner read each endpoint's due deliveries from the tenant's
-    # (tenant, endpoint, created) index and sorted them instead: a million pending, 673,000
-    # buffers against 45,000 (bench/webhook_claim.py).
-    "ix_webhook_deliveries_endpoint_due": "worker claim: pending deliveries by endpoint",
     # The operators' lists read across tenants by design (a tenant filter uses
     # ix_operations_tenant_created, which leads with tenant_id).
     "ix_operations_needs_attention": "admin list: flagged operations, oldest first",

@@ -6,7 +6,9 @@ runs only when it routes to one shard group, so its WHERE clause holds `tenant_i
 value>`. Here the service runs as it does (its own API and worker processes, the fake
 provider) on a PostgreSQL server of the test's own with `pg_stat_statements` loaded, as a
 role of its own: a payment, a refund, a capture and a void, a payment recovered by the
-worker and one by the client's retry, then the expire job on keys past both TTLs. Every
+worker and one by the client's retry, each event delivered to the tenant's webhook endpoint
+(the deliveries' claim, each attempt's record), then the expire job on a lapsed hold and on
+keys past both TTLs. Every
 statement that role sent is then read back from `pg_stat_statements` and taken apart
 (`tests/support/readers/statements.py`): each UPDATE, DELETE and locking SELECT of a
 tenant table must hold the tenant condition among its top-level conditions, each INSERT
@@ -35,27 +37,21 @@ from app.db.migrate import upgrade_head
 from tests.db.test_tenant_keys import SCHEMA_ALLOWANCES
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
+from tests.support.control.receivers import start_receiver
 from tests.support.control.system import FAST_WORKER, start_api, start_worker
 from tests.support.factories.authorizations import authorized, post_capture, post_void
 from tests.support.factories.payments import new_key, payment_body, post_payment
 from tests.support.factories.refunds import paid, post_refund
 from tests.support.factories.tenants import api_client, make_tenant
+from tests.support.factories.webhooks import create_endpoint
 from tests.support.readers.statements import Write, writes
 
 SERVICE_ROLE = "payments_service"
 
 # Statements that still write or lock across tenants (docs/scaling.md, "What is still on
-# paper"), by a fragment of their text as pg_stat_statements keeps it, and why.
-SPANS_TENANTS: dict[str, str] = {
-    "UPDATE payments p": (
-        "the worker's expiry of lapsed holds (app/authorizations/expiry.py): one batch across"
-        " tenants, to be split by tenant like the expire job's"
-    ),
-    "UPDATE webhook_deliveries AS d": (
-        "the webhook deliveries' claim (app/webhooks/deliveries.py): capped per endpoint and"
-        " tenant across tenants, to be split by tenant like the recovery's"
-    ),
-}
+# paper"), by a fragment of their text as pg_stat_statements keeps it, and why. None left:
+# the hold expiry and the webhook deliveries' claim run tenant by tenant.
+SPANS_TENANTS: dict[str, str] = {}
 
 _TENANT_TABLES = """
     SELECT c.relname AS name FROM pg_class c
@@ -113,10 +109,20 @@ def sent(
     with psycopg.connect(tracked_server.url(), autocommit=True, row_factory=dict_row) as db:
         db.execute("SELECT pg_stat_statements_reset()")
         api = start_api(work_dir / "logs", env)
+        receiver = start_receiver(work_dir / "logs", work_dir / "tenant-writes-received.jsonl")
         try:
             tenant = make_tenant(db, "tenant writes")
             with api_client(api, tenant) as client:
+                # Every event of the run is delivered to it by the worker below.
+                create_endpoint(client, f"http://127.0.0.1:{receiver.port}")
                 _run_every_path(client, db, faults)
+                # A hold that lapsed: the expire job's first batch job expires it.
+                hold = authorized(client)
+                db.execute(
+                    "UPDATE payments SET capture_before = now() - interval '1 minute'"
+                    " WHERE id = %s",
+                    (hold["payment_id"],),
+                )
         finally:
             api.stop()
         # The expire job's both steps: keys past the key TTL and the tombstone TTL.
@@ -125,8 +131,11 @@ def sent(
             " WHERE tenant_id = %s AND state IN ('COMPLETED', 'FAILED')",
             (tenant.id,),
         )
-        worker = start_worker(work_dir / "logs", {**env, **FAST_WORKER}, once=True)
-        assert worker.wait_exit(timeout=120) == 0, worker.log()
+        try:
+            worker = start_worker(work_dir / "logs", {**env, **FAST_WORKER}, once=True)
+            assert worker.wait_exit(timeout=120) == 0, worker.log()
+        finally:
+            receiver.process.stop()
         # Every operation final, every old key released: the worker did both jobs.
         left = db.execute(
             "SELECT count(*) AS n FROM operations WHERE tenant_id = %s"
@@ -136,6 +145,20 @@ def sent(
             (tenant.id,),
         ).fetchone()
         assert left == {"n": 0}, worker.log()
+        # The hold expired, and the events were delivered (claimed, sent, recorded): all
+        # but the expiry's own, written after the worker's delivery pass.
+        done = db.execute(
+            "SELECT (SELECT count(*) FROM payments WHERE tenant_id = %(t)s"
+            "        AND status = 'EXPIRED') AS expired,"
+            "       (SELECT count(*) FROM webhook_deliveries WHERE tenant_id = %(t)s"
+            "        AND status = 'succeeded') AS delivered,"
+            "       (SELECT count(*) FROM webhook_attempts WHERE tenant_id = %(t)s) AS attempts",
+            {"t": tenant.id},
+        ).fetchone()
+        assert done is not None
+        assert done["expired"] == 1, worker.log()
+        assert done["delivered"] > 0, worker.log()
+        assert done["attempts"] >= done["delivered"], worker.log()
         return [row["query"] for row in db.execute(_SENT, (SERVICE_ROLE,)).fetchall()]
 
 
@@ -215,7 +238,13 @@ def test_the_run_wrote_what_each_path_writes(sent: list[str]) -> None:
         ("INSERT", "payment_modifications"),
         ("UPDATE", "payment_modifications"),
         ("INSERT", "events"),
+        ("LOCK", "webhook_deliveries"),
+        ("UPDATE", "webhook_deliveries"),
+        ("INSERT", "webhook_attempts"),
     } <= made, sorted(made)
+    # The hold expiry's statement and the deliveries' claim and record were among them.
+    for fragment in ("UPDATE payments p", "UPDATE webhook_deliveries AS d", "webhook_attempts"):
+        assert any(fragment in sql for sql in sent), fragment
 
 
 def test_every_allowance_still_matches_a_statement_sent(sent: list[str]) -> None:

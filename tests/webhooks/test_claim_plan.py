@@ -3,8 +3,9 @@ its cap of them: what it sorts is bounded by the endpoints, never by every due d
 
 Ranking every due delivery of every tenant before the LIMIT grew with each backlog (a
 tenant's dead endpoints keep tens of thousands due for three days). On the plan tests'
-seeded database (tests/support/fixtures/plans.py) the claim's plan shows the bound: the
-endpoints with pending deliveries found one index row each (a recursive loose scan of
+seeded database (tests/support/fixtures/plans.py) a tenant's claim's plan shows the bound
+(the claim runs tenant by tenant): the tenant's endpoints with pending deliveries found one
+index row each (a recursive loose scan of
 `ix_webhook_deliveries_endpoint_due`), then for each, a Limit over its range of that index
 by the due time; no other read of the deliveries but by their key (sorting switched off:
 a queue of a few rows the planner would rather sort).
@@ -13,6 +14,8 @@ a queue of a few rows the planner would rather sort).
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +32,8 @@ INDEX = "ix_webhook_deliveries_endpoint_due"
 # order. With sorting switched off too, the plan shows what the statement lets it do.
 SORTS_OFF = (*SCANS_OFF, "enable_sort", "enable_incremental_sort")
 PARAMS: dict[str, Any] = {
+    # The seeded database's first tenant (`md5('tenant' || 0)`).
+    "tenant_id": uuid.UUID(hashlib.md5(b"tenant0").hexdigest()),
     "owner": "worker:plan",
     "lease_s": 30.0,
     "limit": 32,
