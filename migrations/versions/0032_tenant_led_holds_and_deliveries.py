@@ -25,8 +25,8 @@ each by hand first, under another name, and swap it in:
 next_attempt_at, id) WHERE status = 'pending'`): the upgrade leaves an index that already
 leads with tenant_id as it is.
 
-Revision ID: 0031
-Revises: 0028
+Revision ID: 0032
+Revises: 0031
 Create Date: 2026-11-27 18:00:00.000000
 """
 
@@ -37,8 +37,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0031"
-down_revision: str | None = "0028"
+revision: str = "0032"
+down_revision: str | None = "0031"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
