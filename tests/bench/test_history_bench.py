@@ -1,0 +1,60 @@
+"""`python -m bench.history`'s parts that need no system: which partitions `--drop-day-during`
+drops (the oldest day of each partitioned history table, referencing tables first, never a
+DEFAULT partition; none on today's layout), and how the drop's window splits the requests."""
+
+from __future__ import annotations
+
+import math
+
+import psycopg
+import pytest
+
+from app.db.migrate import upgrade_head
+from bench.history import DropWindow, oldest_partitions
+
+_DAYS = ("2026-10-29", "2026-10-30", "2026-10-31")
+
+
+def _partitioned(conn: psycopg.Connection[object], table: str) -> None:
+    conn.execute(f"CREATE TABLE {table} (created_at timestamptz) PARTITION BY RANGE (created_at)")
+    # Created newest first: the oldest is found by its bound, not by its creation order.
+    for day, next_day in reversed(list(zip(_DAYS, (*_DAYS[1:], "2026-11-01"), strict=True))):
+        conn.execute(
+            f"CREATE TABLE {table}_{day.replace('-', '')} PARTITION OF {table}"
+            f" FOR VALUES FROM ('{day}') TO ('{next_day}')"
+        )
+    conn.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
+
+
+def test_the_oldest_day_of_each_partitioned_table_referencing_tables_first(
+    scratch_database: str,
+) -> None:
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        for table in ("operations", "events", "operation_transitions"):
+            _partitioned(conn, table)
+        conn.execute("CREATE TABLE payments (id int)")
+        assert oldest_partitions(conn) == [
+            "operation_transitions_20261029",
+            "events_20261029",
+            "operations_20261029",
+        ]
+
+
+def test_nothing_to_drop_on_todays_layout(scratch_database: str) -> None:
+    upgrade_head(scratch_database)
+    with psycopg.connect(scratch_database) as conn:
+        assert oldest_partitions(conn) == []
+
+
+def test_the_window_holds_the_requests_in_flight_during_the_drop() -> None:
+    window = DropWindow(dropped=["events_20261029"], started=10.0, ended=10.5)
+    # (completion, latency): before; overlapping the start; inside; overlapping the end;
+    # after.
+    window.answered = [(9.0, 0.1), (10.1, 0.2), (10.3, 0.1), (10.7, 0.4), (11.0, 0.1)]
+    summary = window.summary()
+    assert summary["drop_s"] == 0.5
+    assert (summary["before"]["requests"], summary["during"]["requests"]) == (1, 3)
+    assert summary["after"]["requests"] == 1
+    assert summary["during"]["p99_ms"] == pytest.approx(400.0)
+    assert summary["before"]["p50_ms"] == pytest.approx(100.0)
+    assert math.isnan(DropWindow().started)
