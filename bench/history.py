@@ -54,7 +54,7 @@ import psycopg
 from app.db.migrate import upgrade_head
 from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
 from bench.config import BenchConfig
-from bench.history_seed import KEY_PREFIX, TABLES, report, request_body, seed
+from bench.history_seed import KEY_PREFIX, KEY_TTL_S, TABLES, report, request_body, seed
 from bench.loadgen import Request, Response, Target
 from bench.machine import describe_machine, load_average
 from bench.report import Row, write_results
@@ -65,6 +65,8 @@ from tests.support.control.processes import REPO_ROOT
 
 FRESH, SEEDED = "fresh", "seeded"
 PHASES = ("new payments", "replays", "replays, seeded keys", "worker drain")
+# Seeded keys replayed are younger than the key TTL by at least this much (seconds).
+_REPLAY_MARGIN_S = 600
 # Partitioned tables are dropped from, referencing tables first.
 _DROP_ORDER = ("operation_transitions", "events", "idempotency_keys", "payments", "operations")
 
@@ -155,8 +157,10 @@ def drop_oldest_day(url: str, window: DropWindow, after_s: float) -> None:
 
 
 def seeded_keys(url: str, count: int) -> tuple[uuid.UUID, list[tuple[str, bytes, bytes]]]:
-    """A seeded tenant and up to `count` of its newest keys whose answers are stored:
-    (key, request body, stored answer)."""
+    """A seeded tenant and up to `count` of its newest keys whose answers are stored and
+    that the key TTL still lets replay for the next `_REPLAY_MARGIN_S` (the API answers a
+    key past it 422 whether or not the worker has dropped its answer yet): (key, request
+    body, stored answer)."""
     with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT tenant_id FROM operations WHERE idempotency_key LIKE %s"
@@ -170,8 +174,10 @@ def seeded_keys(url: str, count: int) -> tuple[uuid.UUID, list[tuple[str, bytes,
             "SELECT o.idempotency_key, p.merchant_reference, o.response_body FROM operations o"
             " JOIN payments p ON p.operation_id = o.id AND p.tenant_id = o.tenant_id"
             " WHERE o.tenant_id = %s AND o.idempotency_key LIKE %s"
-            " AND o.response_body IS NOT NULL ORDER BY o.created_at DESC LIMIT %s",
-            (tenant, f"{KEY_PREFIX}-%", count),
+            " AND o.response_body IS NOT NULL"
+            " AND o.completed_at > now() - make_interval(secs => %s)"
+            " ORDER BY o.created_at DESC LIMIT %s",
+            (tenant, f"{KEY_PREFIX}-%", KEY_TTL_S - _REPLAY_MARGIN_S, count),
         ).fetchall()
     keys = [
         (key, request_body(int(reference.rpartition("-")[2])), body.encode())

@@ -75,7 +75,9 @@ IDEMPOTENCY_KEYS = "idempotency_keys"
 DECLINE_CODE = "card_declined"
 REJECTED_DETAIL = "invalid account"
 OPERATION = OperationName.CREATE_PAYMENT.value
-_DEFAULTS = Settings.model_fields
+# The settings' TTLs (the service's defaults), which the seeding ages the keys by.
+KEY_TTL_S = int(Settings.model_fields["key_ttl_s"].default)
+TOMBSTONE_TTL_S = int(Settings.model_fields["tombstone_ttl_s"].default)
 _HISTORY_COLUMN = "operation_created_at"
 _KEY_COLUMNS = ("tenant_id", "operation_name", "idempotency_key", "operation_id")
 
@@ -162,8 +164,8 @@ class Plan:
     days: float
     tenants: tuple[uuid.UUID, ...]
     now: datetime
-    key_ttl_s: int = int(_DEFAULTS["key_ttl_s"].default)
-    tombstone_ttl_s: int = int(_DEFAULTS["tombstone_ttl_s"].default)
+    key_ttl_s: int = KEY_TTL_S
+    tombstone_ttl_s: int = TOMBSTONE_TTL_S
 
     def created_at(self, index: int) -> datetime:
         """Evenly over the days, oldest first; the newest a moment before `now`."""
