@@ -1,6 +1,7 @@
 """`python -m bench.history`'s parts that need no system: which partitions `--drop-day-during`
 drops (the oldest day of each partitioned history table, referencing tables first, never a
-DEFAULT partition; none on today's layout), and how the drop's window splits the requests."""
+DEFAULT partition; none on today's layout), how the drop's window splits the requests, and
+which seeded keys the seeded replays send (none the key TTL will refuse during the run)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import psycopg
 import pytest
 
 from app.db.migrate import upgrade_head
-from bench.history import DropWindow, oldest_partitions
+from bench.history import DropWindow, oldest_partitions, seeded_keys
+from bench.history_seed import KEY_TTL_S, seed
 
 _DAYS = ("2026-10-29", "2026-10-30", "2026-10-31")
 
@@ -58,3 +60,22 @@ def test_the_window_holds_the_requests_in_flight_during_the_drop() -> None:
     assert summary["during"]["p99_ms"] == pytest.approx(400.0)
     assert summary["before"]["p50_ms"] == pytest.approx(100.0)
     assert math.isnan(DropWindow().started)
+
+
+def test_seeded_replays_keep_to_keys_the_ttl_still_lets_replay(scratch_database: str) -> None:
+    upgrade_head(scratch_database)
+    seed(scratch_database, payments=400, days=2, tenants=1)
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        # A key 5 minutes short of its TTL: its answer is stored, but the API will answer
+        # it 422 within the run.
+        row = conn.execute(
+            "UPDATE operations SET completed_at = now() - make_interval(secs => %s)"
+            " WHERE id = (SELECT id FROM operations WHERE response_body IS NOT NULL"
+            " ORDER BY created_at DESC LIMIT 1) RETURNING idempotency_key",
+            (KEY_TTL_S - 300,),
+        ).fetchone()
+    assert row is not None
+    _tenant, keys = seeded_keys(scratch_database, 1000)
+    replayed = [key for key, _body, _answer in keys]
+    assert row[0] not in replayed
+    assert len(replayed) > 150
