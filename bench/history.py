@@ -113,9 +113,9 @@ class DropWindow:
         }
 
 
-def oldest_partitions(conn: psycopg.Connection[Any]) -> list[str]:
-    """The oldest range partition of each partitioned history table, referencing tables
-    first; empty on the unpartitioned layout."""
+def oldest_partitions(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
+    """The oldest range partition of each partitioned history table, (table, partition),
+    referencing tables first; empty on the unpartitioned layout."""
     rows = conn.execute(
         "SELECT parent.relname, child.relname, pg_get_expr(child.relpartbound, child.oid)"
         " FROM pg_inherits i JOIN pg_class parent ON parent.oid = i.inhparent"
@@ -130,12 +130,14 @@ def oldest_partitions(conn: psycopg.Connection[Any]) -> list[str]:
             continue  # DEFAULT, or not a range partition: never the oldest day
         if parent not in oldest or bound < oldest[parent][1]:
             oldest[parent] = (child, bound)
-    return [oldest[table][0] for table in _DROP_ORDER if table in oldest]
+    return [(table, oldest[table][0]) for table in _DROP_ORDER if table in oldest]
 
 
-def drop_oldest_day(url: str, window: DropWindow, after_s: float) -> None:
-    """After `after_s`, drop the oldest partitions in one transaction (a thread of its own
-    while the load runs); record when, what, or why nothing."""
+def drop_oldest_day(url: str, window: DropWindow, after_s: float, *, detach: bool) -> None:
+    """After `after_s`, drop the oldest partitions (a thread of its own while the load
+    runs): in one transaction (`DROP TABLE`, which locks each parent table while it runs),
+    or with `detach` each first detached CONCURRENTLY, then dropped. Record when, what, or
+    why nothing."""
     time.sleep(after_s)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -145,12 +147,20 @@ def drop_oldest_day(url: str, window: DropWindow, after_s: float) -> None:
                 log(f"drop-day: {window.note}")
                 return
             window.started = time.perf_counter()
-            with conn.transaction():
-                for partition in partitions:
+            if detach:
+                for table, partition in partitions:
+                    conn.execute(
+                        f'ALTER TABLE "{table}" DETACH PARTITION "{partition}" CONCURRENTLY'
+                    )
                     conn.execute(f'DROP TABLE "{partition}"')
+            else:
+                with conn.transaction():
+                    for _table, partition in partitions:
+                        conn.execute(f'DROP TABLE "{partition}"')
             window.ended = time.perf_counter()
-            window.dropped = partitions
-            log(f"drop-day: dropped {partitions} in {window.ended - window.started:.3f} s")
+            window.dropped = [partition for _table, partition in partitions]
+            window.note = "detached concurrently, then dropped" if detach else "dropped"
+            log(f"drop-day: {window.note} {partitions} in {window.ended - window.started:.3f} s")
     except psycopg.Error as exc:
         window.note = f"the drop failed: {type(exc).__name__}: {exc}"
         log(f"drop-day: {window.note}")
@@ -227,7 +237,9 @@ def replay_seeded(bench: Bench, label: str) -> None:
     )
 
 
-def new_payments(bench: Bench, label: str, drop: DropWindow | None, drop_after_s: float) -> None:
+def new_payments(
+    bench: Bench, label: str, drop: DropWindow | None, drop_after_s: float, *, detach: bool
+) -> None:
     """New payments; with `drop`, the oldest day dropped meanwhile, its window measured."""
     name = f"{label}: new payments"
     if drop is None:
@@ -239,7 +251,10 @@ def new_payments(bench: Bench, label: str, drop: DropWindow | None, drop_after_s
         drop.answered.append((time.perf_counter(), math.nan))
 
     dropper = threading.Thread(
-        target=drop_oldest_day, args=(bench.db.url, drop, drop_after_s), daemon=True
+        target=drop_oldest_day,
+        args=(bench.db.url, drop, drop_after_s),
+        kwargs={"detach": detach},
+        daemon=True,
     )
     dropper.start()
     row = bench.load(
@@ -257,8 +272,9 @@ def new_payments(bench: Bench, label: str, drop: DropWindow | None, drop_after_s
     if drop.dropped:
         window = drop.summary()
         row.notes.append(
-            f"oldest day dropped ({', '.join(drop.dropped)}) in {window['drop_s']} s: p99 before "
-            f"{window['before']['p99_ms']} ms ({window['before']['requests']} requests), during "
+            f"oldest day {drop.note} ({', '.join(drop.dropped)}) in {window['drop_s']} s: "
+            f"p99 before {window['before']['p99_ms']} ms ({window['before']['requests']} "
+            f"requests), during "
             f"{window['during']['p99_ms']} ms ({window['during']['requests']}), after "
             f"{window['after']['p99_ms']} ms ({window['after']['requests']})"
         )
@@ -274,12 +290,13 @@ def run_phases(
     *,
     drop: DropWindow | None = None,
     drop_after_s: float = 5.0,
+    detach: bool = False,
 ) -> list[Row]:
     """Every phase on `database`, with a system of its own; the rows, named `label: ...`."""
     bench = Bench(config, database, work_dir / label)
     try:
         bench.warm_up(bench.target, bench.new_payment_maker("warm"))
-        new_payments(bench, label, drop, drop_after_s)
+        new_payments(bench, label, drop, drop_after_s, detach=detach)
         bench.rows[-1].notes.append(_load())
         bench.replays()
         bench.rows[-1].name = f"{label}: replays"
@@ -393,6 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--drop-after-s", type=float, default=5.0, help="how far into the load to drop (5)"
     )
+    parser.add_argument(
+        "--detach-concurrently",
+        action="store_true",
+        help="detach each partition CONCURRENTLY before dropping it (else one DROP TABLE "
+        "transaction)",
+    )
     return parser
 
 
@@ -429,7 +452,13 @@ def main(argv: list[str] | None = None) -> int:
             with bench_database(durable=True) as fresh:
                 rows += run_phases(config, fresh, work_dir, FRESH)
             rows += run_phases(
-                config, seeded, work_dir, SEEDED, drop=drop, drop_after_s=args.drop_after_s
+                config,
+                seeded,
+                work_dir,
+                SEEDED,
+                drop=drop,
+                drop_after_s=args.drop_after_s,
+                detach=args.detach_concurrently,
             )
         ok = True
     finally:

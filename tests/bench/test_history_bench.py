@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from app.db.migrate import upgrade_head
-from bench.history import DropWindow, oldest_partitions, seeded_keys
+from bench.history import DropWindow, drop_oldest_day, oldest_partitions, seeded_keys
 from bench.history_seed import KEY_TTL_S, seed
 
 _DAYS = ("2026-10-29", "2026-10-30", "2026-10-31")
@@ -36,10 +36,29 @@ def test_the_oldest_day_of_each_partitioned_table_referencing_tables_first(
             _partitioned(conn, table)
         conn.execute("CREATE TABLE payments (id int)")
         assert oldest_partitions(conn) == [
-            "operation_transitions_20261029",
-            "events_20261029",
-            "operations_20261029",
+            ("operation_transitions", "operation_transitions_20261029"),
+            ("events", "events_20261029"),
+            ("operations", "operations_20261029"),
         ]
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_the_oldest_day_is_dropped_or_why_not_is_said(scratch_database: str, detach: bool) -> None:
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        _partitioned(conn, "events")
+    window = DropWindow()
+    drop_oldest_day(scratch_database, window, 0.0, detach=detach)
+    with psycopg.connect(scratch_database) as conn:
+        left = {name for (_table, name) in oldest_partitions(conn)}
+    if detach:
+        # PostgreSQL detaches CONCURRENTLY only where no DEFAULT partition exists.
+        assert window.dropped == []
+        assert "default partition" in window.note
+        assert left == {"events_20261029"}
+    else:
+        assert window.dropped == ["events_20261029"]
+        assert window.ended >= window.started
+        assert left == {"events_20261030"}
 
 
 def test_nothing_to_drop_on_todays_layout(scratch_database: str) -> None:
