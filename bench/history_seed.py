@@ -10,8 +10,8 @@ seeding's start. The rows are made by PostgreSQL itself, `INSERT ... SELECT` ove
 service's own functions, it took 84 s where COPY took 101 s (docs/benchmark.md, "A big,
 old database"). The values are the service's all the same: the fingerprint of the body a
 replay sends (`request_body`), the stored answers and the events' payment JSON byte for
-byte as `app/payments/replies.py` and `payment_json` render them (tests/bench/
-test_history_seed.py compares them), the provider key derived from the payment's id.
+byte as `app/payments/replies.py` and `payment_json` render them (compared with them by
+`tests/bench/test_history_seed.py`), the provider key derived from the payment's id.
 
 Outcomes, one payment in fifty of each kind:
 

@@ -24,7 +24,7 @@ from app.payments import repository as payments
 from app.payments.rows import PaymentRow
 from app.payments.views import payment_json
 from app.provider.parsing import Charge
-from app.tenants.keys import display_prefix, generate_api_key, hash_api_key
+from bench.history import api_key_for
 from bench.history_seed import (
     DECLINE_CODE,
     OPERATION,
@@ -61,15 +61,7 @@ def seeded_api(
 ) -> Iterator[tuple[Process, dict[uuid.UUID, str]]]:
     """The API on the seeded database, and an API key for each seeded tenant."""
     url, figures = seeded
-    keys: dict[uuid.UUID, str] = {}
-    with psycopg.connect(url, autocommit=True) as conn:
-        for tenant in figures["tenants"]:
-            api_key = generate_api_key()
-            conn.execute(
-                "INSERT INTO api_keys (id, tenant_id, key_hash, prefix) VALUES (%s, %s, %s, %s)",
-                (uuid.uuid4(), tenant, hash_api_key(api_key), display_prefix(api_key)),
-            )
-            keys[uuid.UUID(tenant)] = api_key
+    keys = {uuid.UUID(tenant): api_key_for(url, uuid.UUID(tenant)) for tenant in figures["tenants"]}
     assert provider.url is not None
     process = start_api(tmp_path_factory.mktemp("history") / "logs", api_env(url, provider.url),
                         workers=1)  # fmt: skip
