@@ -298,3 +298,44 @@ def test_the_seed_prints_its_phases_rates_and_disk(seeded: tuple[str, dict[str, 
         "operation_transitions",
         "events",
     }
+
+
+def test_the_columns_of_the_next_layout_are_filled_where_they_exist(scratch_database: str) -> None:
+    """The day-partitioned layout's additions, made by hand on today's: the history tables'
+    `operation_created_at` and the narrow `idempotency_keys` table. 40 days, so that some
+    keys are past the tombstone TTL and released (no key row)."""
+    upgrade_head(scratch_database)
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        for table in ("operation_transitions", "events"):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN operation_created_at timestamptz")
+        conn.execute(
+            "CREATE TABLE idempotency_keys (tenant_id uuid NOT NULL, operation_name text NOT NULL,"
+            " idempotency_key text NOT NULL, operation_id uuid NOT NULL REFERENCES operations,"
+            " operation_created_at timestamptz NOT NULL,"
+            " PRIMARY KEY (tenant_id, operation_name, idempotency_key))"
+        )
+    figures = seed(scratch_database, payments=400, days=40, chunk=150)
+    assert figures["layout"] == {
+        "history_created_at": ["events", "operation_transitions"],
+        "idempotency_keys": True,
+        "partitioned": [],
+    }
+    assert set(figures["key_states"]) == {"replayable", "tombstone", "released"}
+    assert figures["rows"] == 7 * 400
+    counts = _rows(
+        scratch_database,
+        "SELECT (SELECT count(*) FROM operation_transitions t JOIN operations o"
+        "         ON o.id = t.operation_id AND o.created_at = t.operation_created_at) AS edges,"
+        " (SELECT count(*) FROM events e JOIN operations o"
+        "         ON o.id = e.operation_id AND o.created_at = e.operation_created_at) AS events,"
+        " (SELECT count(*) FROM idempotency_keys k JOIN operations o ON o.id = k.operation_id"
+        "         AND o.tenant_id = k.tenant_id AND o.operation_name = k.operation_name"
+        "         AND o.idempotency_key = k.idempotency_key"
+        "         AND o.created_at = k.operation_created_at) AS keys,"
+        " (SELECT count(*) FROM idempotency_keys) AS key_rows,"
+        " (SELECT count(*) FROM operations WHERE idempotency_key IS NOT NULL) AS held",
+    )[0]
+    assert counts["edges"] == 3 * 400
+    assert counts["events"] == 400
+    assert counts["keys"] == counts["key_rows"] == counts["held"]
+    assert counts["held"] == 400 - figures["key_states"]["released"]
