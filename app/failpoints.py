@@ -18,6 +18,7 @@ otherwise a few microseconds wide:
                     creating a webhook endpoint: the tenant's count checked (under its
                     lock), the endpoint not inserted yet
     settle_claimed  a settlement run holds its day's lease, nothing read or compared yet
+    partitions_pass the worker's partitions pass has started, no partition made or retired
     command_before_ack
                     `payments consume`: a command's outcome is committed, its reply not
                     published and its delivery not acked yet

@@ -15,6 +15,7 @@ from app.observability.metrics import Metrics
 from app.partitions.job import PartitionJob, PartitionMetrics, Pass
 from tests.partitions.conftest import TABLE, Scratch
 from tests.support.control.spawner import Spawner
+from tests.support.control.waiting import wait_until
 
 
 def _run(scratch: Scratch, metrics: Metrics, today: date) -> Pass:
@@ -101,3 +102,18 @@ def test_the_worker_makes_the_days_ahead_as_it_starts(
     assert {TABLE.day_partition(today + timedelta(days=i)) for i in range(1, 8)} <= made
     assert len(made) == 8
     assert "day partitions made ahead" in worker.log()
+
+
+def test_a_worker_stopped_during_a_pass_stops_cleanly(spawn: Spawner) -> None:
+    # The pass is held at its start (the failpoint) when the worker is told to stop: the
+    # scheduler's shutdown cancels it, which is a stop, not a failed job with a traceback.
+    worker = spawn.worker(once=False, PAYMENTS_FAILPOINTS="partitions_pass=120")
+    wait_until(
+        lambda: "partitions pass started" in worker.log(),
+        timeout=60,
+        message="the worker's first partitions pass to start",
+    )
+    assert worker.stop(timeout=30) == 0, worker.log()
+    log = worker.log()
+    assert "partitions pass interrupted by the stop" in log
+    assert "Traceback" not in log, log

@@ -44,10 +44,10 @@ _QUEUE = """
         SELECT gen_random_uuid(), %(tenant)s, 'create_payment', 'key-' || g, 'f',
                'COMPLETED', 1
         FROM generate_series(1, %(n)s) AS g
-        RETURNING id
+        RETURNING id, created_at
     ), event AS (
-        INSERT INTO events (id, tenant_id, type, operation_id, data)
-        SELECT gen_random_uuid(), %(tenant)s, 'payment.succeeded', id, '{}'::jsonb
+        INSERT INTO events (id, tenant_id, type, operation_id, data, operation_created_at)
+        SELECT gen_random_uuid(), %(tenant)s, 'payment.succeeded', id, '{}'::jsonb, created_at
         FROM operation
         RETURNING id
     )
@@ -71,7 +71,13 @@ def claims_url(database_url: str) -> Iterator[str]:
 def claims_db(claims_url: str) -> Iterator[Db]:
     with psycopg.connect(claims_url, autocommit=True, row_factory=dict_row) as conn:
         yield conn
-        for table in ("webhook_deliveries", "webhook_endpoints", "events", "operations"):
+        for table in (
+            "webhook_deliveries",
+            "webhook_endpoints",
+            "events",
+            "idempotency_keys",
+            "operations",
+        ):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("DELETE FROM tenants")
 
