@@ -34,9 +34,15 @@ CHECKPOINT. It prints each phase's time, the rows a second and the disk used, in
 per table with its indexes.
 
 Layouts: the columns other layouts add are filled when they exist (information_schema,
-read once): `operation_created_at` on operation_transitions and events, and the
-`idempotency_keys` table (one row per key not released). A partitioned table is loaded
-through its parent; its partitions must cover the D days.
+read once): `operation_created_at` on operation_transitions and events (the operation's
+`created_at`), and the `idempotency_keys` table (one row per key not released, naming its
+operation's `created_at`). The key rows are inserted before their operations: the
+`BEFORE INSERT` trigger on `operations` (migration 0029) then finds each key's row and
+leaves it. A partitioned table is loaded through its parent, and the seeded days get
+partitions of their own first: the legacy partition, which on a fresh database holds
+everything before today and nothing yet, is narrowed to end where the seeding begins
+(it must be empty), and the calendar (`app/partitions/calendar.py`, `create_ahead`)
+makes each day's partition from the seeding's first day on, as the worker makes them.
 
     .venv/bin/python -m bench.history_seed DATABASE_URL --payments 200000 --days 30
 """
@@ -44,13 +50,14 @@ through its parent; its partitions must cover the D days.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -59,6 +66,8 @@ from app.errors import PROBLEM_JSON
 from app.idempotency.replies import JSON
 from app.operations.repository import CLAIM_TRIGGER, SEND_REASON
 from app.operations.values import OperationName
+from app.partitions.calendar import create_ahead
+from app.partitions.layout import PARTITIONED, PartitionedTable, day_bounds
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.registry import DEFAULT_NAME
 from app.settings import Settings
@@ -335,15 +344,53 @@ def statements(layout: Layout) -> list[str]:
             history_value=", created" if there else "",
         )
 
-    chunk = [
+    # The key rows first: the claim trigger of `operations` then finds each one there.
+    chunk = [_PAYMENT + _KEYS] if layout.idempotency_keys else []
+    chunk += [
         _OPERATIONS,
         _PAYMENTS,
         _PAYMENT + history("operation_transitions", _TRANSITIONS),
         _PAYMENT + history("events", _EVENTS),
     ]
-    if layout.idempotency_keys:
-        chunk.append(_PAYMENT + _KEYS)
     return chunk
+
+
+def _narrow_legacy(conn: psycopg.Connection[Any], table: PartitionedTable, first: date) -> None:
+    """`table`'s legacy partition made to end at `first` (it must be empty)."""
+    row = conn.execute(
+        "SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+        " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass"
+        " AND c.relname = %s",
+        (table.table, table.legacy),
+    ).fetchone()
+    if row is None:
+        return
+    if conn.execute(f'SELECT EXISTS (SELECT FROM "{table.legacy}")').fetchone() != (False,):
+        raise SystemExit(f"{table.legacy} holds rows: the seeding wants a fresh database")
+    end = day_bounds(first)[0]
+    with conn.transaction():
+        conn.execute(f'ALTER TABLE "{table.table}" DETACH PARTITION "{table.legacy}"')
+        conn.execute(
+            f'ALTER TABLE "{table.table}" ATTACH PARTITION "{table.legacy}"'
+            f" FOR VALUES FROM (MINVALUE) TO ('{end.isoformat()}')"
+        )
+
+
+async def _make_days(url: str, tables: list[PartitionedTable], first: date, last: date) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for table in tables:
+            await create_ahead(conn, table, premake_days=(last - first).days, today=first)
+
+
+def make_day_partitions(
+    conn: psycopg.Connection[Any], url: str, layout: Layout, first: date, last: date
+) -> None:
+    """Each partitioned history table given a partition of each day from `first` to
+    `last` (module docstring, "Layouts")."""
+    tables = [table for table in PARTITIONED if table.table in layout.partitioned]
+    for table in tables:
+        _narrow_legacy(conn, table, first)
+    asyncio.run(_make_days(url, tables, first, last))
 
 
 @dataclass(frozen=True)
@@ -366,7 +413,12 @@ def secondary_indexes(conn: psycopg.Connection[Any], tables: tuple[str, ...]) ->
         " ORDER BY t.relname, i.relname",
         (list(tables),),
     ).fetchall()
-    return [Index(name, table, definition) for name, table, definition in rows]
+    # A partitioned table's index prints as `ON ONLY parent`, which would build the parent's
+    # index alone (invalid, its partitions without one): built on the whole table instead.
+    return [
+        Index(name, table, definition.replace(" ON ONLY ", " ON ", 1))
+        for name, table, definition in rows
+    ]
 
 
 def foreign_keys(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> list[Index]:
@@ -445,6 +497,10 @@ def seed(
             tenants=tuple(make_tenants(conn, tenants, now - timedelta(days=days + 1))),
             now=now,
         )
+        if layout.partitioned:
+            first_day = plan.created_at(0).astimezone(UTC).date()
+            make_day_partitions(conn, database_url, layout, first_day, now.date())
+            _log(f"day partitions from {first_day} on")
         keys = foreign_keys(conn, layout.tables)
         indexes = secondary_indexes(conn, layout.tables)
         with conn.transaction():

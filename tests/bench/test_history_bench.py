@@ -1,11 +1,13 @@
 """`python -m bench.history`'s parts that need no system: which partitions `--drop-day-during`
 drops (the oldest day of each partitioned history table, referencing tables first, never a
-DEFAULT partition; none on today's layout), how the drop's window splits the requests, and
-which seeded keys the seeded replays send (none the key TTL will refuse during the run)."""
+DEFAULT partition nor the legacy one; none where no history table is partitioned), how the
+drop's window splits the requests, and which seeded keys the seeded replays send (none the
+key TTL will refuse during the run)."""
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -61,10 +63,39 @@ def test_the_oldest_day_is_dropped_or_why_not_is_said(scratch_database: str, det
         assert left == {"events_20261030"}
 
 
-def test_nothing_to_drop_on_todays_layout(scratch_database: str) -> None:
+@pytest.mark.parametrize("detach", [False, True])
+def test_the_seeded_layouts_oldest_day_is_found_and_dropped(
+    scratch_database: str, detach: bool
+) -> None:
     upgrade_head(scratch_database)
+    figures = seed(scratch_database, payments=300, days=3, tenants=1)
+    first = datetime.fromisoformat(figures["seeded_at"]).astimezone(UTC).date() - timedelta(days=3)
     with psycopg.connect(scratch_database) as conn:
+        # The legacy partition (FROM MINVALUE) is no day: never the oldest.
+        assert oldest_partitions(conn) == [
+            ("operation_transitions", f"operation_transitions_p{first:%Y%m%d}"),
+            ("events", f"events_p{first:%Y%m%d}"),
+        ]
+    window = DropWindow()
+    drop_oldest_day(scratch_database, window, 0.0, detach=detach)
+    assert window.dropped == [f"operation_transitions_p{first:%Y%m%d}", f"events_p{first:%Y%m%d}"]
+    following = first + timedelta(days=1)
+    with psycopg.connect(scratch_database) as conn:
+        assert oldest_partitions(conn) == [
+            ("operation_transitions", f"operation_transitions_p{following:%Y%m%d}"),
+            ("events", f"events_p{following:%Y%m%d}"),
+        ]
+
+
+def test_nothing_to_drop_where_no_history_table_is_partitioned(scratch_database: str) -> None:
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        for table in ("operation_transitions", "events", "operations"):
+            conn.execute(f"CREATE TABLE {table} (created_at timestamptz)")
         assert oldest_partitions(conn) == []
+    window = DropWindow()
+    drop_oldest_day(scratch_database, window, 0.0, detach=False)
+    assert window.dropped == []
+    assert window.note == "no partitioned history table: nothing to drop"
 
 
 def test_the_window_holds_the_requests_in_flight_during_the_drop() -> None:

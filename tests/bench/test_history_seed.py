@@ -290,35 +290,30 @@ def test_the_seed_prints_its_phases_rates_and_disk(seeded: tuple[str, dict[str, 
         "checkpoint",
         "total",
     }
-    assert figures["rows"] == 6 * PAYMENTS
+    assert figures["rows"] == 7 * PAYMENTS
     assert figures["disk"]["database_mib"] > figures["database_mib_before"]
     assert set(figures["disk"]["tables"]) == {
         "operations",
         "payments",
         "operation_transitions",
         "events",
+        "idempotency_keys",
     }
 
 
-def test_the_columns_of_the_next_layout_are_filled_where_they_exist(scratch_database: str) -> None:
-    """The day-partitioned layout's additions, made by hand on today's: the history tables'
-    `operation_created_at` and the narrow `idempotency_keys` table. 40 days, so that some
-    keys are past the tombstone TTL and released (no key row)."""
+def test_the_partitioned_layout_gets_its_columns_key_rows_and_days(
+    scratch_database: str,
+) -> None:
+    """The head's layout as it is: the history tables partitioned by their operation's day,
+    with `operation_created_at`, and the `idempotency_keys` table with its claim trigger on
+    `operations`. 40 days, so that some keys are past the tombstone TTL and released (no
+    key row)."""
     upgrade_head(scratch_database)
-    with psycopg.connect(scratch_database, autocommit=True) as conn:
-        for table in ("operation_transitions", "events"):
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN operation_created_at timestamptz")
-        conn.execute(
-            "CREATE TABLE idempotency_keys (tenant_id uuid NOT NULL, operation_name text NOT NULL,"
-            " idempotency_key text NOT NULL, operation_id uuid NOT NULL REFERENCES operations,"
-            " operation_created_at timestamptz NOT NULL,"
-            " PRIMARY KEY (tenant_id, operation_name, idempotency_key))"
-        )
     figures = seed(scratch_database, payments=400, days=40, chunk=150)
     assert figures["layout"] == {
         "history_created_at": ["events", "operation_transitions"],
         "idempotency_keys": True,
-        "partitioned": [],
+        "partitioned": ["events", "operation_transitions"],
     }
     assert set(figures["key_states"]) == {"replayable", "tombstone", "released"}
     assert figures["rows"] == 7 * 400
@@ -333,9 +328,44 @@ def test_the_columns_of_the_next_layout_are_filled_where_they_exist(scratch_data
         "         AND o.idempotency_key = k.idempotency_key"
         "         AND o.created_at = k.operation_created_at) AS keys,"
         " (SELECT count(*) FROM idempotency_keys) AS key_rows,"
-        " (SELECT count(*) FROM operations WHERE idempotency_key IS NOT NULL) AS held",
+        " (SELECT count(*) FROM operations WHERE idempotency_key IS NOT NULL) AS held,"
+        " (SELECT count(*) FROM events_legacy) + (SELECT count(*)"
+        "         FROM operation_transitions_legacy) AS legacy,"
+        " (SELECT count(*) FROM pg_index WHERE NOT indisvalid) AS invalid",
     )[0]
     assert counts["edges"] == 3 * 400
     assert counts["events"] == 400
     assert counts["keys"] == counts["key_rows"] == counts["held"]
     assert counts["held"] == 400 - figures["key_states"]["released"]
+    # Every seeded row in its day's partition, each with the parent's indexes.
+    assert counts["legacy"] == 0
+    assert counts["invalid"] == 0
+    days = _rows(
+        scratch_database,
+        "SELECT tableoid::regclass::text AS partition,"
+        " bool_and(to_char(operation_created_at AT TIME ZONE 'UTC', '_pYYYYMMDD')"
+        "          = right(tableoid::regclass::text, 10)) AS own_day"
+        " FROM events GROUP BY 1 ORDER BY 1",
+    )
+    assert len(days) == 41
+    assert all(day["own_day"] for day in days)
+    indexes = _rows(
+        scratch_database,
+        "SELECT p.relname AS parent, count(c.oid) AS partitions FROM pg_class p"
+        " JOIN pg_inherits i ON i.inhparent = p.oid JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE p.relkind = 'I' GROUP BY 1",
+    )
+    partitions = _rows(
+        scratch_database,
+        "SELECT count(*) FILTER (WHERE inhparent = 'events'::regclass) AS events,"
+        " count(*) FILTER (WHERE inhparent = 'operation_transitions'::regclass) AS edges"
+        " FROM pg_inherits",
+    )[0]
+    assert {row["parent"]: row["partitions"] for row in indexes} == {
+        "pk_events": partitions["events"],
+        "uq_events_tenant_id_operation_id_type_operation_created_at": partitions["events"],
+        "ix_events_feed": partitions["events"],
+        "pk_operation_transitions": partitions["edges"],
+        "ix_operation_transitions_operation_id": partitions["edges"],
+        "ix_operation_transitions_recovery": partitions["edges"],
+    }
