@@ -36,9 +36,11 @@ per table with its indexes.
 Layouts: the columns other layouts add are filled when they exist (information_schema,
 read once): `operation_created_at` on operation_transitions and events (the operation's
 `created_at`), and the `idempotency_keys` table (one row per key not released, naming its
-operation's `created_at`). The key rows are inserted before their operations: the
-`BEFORE INSERT` trigger on `operations` (migration 0029) then finds each key's row and
-leaves it. A partitioned table is loaded through its parent, and the seeded days get
+operation's `created_at`). The key rows are inserted before their operations: on a layout
+between migrations 0029 and 0033 the `BEFORE INSERT` trigger on `operations` then finds
+each key's row and leaves it (0033 drops it). A partitioned table (`operations` and
+`payments` by their `created_at`, the history by its operation's) is loaded through its
+parent, and the seeded days get
 partitions of their own first: the legacy partition, which on a fresh database holds
 everything before today and nothing yet, is narrowed to end where the seeding begins
 (it must be empty), and the calendar (`app/partitions/calendar.py`, `create_ahead`)
@@ -385,7 +387,7 @@ async def _make_days(url: str, tables: list[PartitionedTable], first: date, last
 def make_day_partitions(
     conn: psycopg.Connection[Any], url: str, layout: Layout, first: date, last: date
 ) -> None:
-    """Each partitioned history table given a partition of each day from `first` to
+    """Each partitioned table given a partition of each day from `first` to
     `last` (module docstring, "Layouts")."""
     tables = [table for table in PARTITIONED if table.table in layout.partitioned]
     for table in tables:

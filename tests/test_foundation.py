@@ -36,12 +36,22 @@ def test_migrations_and_models_agree(database_url: str) -> None:
     assert differences == []
 
 
-def test_scoped_key_is_unique_in_the_schema(db: psycopg.Connection[DictRow]) -> None:
-    row = db.execute(
-        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint "
-        "WHERE conname = 'uq_operations_tenant_id_operation_name_idempotency_key'"
-    ).fetchone()
-    assert row == {"def": "UNIQUE (tenant_id, operation_name, idempotency_key)"}
+def test_scoped_key_is_unique_in_the_key_table_alone(db: psycopg.Connection[DictRow]) -> None:
+    # The key table's primary key decides the claim; `operations`, partitioned by day, has
+    # no unique key on the idempotency key (it would have to hold the day).
+    rows = db.execute(
+        "SELECT conrelid::regclass::text AS tbl, pg_get_constraintdef(oid) AS def"
+        " FROM pg_constraint WHERE contype IN ('p', 'u')"
+        " AND conrelid IN ('idempotency_keys'::regclass, 'operations'::regclass)"
+        " ORDER BY 1"
+    ).fetchall()
+    assert rows == [
+        {
+            "tbl": "idempotency_keys",
+            "def": "PRIMARY KEY (tenant_id, operation_name, idempotency_key)",
+        },
+        {"tbl": "operations", "def": "PRIMARY KEY (id, created_at)"},
+    ]
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 One statement asks every place the text could be, each an index probe, and answers with
 the records that hold it:
 
-    typed                       looked for in                       by the index
+    typed                       looked for in                       by the index (`*`: with
+                                                                    `_created_at`)
     a uuid (either spelling)    operations, payments, refunds,      their primary keys
                                 events: the id
     evt_<hex> / wd_<hex>        events / webhook_deliveries: id     their primary keys
@@ -11,10 +12,10 @@ the records that hold it:
                                 payments.provider_charge_id         ix_payments_provider_charge_id
                                 payments.merchant_reference         ix_payments_merchant_reference
                                 payments.account_id, newest first   ix_payments_account_created
-                                payments.provider_key               uq_payments_provider_key
+                                payments.provider_key               uq_payments_provider_key*
                                 refunds.provider_refund_id          ix_refunds_provider_refund_id
                                 refunds.provider_key                uq_refunds_provider_key
-    payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key
+    payment-<uuid>:<n>          payments.provider_key: the payment  uq_payments_provider_key*
                                 whose attempt n it names
 
 Captures and voids (`payment_modifications`) are looked for the same way: their id (a uuid)

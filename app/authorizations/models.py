@@ -66,10 +66,12 @@ class PaymentModification(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
-    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("payments.id"))
-    operation_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("operations.id"), unique=True
-    )
+    # No foreign keys to `payments` or `operations`: both are partitioned by day, and a key
+    # to them would have to name the day too. The claim writes its operation and this row
+    # in one statement, reading the payment under its row lock (docs/scaling.md, "Time
+    # partitions").
+    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), unique=True)
     type: Mapped[str] = mapped_column(String(16))
     # Derived from the modification's own id and stored at claim time (`capture-<uuid>`,
     # `void-<uuid>`); every call for it, first or recovery, sends it.

@@ -60,9 +60,10 @@ class Event(Base):
     # so an event can never appear behind a cursor a reader already passed.
     txid: Mapped[int] = mapped_column(BigInteger, server_default=text(CURRENT_XID))
     type: Mapped[str] = mapped_column(String(64))
-    operation_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE")
-    )
+    # No foreign key to `operations`: it is partitioned by day, and a key to it would have
+    # to name the day too; the outbox writes the event from the operation row it changes
+    # (docs/scaling.md, "Time partitions").
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     data: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     # The operation's created_at, written by the outbox statement from the operation row it

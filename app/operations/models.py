@@ -4,8 +4,8 @@
 An operation is one client request identified by (tenant, operation name, idempotency key).
 The key table's primary key on that triple is what decides races: the first INSERT of the
 key wins and inserts its operation, every other request finds the winner's row through the
-key. The key table is narrow and never partitioned, so the history beside it can be
-partitioned by time (docs/scaling.md).
+key. The key table is narrow and never partitioned, so the operations and their history beside it
+are partitioned by time (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    UniqueConstraint,
     func,
     text,
 )
@@ -42,10 +41,6 @@ class Operation(Base):
 
     __tablename__ = "operations"
     __table_args__ = (
-        # The key's claim is decided by `idempotency_keys` (below); this constraint still
-        # guards a mix with a release that claims here, and goes when operations is
-        # partitioned by time (a unique key must then hold the partition column).
-        UniqueConstraint("tenant_id", "operation_name", "idempotency_key"),
         CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
         CheckConstraint("fence >= 1", name="fence_positive"),
         # The reconcile scan, tenant by tenant (`app/operations/leases.py`): what is unknown
@@ -89,10 +84,16 @@ class Operation(Base):
                 "response_expired_at IS NOT NULL AND idempotency_key IS NOT NULL"
             ),
         ),
+        # One partition per UTC day of creation (docs/scaling.md, "Time partitions"; the
+        # partitions: app/partitions/layout.py). No unique key on the idempotency key: the
+        # key table below decides the claim (migration 0033 dropped it).
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
+    # The key of a partitioned table holds its partition column: (id, created_at). The id
+    # is a random UUID, unique by construction.
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    # No index of its own: the unique constraint below leads with tenant_id.
+    # No index of its own: `ix_operations_tenant_created` leads with tenant_id.
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
     operation_name: Mapped[str] = mapped_column(String(64))
     # NULL once the tombstone is released: the key is then free for a new operation, while
@@ -113,7 +114,10 @@ class Operation(Base):
     response_status: Mapped[int | None] = mapped_column(Integer)
     response_headers: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     response_body: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # The claim's `now()`, the same as its key's `operation_created_at`: the partition column.
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True, server_default=func.now()
+    )
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set by the expire job when it drops the stored response and keeps only a tombstone.
@@ -138,7 +142,7 @@ class IdempotencyKey(Base):
 
     The claim inserts this row first (its primary key decides the race) and the operation
     only from the row it inserted; a read by key comes through here to the operation by its
-    id and `created_at`, the column the history is to be partitioned by. Releasing the key
+    id and `created_at`, the column `operations` is partitioned by. Releasing the key
     deletes the row. No foreign key to `operations`: one to a table partitioned by time would
     have to name the partition column too, and the claim writes both rows in one statement.
     """
@@ -175,9 +179,9 @@ class OperationTransition(Base):
 
     # The key of a partitioned table holds its partition column: (id, operation_created_at).
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    operation_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("operations.id", ondelete="CASCADE"), index=True
-    )
+    # No foreign key to `operations`: it is partitioned by day, and a key to it would have
+    # to name the day too; the verb writes this row from the operation row it changes.
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), index=True)
     # The operation's tenant, written by the verb from the row it changes: every statement
     # of a verb stays within one tenant (on Citus, this table is co-located with
     # `operations`). Migration 0028 filled the rows written before.

@@ -43,7 +43,8 @@ _AUDIT = """
 # inserted, with the same `now()` as its `created_at`. A taken key is read through its row,
 # to the operation by id and `created_at` (`KEYED_OPERATION`: one partition of a history
 # partitioned by time). A guarded claim (`ClaimGuard`) reads its guard first and inserts the
-# key's row only from an ok row.
+# key's row only from an ok row. The subject's row (a payment) takes its `created_at` from
+# `changed` too: it is partitioned by it, in its operation's day (docs/scaling.md).
 _CLAIM = """
     WITH {guard}claimed_key AS (
         INSERT INTO idempotency_keys (tenant_id, operation_name, idempotency_key,

@@ -16,7 +16,7 @@ the attach clones the parent's indexes and foreign keys onto it. Each table's da
 in one transaction under a transaction-level advisory lock of that table's: two workers
 making the same days queue on it, and the second finds them made
 (`tests/partitions/test_calendar.py` runs two at once). The attach clones the table's
-foreign keys, which locks each table they reference (`operations`) against writes until
+foreign keys, which locks each table they reference (`tenants`) against writes until
 the transaction ends, and writes arriving while it waits queue behind it: so every lock is
 waited for `LOCK_TIMEOUT` (1 s) at most, then asked for again, five times in all
 (`tests/partitions/test_real_tables.py`: a write waits a second at most).
@@ -41,7 +41,7 @@ logger = logging.getLogger("payments.partitions")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('payments.partitions:' || %(table)s))"
 _EXISTS = "SELECT to_regclass(%(name)s) IS NOT NULL"
 # Attaching a day clones the table's foreign keys onto it, which takes a SHARE ROW EXCLUSIVE
-# lock on each table they reference (`operations`, `tenants`) until the transaction ends:
+# lock on each table they reference (`tenants`) until the transaction ends:
 # it waits for the writes under way there, and every write that comes meanwhile queues
 # behind it. Waiting at most this long bounds that queue; the days ahead leave time to ask
 # again.

@@ -1,26 +1,31 @@
 """The conversion of a table to day partitions, online: the same steps for an empty table
 and one of a billion rows (docs/scaling.md, "Time partitions").
 
-Per table (`SHAPES`, app/partitions/shapes.py), after migration 0030 gave it
-`operation_created_at`:
+Per table (`SHAPES`, app/partitions/shapes.py), once it has its partition column (the
+history's `operation_created_at`, added by migration 0030; the records' own `created_at`):
 
-1. `backfill`: rows still without their operation's day get it, in batches, each its own
-   transaction when run online (row locks held for one batch).
+1. `backfill`: history rows still without their operation's day get it, in batches, each
+   its own transaction when run online (row locks held for one batch). The records' column
+   is NOT NULL already: nothing to fill.
 2. `build_indexes`: the unique indexes the partitioned table needs (each holds the partition
    column) are built on the table itself, CONCURRENTLY when online.
-3. `add_check`, `validate_check`: CHECK (operation_created_at IS NOT NULL AND
-   operation_created_at < cutover) NOT VALID (under a short lock timeout, retried, online),
+3. `add_check`, `validate_check`: CHECK (<column> IS NOT NULL AND <column> < cutover)
+   NOT VALID (under a short lock timeout, retried, online),
    then VALIDATE (a scan under SHARE UPDATE EXCLUSIVE: reads and writes go on). The
    cutover is a UTC midnight far enough ahead that the swap comes before it.
-4. `swap`: one short transaction under `lock_timeout`, retried: the table becomes
-   `<table>_legacy`, the partitioned parent is created with the same columns and defaults,
-   its keys and indexes (empty: instant), the legacy table is attached FOR VALUES FROM
+4. `swap`: one short transaction under `lock_timeout`, retried: the tables it touches are
+   locked in the service's order (`LOCK_ORDER`), the foreign keys into the table and its
+   row triggers are dropped, the table becomes `<table>_legacy`, the partitioned parent is
+   created with the same columns, defaults and CHECKs, its keys and indexes (empty:
+   instant), the legacy table is attached FOR VALUES FROM
    (MINVALUE) TO (cutover) (the CHECK proves the bound: no scan; its indexes and foreign
    keys are taken as the parent's), and the days from the cutover get their partitions.
 
 `convert_online` runs them with the service running (`payments partitions convert`);
-migration 0031 runs the same functions in its own transaction, under an ACCESS EXCLUSIVE
-lock, on a table small enough for that (`SMALL_ROWS`).
+migrations 0031 (the history) and 0033 (the records) run the same functions through
+`convert_locked`, in their own transaction, under ACCESS EXCLUSIVE locks, on tables small
+enough for that (`SMALL_ROWS`). Their downgrade is `unconvert.py`; what a swap touches
+besides the table, `swap_scope.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import psycopg
 from psycopg import sql
 
 from app.partitions.layout import PartitionedTable, day_bounds
-from app.partitions.shapes import SHAPES, Shape
+from app.partitions.shapes import LOCK_ORDER, SHAPES, Shape
+from app.partitions.swap_scope import dependent_views, swap_locks
 
 logger = logging.getLogger("payments.partitions")
 
@@ -94,8 +100,11 @@ def online_cutover(now: datetime) -> datetime:
 def backfill(conn: Conn, shape: Shape) -> int:
     """Give every row without it its operation's day, `BATCH` rows of `batch_column` at a
     time (each its own transaction when `conn` is in autocommit); how many rows it filled.
-    Rows written from now on have it already (the service names it, else 0030's trigger)."""
+    Rows written from now on have it already (the service names it, else 0030's trigger).
+    A table partitioned by its own NOT NULL column has nothing to fill."""
     table, column, by = shape.layout.table, shape.layout.column, shape.batch_column
+    if by is None:
+        return 0
     upto = int(
         str(
             _one(
@@ -146,7 +155,7 @@ def build_index(conn: Conn, table: str, name: str, columns: str, *, concurrently
 
 def build_indexes(conn: Conn, shape: Shape, *, concurrently: bool) -> None:
     """The partitioned table's unique keys, built on the table as its legacy partition will
-    hold them: the primary key (id, operation_created_at), and each unique key."""
+    hold them: the primary key (id, partition column), and each unique key."""
     table, column = shape.layout.table, shape.layout.column
     build_index(conn, table, shape.legacy_pkey, f"(id, {column})", concurrently=concurrently)
     for name, columns in shape.legacy_unique:
@@ -226,22 +235,26 @@ def swap(conn: Conn, shape: Shape, cutover: datetime, *, days_ahead: int = DAYS_
     def run(statement: sql.Composed | sql.SQL) -> None:
         conn.execute(statement)
 
-    # The locks in the service's own order (an operation's row, then its audit row or event,
-    # then what references those), so that the swap and a payment never wait on each other
-    # in a circle: `operations` is locked against writes for the swap's few milliseconds
-    # (the parent's foreign key to it needs that lock anyway).
-    run(sql.SQL("LOCK TABLE operations IN SHARE ROW EXCLUSIVE MODE"))
-    run(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+    for locked, mode in swap_locks(shape):
+        run(sql.SQL("LOCK TABLE {} IN {} MODE").format(_ident(locked), sql.SQL(mode)))
     for fk in shape.incoming:
         run(
             sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(
                 _ident(fk.table), _ident(fk.name)
             )
         )
+    for trigger in shape.triggers:
+        run(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(_ident(trigger), table))
+        run(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(_ident(trigger)))
+    views = dependent_views(conn, layout.table)
     run(sql.SQL("ALTER TABLE {} RENAME TO {}").format(table, legacy))
     for name, _columns in shape.indexes:
-        run(sql.SQL("ALTER INDEX {} RENAME TO {}").format(_ident(name), _ident(f"{name}_legacy")))
-    for name in (shape.old_primary_key, *shape.old_uniques):
+        run(
+            sql.SQL("ALTER INDEX IF EXISTS {} RENAME TO {}").format(
+                _ident(name), _ident(f"{name}_legacy")
+            )
+        )
+    for name in (shape.old_primary_key, *(name for name, _columns in shape.old_uniques)):
         run(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(legacy, _ident(name)))
     # NOT NULL from the validated CHECK: no scan.
     run(sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL").format(legacy, column))
@@ -271,11 +284,15 @@ def swap(conn: Conn, shape: Shape, cutover: datetime, *, days_ahead: int = DAYS_
                 legacy, _ident(shape.identity)
             )
         )
+    # The table's CHECKs as they are (the legacy partition's are merged with them at the
+    # attach), but the cutover's, which is the legacy partition's alone.
     run(
         sql.SQL(
-            "CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING STORAGE) PARTITION BY RANGE ({})"
+            "CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING CONSTRAINTS)"
+            " PARTITION BY RANGE ({})"
         ).format(table, legacy, column)
     )
+    run(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(table, _ident(shape.check)))
     if shape.identity is not None and identity_at is not None:
         run(
             sql.SQL("ALTER TABLE {} ALTER COLUMN {} ADD GENERATED BY DEFAULT AS IDENTITY").format(
@@ -302,7 +319,15 @@ def swap(conn: Conn, shape: Shape, cutover: datetime, *, days_ahead: int = DAYS_
             )
         )
     for name, definition in shape.indexes:
-        run(sql.SQL("CREATE INDEX {} ON {} {}").format(_ident(name), table, sql.SQL(definition)))
+        # As the legacy table has it (then the parent's index takes it over, no build), or
+        # the shape's where the table has none of that name.
+        current = _one(
+            conn,
+            "SELECT substring(pg_get_indexdef(to_regclass(%s)) from ' USING .*$')",
+            (f"{name}_legacy",),
+        )
+        how = definition if current is None else str(current)
+        run(sql.SQL("CREATE INDEX {} ON {} {}").format(_ident(name), table, sql.SQL(how)))
     for fk in shape.foreign_keys:
         run(
             sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {}").format(
@@ -318,6 +343,9 @@ def swap(conn: Conn, shape: Shape, cutover: datetime, *, days_ahead: int = DAYS_
     run(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(legacy, _ident(shape.check)))
     for statement in day_partitions_sql(layout, cutover.date(), days_ahead):
         run(statement)
+    # The views read the parent from now on, not the legacy partition alone.
+    for name, body in views:
+        run(sql.SQL("CREATE OR REPLACE VIEW {} AS {}").format(sql.SQL(name), sql.SQL(body)))
 
 
 def with_short_locks(conn: Conn, what: str, step: Callable[[], None]) -> None:
@@ -376,7 +404,8 @@ def require_column(conn: Conn, shape: Shape) -> None:
 def convert_online(
     conn: Conn, *, now: Callable[[], datetime] = lambda: datetime.now(UTC)
 ) -> list[str]:
-    """Partition every table of `SHAPES` not yet partitioned, with the service running;
+    """Partition every table of `SHAPES` not yet partitioned, with the service running (the
+    history first, as the migrations do: 0031, then 0033);
     `conn` in autocommit, so that each step commits on its own. Safe to run again after a
     failure: each step sees what is done. The tables converted."""
     if not conn.autocommit:
@@ -404,19 +433,22 @@ def convert_online(
     return [shape.layout.table for shape in todo]
 
 
-def convert_locked(conn: Conn) -> list[str]:
-    """Partition every table of `SHAPES` not yet partitioned, in the caller's transaction,
-    under ACCESS EXCLUSIVE locks (migration 0031, for small tables): nothing else writes
-    while it runs, so the cutover is the day after the newest row's, today's at the least.
-    Refuses (ConversionError) when a table holds more than `SMALL_ROWS` rows."""
-    todo = [shape for shape in SHAPES if not is_partitioned(conn, shape.layout.table)]
+def convert_locked(conn: Conn, shapes: tuple[Shape, ...]) -> list[str]:
+    """Partition every table of `shapes` not yet partitioned, in the caller's transaction,
+    under ACCESS EXCLUSIVE locks (migrations 0031 and 0033, for small tables): nothing else
+    writes while it runs, so the cutover is the day after the newest row's, today's at the
+    least. Refuses (ConversionError) when a table holds more than `SMALL_ROWS` rows."""
+    todo = [shape for shape in shapes if not is_partitioned(conn, shape.layout.table)]
     for shape in todo:
         require_column(conn, shape)
-    conn.execute("LOCK TABLE operations IN SHARE ROW EXCLUSIVE MODE")
+    # Every lock any swap takes, in the service's order, the strongest mode asked for.
+    modes: dict[str, str] = {}
     for shape in todo:
-        conn.execute(
-            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(_ident(shape.layout.table))
-        )
+        for name, mode in swap_locks(shape):
+            if modes.get(name) != "ACCESS EXCLUSIVE":
+                modes[name] = mode
+    for name in sorted(modes, key=LOCK_ORDER.index):
+        conn.execute(sql.SQL("LOCK TABLE {} IN {} MODE").format(_ident(name), sql.SQL(modes[name])))
     big = [s.layout.table for s in todo if row_count_over(conn, s.layout.table, SMALL_ROWS)]
     if big:
         raise ConversionError(

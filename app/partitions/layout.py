@@ -7,7 +7,8 @@ in one more partition, `<table>_legacy`, holding everything below the cutover.
 
 The family rule (docs/scaling.md, "Time partitions"): an operation's whole story is
 partitioned by the operation's day, so the column is the operation's `created_at` in each
-table, under the name the table gives it.
+table, under the name the table gives it (a payment's own `created_at` is its operation's:
+the claim's statement writes both from the same row).
 """
 
 from __future__ import annotations
@@ -63,11 +64,15 @@ def _parse_day(digits: str) -> date:
     return datetime.strptime(digits, "%Y%m%d").replace(tzinfo=UTC).date()
 
 
+OPERATIONS = PartitionedTable("operations", "created_at")
+PAYMENTS = PartitionedTable("payments", "created_at")
 OPERATION_TRANSITIONS = PartitionedTable("operation_transitions", "operation_created_at")
 EVENTS = PartitionedTable("events", "operation_created_at")
 
-# Every partitioned table, in the order their partitions are created and detached.
-PARTITIONED: tuple[PartitionedTable, ...] = (OPERATION_TRANSITIONS, EVENTS)
+# Every partitioned table, in the order their partitions are created and detached: the
+# operations first, so a day whose operations are kept (`holds.py`) keeps the rest of its
+# family too.
+PARTITIONED: tuple[PartitionedTable, ...] = (OPERATIONS, PAYMENTS, OPERATION_TRANSITIONS, EVENTS)
 
 
 def by_name(table: str) -> PartitionedTable:

@@ -86,18 +86,30 @@ class Payment(Base):
         Index("ix_payments_created", "created_at", "id"),
         Index("ix_payments_tenant_created", "tenant_id", "created_at", "id"),
         Index("ix_payments_status_created", "status", "created_at", "id"),
+        # One payment per operation, and one per provider key: a partitioned table's unique
+        # key holds its partition column. Each is unique on its own by construction (an
+        # operation makes its one payment in its claim's statement; the provider key is
+        # derived from the payment's id, a random UUID).
+        UniqueConstraint("operation_id", "created_at"),
+        UniqueConstraint("provider_key", "created_at"),
+        # One partition per UTC day of the operation (docs/scaling.md, "Time partitions";
+        # the partitions: app/partitions/layout.py).
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
+    # The key of a partitioned table holds its partition column: (id, created_at). The id
+    # is a random UUID, unique by construction.
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("tenants.id"), index=True
     )
-    operation_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("operations.id"), unique=True
-    )
+    # The operation that made it, in its claim's statement. No foreign key: `operations` is
+    # partitioned by day, and a key to it would have to name the day too (the payment's
+    # `created_at` is its operation's).
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     # Derived from our own payment id and stored at claim time; every provider call for this
     # payment, first or recovery, sends it, so the provider can deduplicate.
-    provider_key: Mapped[str] = mapped_column(String(128), unique=True)
+    provider_key: Mapped[str] = mapped_column(String(128))
     # The providers its attempts go to, by name, chosen once at the claim
     # (`app/provider/routing.py`): attempt n is sent to route[n] under
     # `attempt_key(provider_key, n)`, and nowhere else.
@@ -130,7 +142,11 @@ class Payment(Base):
     # outcome (`app/authorizations/repository.py`): what the claims and the expiry read
     # under the payment's row lock.
     modifying_operation_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Its operation's `created_at`, written by the claim's statement from the operation row
+    # it inserts: the partition column, so a payment is in its operation's day.
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), primary_key=True, server_default=func.now()
+    )
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -162,9 +178,9 @@ class PaymentFailover(Base):
     # the id from the transition it inserts (`RETURNING`), so it exists exactly when the
     # transition does (docs/scaling.md, "Time partitions").
     transition_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    payment_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("payments.id", ondelete="CASCADE")
-    )
+    # No foreign key: `payments` is partitioned by day; the failover's statement writes
+    # this row beside its fenced update of the payment.
+    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     from_attempt: Mapped[int] = mapped_column(SmallInteger)
     from_provider: Mapped[str] = mapped_column(Text)
     to_provider: Mapped[str] = mapped_column(Text)

@@ -22,14 +22,16 @@ _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
 _FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
 _FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = ANY(%(operation_ids)s)"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
-# Subject writes: made inside the operations verb's statement (see SubjectWrite).
+# Subject writes: made inside the operations verb's statement (see SubjectWrite). The
+# payment's `created_at` is its operation's, named from the row the claim inserted: both
+# tables are partitioned by it, so a payment is always in its operation's day.
 _INSERT_WITH_CLAIM = """
     INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
                           amount_minor, currency, account_id, merchant_reference,
-                          description, metadata)
+                          description, metadata, created_at)
     SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_route)s, %(s_status)s,
            %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
-           %(s_description)s, %(s_metadata)s
+           %(s_description)s, %(s_metadata)s, created_at
     FROM changed
 """
 # A manual payment's claim: its hold lapses a capture window after the claim (the claim's
@@ -37,11 +39,11 @@ _INSERT_WITH_CLAIM = """
 _INSERT_MANUAL_WITH_CLAIM = """
     INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
                           amount_minor, currency, account_id, merchant_reference,
-                          description, metadata, capture_mode, capture_before)
+                          description, metadata, capture_mode, capture_before, created_at)
     SELECT %(s_id)s, %(s_tenant_id)s, id, %(s_provider_key)s, %(s_route)s, %(s_status)s,
            %(s_amount_minor)s, %(s_currency)s, %(s_account_id)s, %(s_merchant_reference)s,
            %(s_description)s, %(s_metadata)s, 'manual',
-           now() + make_interval(secs => %(s_capture_window_s)s)
+           now() + make_interval(secs => %(s_capture_window_s)s), created_at
     FROM changed
 """
 _RESULT_WITH_OUTCOME = """

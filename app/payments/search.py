@@ -5,9 +5,9 @@ probe.
     any text                    provider_charge_id            ix_payments_provider_charge_id
                                 merchant_reference            ix_payments_merchant_reference
                                 account_id, newest first      ix_payments_account_created
-                                provider_key                  uq_payments_provider_key
+                                provider_key                  uq_payments_provider_key_created_at
     a uuid                      id                            pk_payments
-    payment-<uuid>:<n>          provider_key: the payment     uq_payments_provider_key
+    payment-<uuid>:<n>          provider_key: the payment     uq_payments_provider_key_created_at
                                 whose attempt n it names
 
 Each branch is one SELECT of the search's columns, in order: kind, matched (the field that

@@ -52,10 +52,12 @@ class Refund(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("tenants.id"))
-    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), ForeignKey("payments.id"))
-    operation_id: Mapped[uuid.UUID] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("operations.id"), unique=True
-    )
+    # No foreign keys to `payments` or `operations`: both are partitioned by day, and a key
+    # to them would have to name the day too. The refund's claim writes its operation and
+    # this row in one statement, reading the payment under its row lock (docs/scaling.md,
+    # "Time partitions").
+    payment_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    operation_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), unique=True)
     # Derived from our own refund id and stored at claim time, like a payment's.
     provider_key: Mapped[str] = mapped_column(String(128), unique=True)
     # The provider's charge being refunded, copied from the payment at claim time.

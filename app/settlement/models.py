@@ -61,10 +61,9 @@ class SettlementLine(Base):
     record_type: Mapped[str] = mapped_column(String(16))
     provider_key: Mapped[str] = mapped_column(String(128))
     # The payment the line belongs to (a refund's or a capture's line too), when we have a
-    # row for it. A capture's is named by its key (`capture-<id>`).
-    payment_id: Mapped[uuid.UUID | None] = mapped_column(
-        UUID(as_uuid=True), ForeignKey("payments.id")
-    )
+    # row for it. A capture's is named by its key (`capture-<id>`). No foreign key:
+    # `payments` is partitioned by day; the line is written from the payment it reads.
+    payment_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     refund_id: Mapped[uuid.UUID | None] = mapped_column(
         UUID(as_uuid=True), ForeignKey("refunds.id")
     )

@@ -23,13 +23,22 @@ from tests.support.factories.authorizations import authorized, post_capture, pos
 from tests.support.factories.payments import new_key
 from tests.support.factories.tenants import TenantHandle
 
-# Another transaction's operation under the request's own key, not committed: the claim's
-# insert (`ON CONFLICT ... DO NOTHING`) waits until it is decided.
+# Another transaction's claim of the request's own key, not committed: the key's row and its
+# operation, as the claim writes them. The claim's insert of the key's row (`ON CONFLICT
+# ... DO NOTHING` on the key table's primary key) waits until it is decided.
 _HOLD_THE_KEY = """
+    WITH held AS (
+        INSERT INTO idempotency_keys (tenant_id, operation_name, idempotency_key,
+                                      operation_id, operation_created_at)
+        VALUES (%(tenant)s, %(name)s, %(key)s, %(id)s, now())
+        RETURNING operation_id, operation_created_at
+    )
     INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint,
-                            state, lease_owner, lease_expires_at)
-    VALUES (%s, %s, %s, %s, %s, 'PROVIDER_REQUEST_SENT', 'test:holder',
-            now() + interval '1 minute')
+                            state, lease_owner, lease_expires_at, created_at)
+    SELECT operation_id, %(tenant)s, %(name)s, %(key)s, %(fingerprint)s,
+           'PROVIDER_REQUEST_SENT', 'test:holder', now() + interval '1 minute',
+           operation_created_at
+    FROM held
 """
 _WAITING = """
     SELECT count(*) AS waiting FROM pg_stat_activity
@@ -61,7 +70,16 @@ def test_the_payment_stays_locked_until_the_claims_statement(
     payment = authorized(client)
     key = new_key()
     with psycopg.connect(database_url) as holder, ThreadPoolExecutor(max_workers=1) as pool:
-        holder.execute(_HOLD_THE_KEY, (uuid.uuid4(), tenant.id, operation, key, "0" * 64))
+        holder.execute(
+            _HOLD_THE_KEY,
+            {
+                "id": uuid.uuid4(),
+                "tenant": tenant.id,
+                "name": operation,
+                "key": key,
+                "fingerprint": "0" * 64,
+            },
+        )
         answer = pool.submit(post, client, payment["payment_id"], key)
 
         def claim_waits() -> bool:

@@ -304,16 +304,16 @@ def test_the_seed_prints_its_phases_rates_and_disk(seeded: tuple[str, dict[str, 
 def test_the_partitioned_layout_gets_its_columns_key_rows_and_days(
     scratch_database: str,
 ) -> None:
-    """The head's layout as it is: the history tables partitioned by their operation's day,
-    with `operation_created_at`, and the `idempotency_keys` table with its claim trigger on
-    `operations`. 40 days, so that some keys are past the tombstone TTL and released (no
-    key row)."""
+    """The head's layout as it is: the operations and payments partitioned by their day, the
+    history tables by their operation's, with `operation_created_at`, and the
+    `idempotency_keys` table (no trigger: the seeding writes each key's row). 40 days, so
+    that some keys are past the tombstone TTL and released (no key row)."""
     upgrade_head(scratch_database)
     figures = seed(scratch_database, payments=400, days=40, chunk=150)
     assert figures["layout"] == {
         "history_created_at": ["events", "operation_transitions"],
         "idempotency_keys": True,
-        "partitioned": ["events", "operation_transitions"],
+        "partitioned": ["events", "operation_transitions", "operations", "payments"],
     }
     assert set(figures["key_states"]) == {"replayable", "tombstone", "released"}
     assert figures["rows"] == 7 * 400
@@ -330,42 +330,45 @@ def test_the_partitioned_layout_gets_its_columns_key_rows_and_days(
         " (SELECT count(*) FROM idempotency_keys) AS key_rows,"
         " (SELECT count(*) FROM operations WHERE idempotency_key IS NOT NULL) AS held,"
         " (SELECT count(*) FROM events_legacy) + (SELECT count(*)"
-        "         FROM operation_transitions_legacy) AS legacy,"
+        "         FROM operation_transitions_legacy) + (SELECT count(*) FROM operations_legacy)"
+        "         + (SELECT count(*) FROM payments_legacy) AS legacy,"
+        " (SELECT count(*) FROM payments p JOIN operations o"
+        "         ON o.id = p.operation_id AND o.created_at = p.created_at) AS payments,"
         " (SELECT count(*) FROM pg_index WHERE NOT indisvalid) AS invalid",
     )[0]
     assert counts["edges"] == 3 * 400
     assert counts["events"] == 400
+    assert counts["payments"] == 400
     assert counts["keys"] == counts["key_rows"] == counts["held"]
     assert counts["held"] == 400 - figures["key_states"]["released"]
     # Every seeded row in its day's partition, each with the parent's indexes.
     assert counts["legacy"] == 0
     assert counts["invalid"] == 0
-    days = _rows(
-        scratch_database,
-        "SELECT tableoid::regclass::text AS partition,"
-        " bool_and(to_char(operation_created_at AT TIME ZONE 'UTC', '_pYYYYMMDD')"
-        "          = right(tableoid::regclass::text, 10)) AS own_day"
-        " FROM events GROUP BY 1 ORDER BY 1",
-    )
-    assert len(days) == 41
-    assert all(day["own_day"] for day in days)
+    for table, column in (("events", "operation_created_at"), ("payments", "created_at")):
+        days = _rows(
+            scratch_database,
+            "SELECT tableoid::regclass::text AS partition,"
+            f" bool_and(to_char({column} AT TIME ZONE 'UTC', '_pYYYYMMDD')"
+            "          = right(tableoid::regclass::text, 10)) AS own_day"
+            f" FROM {table} GROUP BY 1 ORDER BY 1",
+        )
+        assert len(days) == 41, table
+        assert all(day["own_day"] for day in days), table
+    # Each partitioned table's every index on each of its partitions.
     indexes = _rows(
         scratch_database,
-        "SELECT p.relname AS parent, count(c.oid) AS partitions FROM pg_class p"
-        " JOIN pg_inherits i ON i.inhparent = p.oid JOIN pg_class c ON c.oid = i.inhrelid"
-        " WHERE p.relkind = 'I' GROUP BY 1",
+        "SELECT p.relname AS parent, x.indrelid::regclass::text AS tbl,"
+        " (SELECT count(c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        "  WHERE i.inhparent = p.oid) AS partitions,"
+        " (SELECT count(*) FROM pg_inherits i WHERE i.inhparent = x.indrelid) AS table_partitions"
+        " FROM pg_class p JOIN pg_index x ON x.indexrelid = p.oid WHERE p.relkind = 'I'",
     )
-    partitions = _rows(
-        scratch_database,
-        "SELECT count(*) FILTER (WHERE inhparent = 'events'::regclass) AS events,"
-        " count(*) FILTER (WHERE inhparent = 'operation_transitions'::regclass) AS edges"
-        " FROM pg_inherits",
-    )[0]
-    assert {row["parent"]: row["partitions"] for row in indexes} == {
-        "pk_events": partitions["events"],
-        "uq_events_tenant_id_operation_id_type_operation_created_at": partitions["events"],
-        "ix_events_feed": partitions["events"],
-        "pk_operation_transitions": partitions["edges"],
-        "ix_operation_transitions_operation_id": partitions["edges"],
-        "ix_operation_transitions_recovery": partitions["edges"],
+    assert {row["tbl"] for row in indexes} == {
+        "events",
+        "operation_transitions",
+        "operations",
+        "payments",
     }
+    assert len(indexes) == 3 + 3 + 9 + 12
+    for row in indexes:
+        assert row["partitions"] == row["table_partitions"] > 41, row

@@ -100,8 +100,9 @@ NOT_TENANT_LEADING: dict[str, str] = {
     # 1:1 links between rows whose ids the service mints as random UUIDs: unique by
     # construction, never a business key. On Citus they become (tenant_id, ...) and the
     # lookups by operation id gain the tenant (docs/scaling.md, "what would change").
-    "uq_payments_operation_id": "the operation's random id, minted with the claim",
-    "uq_payments_provider_key": "derived from the payment's random id",
+    # A payment's hold the partition column too (`payments` is partitioned by day).
+    "uq_payments_operation_id_created_at": "the operation's random id, minted with the claim",
+    "uq_payments_provider_key_created_at": "derived from the payment's random id",
     "uq_refunds_operation_id": "the operation's random id, minted with the claim",
     "uq_refunds_provider_key": "derived from the refund's random id",
     "uq_payment_modifications_operation_id": "the operation's random id, minted with the claim",

@@ -34,6 +34,7 @@ from psycopg.rows import DictRow, dict_row
 
 from app.db.embedded import EmbeddedPostgres
 from app.db.migrate import upgrade_head
+from app.partitions.layout import PARTITIONED
 from tests.db.test_tenant_keys import SCHEMA_ALLOWANCES
 from tests.support.control.faults import FaultInjector
 from tests.support.control.processes import Process
@@ -56,7 +57,7 @@ SPANS_TENANTS: dict[str, str] = {}
 _TENANT_TABLES = """
     SELECT c.relname AS name FROM pg_class c
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
       AND EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid
                   AND a.attname = 'tenant_id' AND NOT a.attisdropped)
 """
@@ -305,5 +306,16 @@ def test_an_unscoped_write_of_a_tenant_table_is_found() -> None:
 def test_tenant_tables_are_read_from_the_catalog(tracked_server: EmbeddedPostgres) -> None:
     with psycopg.connect(tracked_server.url(), row_factory=dict_row) as conn:
         tables = tenant_tables(conn)
-    assert {"operations", "operation_transitions", "payments", "events"} <= tables
+        partitioned = {
+            row["name"]
+            for row in conn.execute(
+                "SELECT relname AS name FROM pg_class WHERE relkind = 'p'"
+                " AND relnamespace = 'public'::regnamespace"
+            ).fetchall()
+        }
+    # The tables partitioned by day are checked as the tables the statements name.
+    catalogue = {layout.table for layout in PARTITIONED}
+    assert catalogue == {"operations", "operation_transitions", "payments", "events"}
+    assert catalogue <= partitioned
+    assert catalogue <= tables
     assert not {"tenants", "api_keys"} & tables

@@ -161,6 +161,10 @@ def test_tenants_without_due_work_are_not_found(claims_db: Db, claims_url: str) 
 TENANT = uuid.UUID(hashlib.md5(b"tenant3").hexdigest())
 
 
+# The partition of `operations` holding the plan database's seeded month.
+LEGACY = "operations_legacy"
+
+
 def _claim_params() -> dict[str, Any]:
     return {"tenant_id": TENANT, "owner": "worker:plan", "lease_s": 30, "limit": 16}
 
@@ -169,8 +173,13 @@ def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db)
     explained = plan(plan_db, leases._CLAIM_DUE, _claim_params())
     for index in ("ix_operations_in_flight_lease", "ix_operations_recovery_due"):
         assert f"Index Scan using {index}" in explained, explained
+    # `operations` is partitioned by day: each partition is probed the same way; the
+    # seeded month is in the legacy one (the days after it are near empty, and the planner
+    # may read those by any index).
     scans = [
-        n for n in plan_nodes(plan_db, leases._CLAIM_DUE, _claim_params()) if "Index Name" in n
+        n
+        for n in plan_nodes(plan_db, leases._CLAIM_DUE, _claim_params())
+        if "Index Name" in n and n.get("Relation Name") == LEGACY
     ]
     partial = [n for n in scans if n["Index Name"] != "pk_operations"]
     assert len(partial) == 2, explained
@@ -193,7 +202,11 @@ def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
 ) -> None:
     explained = plan(plan_db, leases._DUE_TENANTS)
     assert "Seq Scan" not in explained, explained
-    probes = [n for n in plan_nodes(plan_db, leases._DUE_TENANTS) if "Index Name" in n]
+    probes = [
+        n
+        for n in plan_nodes(plan_db, leases._DUE_TENANTS)
+        if "Index Name" in n and n.get("Relation Name") == LEGACY
+    ]
     assert {n["Index Name"] for n in probes} == {
         "ix_operations_in_flight_lease",
         "ix_operations_recovery_due",
@@ -211,4 +224,10 @@ def test_the_expire_jobs_tenant_statement_reads_its_rows_by_key(plan_db: Db) -> 
         assert "Seq Scan" not in explained, explained
         due = plan(plan_db, step.due, {"ttl_s": 86400, "limit": 500})
         assert "ix_operations_response_expiry" in due or "ix_operations_tombstone_release" in due
-        assert "Sort" not in due, due
+        # In index order: a Merge Append of the partitions' index scans, no Sort node.
+        sorts = [
+            n
+            for n in plan_nodes(plan_db, step.due, {"ttl_s": 86400, "limit": 500})
+            if n["Node Type"] == "Sort"
+        ]
+        assert sorts == [], due

@@ -5,15 +5,16 @@ is released; the claim inserts it first and the operation only from the row it i
 and reads a taken key through it, to the operation by id and `created_at`.
 
 Two schemas:
-- `keyed_db`, a database of the module's own with the schema as it will be once no process
-  of the previous release runs and `operations` is partitioned by time: the two triggers of
-  migration 0029 dropped, and no unique constraint on the key in `operations`. The key
-  table alone decides there, and the service's own statements alone keep it: concurrent
-  claims of one key make one key's row and one operation, a released key's row is deleted
-  by the release and the key names a new operation.
-- the session's database as migrated: a process of the previous release, which claims by
-  inserting into `operations` alone and releases a key by its UPDATE, is kept in step by the
-  triggers, so a new claim never makes a second operation for a key it holds.
+- `keyed_db`, a database of the module's own at the head: `operations` partitioned by day
+  (migration 0033), with no unique constraint on the key and no trigger of migration 0029.
+  The key table alone decides there, and the service's own statements alone keep it:
+  concurrent claims of one key make one key's row and one operation, a released key's row
+  is deleted by the release and the key names a new operation, and a key claimed one day
+  and retried the next finds its operation in the earlier day's partition.
+- `mixed_db`, a database of the module's own at migration 0032, before `operations` is
+  partitioned: a process of the previous release, which claims by inserting into
+  `operations` alone and releases a key by its UPDATE, is kept in step by the triggers, so
+  a new claim never makes a second operation for a key it holds.
 """
 
 from __future__ import annotations
@@ -26,18 +27,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from alembic import command
 from psycopg.rows import DictRow, dict_row
 
 from app.db.database import Database, open_database
-from app.db.migrate import upgrade_head
+from app.db.migrate import alembic_config, upgrade_head
 from app.operations import repository as operations
 from app.operations import retention
 from app.operations.values import Claimed, Snapshot
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
 from tests.support.factories.payments import new_key
-from tests.support.factories.tenants import TenantHandle
-from tests.support.fixtures.repository import AsyncDb
 
 Db = psycopg.Connection[DictRow]
 Answer = Claimed | Snapshot | None
@@ -45,13 +45,9 @@ NAME = "create_payment"
 # Duplicates that wait on the first claim's uncommitted key row.
 WAITERS = 8
 
-# As the migration that ends the release mix, and the partitioning of `operations`, leave
-# the schema: no trigger, no unique key in `operations`.
-_WITHOUT_THE_MIX = (
-    "DROP TRIGGER idempotency_keys_claim ON operations",
-    "DROP TRIGGER idempotency_keys_release ON operations",
-    "ALTER TABLE operations DROP CONSTRAINT uq_operations_tenant_id_operation_name_idempotency_key",
-)
+# The last revision before `operations` is partitioned: the release mix's triggers and the
+# unique key in `operations` are still there.
+MIXED = "0032"
 _WAITING = """
     SELECT count(*) AS n FROM pg_stat_activity
     WHERE datname = current_database() AND wait_event_type = 'Lock'
@@ -71,19 +67,43 @@ _PREVIOUS_RELEASE_CLAIM = """
 def keyed_url(database_url: str) -> Iterator[str]:
     with throwaway_database(database_url, "payments_keys") as url:
         upgrade_head(url)
-        with psycopg.connect(url, autocommit=True) as conn:
-            for statement in _WITHOUT_THE_MIX:
-                conn.execute(statement)
         yield url
 
 
-@pytest.fixture
-def keyed_db(keyed_url: str) -> Iterator[Db]:
-    with psycopg.connect(keyed_url, autocommit=True, row_factory=dict_row) as conn:
+@pytest.fixture(scope="module")
+def mixed_url(database_url: str) -> Iterator[str]:
+    with throwaway_database(database_url, "payments_keys_mixed") as url:
+        command.upgrade(alembic_config(url), MIXED)
+        yield url
+
+
+def _own_db(url: str) -> Iterator[Db]:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         yield conn
         conn.execute("DELETE FROM idempotency_keys")
         conn.execute("DELETE FROM operations")
         conn.execute("DELETE FROM tenants")
+
+
+@pytest.fixture
+def keyed_db(keyed_url: str) -> Iterator[Db]:
+    yield from _own_db(keyed_url)
+
+
+@pytest.fixture
+def mixed_db(mixed_url: str) -> Iterator[Db]:
+    yield from _own_db(mixed_url)
+
+
+def _run_claims(url: str, tenant: uuid.UUID, claims: list[tuple[str, uuid.UUID]]) -> list[Answer]:
+    """Each claim (key, operation id) in a transaction of its own, one after another."""
+    settings = Settings.model_validate({"DATABASE_URL": url})
+
+    async def go() -> list[Answer]:
+        async with open_database(settings, application_name="key-claims") as pool:
+            return [await _claim_alone(pool, tenant, key, op) for key, op in claims]
+
+    return asyncio.run(go())
 
 
 def _tenant(db: Db) -> uuid.UUID:
@@ -230,41 +250,67 @@ def test_a_released_key_loses_its_row_and_may_name_a_new_operation(
     assert kept == {"idempotency_key": None, "released": True}
 
 
-def test_a_claim_of_the_previous_release_is_seen_by_a_new_claim(
-    async_db: AsyncDb, db: Db, tenant: TenantHandle
+def test_a_key_claimed_one_day_and_retried_the_next_finds_its_operation(
+    keyed_url: str, keyed_db: Db
 ) -> None:
-    key, previous = new_key(), uuid.uuid4()
-    db.execute(_PREVIOUS_RELEASE_CLAIM, (previous, tenant.id, key))
-    assert _key_rows(db, tenant.id, key) == [{"operation_id": previous, "same_time": True}]
+    # No unique key per day decides: the key's row names the operation in its own day's
+    # partition (here the legacy one, as if claimed before midnight of the conversion).
+    tenant, key, first = _tenant(keyed_db), new_key(), uuid.uuid4()
+    (claimed,) = _run_claims(keyed_url, tenant, [(key, first)])
+    assert isinstance(claimed, Claimed)
+    keyed_db.execute(
+        "WITH moved AS (UPDATE operations SET created_at = created_at - interval '1 day'"
+        " WHERE id = %s RETURNING id, created_at)"
+        " UPDATE idempotency_keys k SET operation_created_at = moved.created_at FROM moved"
+        " WHERE k.operation_id = moved.id",
+        (first,),
+    )
+    (retried,) = _run_claims(keyed_url, tenant, [(key, uuid.uuid4())])
+    assert isinstance(retried, Snapshot), retried
+    assert retried.operation.id == first
+    assert _holding(keyed_db, tenant, key) == [first]
+    assert _key_rows(keyed_db, tenant, key) == [{"operation_id": first, "same_time": True}]
 
-    answer = async_db.run(_claim_alone(async_db.db, tenant.id, key, uuid.uuid4()))
+
+def test_a_claim_of_the_previous_release_is_seen_by_a_new_claim(
+    mixed_url: str, mixed_db: Db
+) -> None:
+    tenant = _tenant(mixed_db)
+    key, previous = new_key(), uuid.uuid4()
+    mixed_db.execute(_PREVIOUS_RELEASE_CLAIM, (previous, tenant, key))
+    assert _key_rows(mixed_db, tenant, key) == [{"operation_id": previous, "same_time": True}]
+
+    (answer,) = _run_claims(mixed_url, tenant, [(key, uuid.uuid4())])
     assert isinstance(answer, Snapshot), answer
     assert answer.operation.id == previous
-    assert _holding(db, tenant.id, key) == [previous]
+    assert _holding(mixed_db, tenant, key) == [previous]
 
     # And the other way round: the previous release's claim of a key this one holds inserts
     # nothing, in either table.
     key, current = new_key(), uuid.uuid4()
-    assert isinstance(async_db.run(_claim_alone(async_db.db, tenant.id, key, current)), Claimed)
-    db.execute(_PREVIOUS_RELEASE_CLAIM, (uuid.uuid4(), tenant.id, key))
-    assert _holding(db, tenant.id, key) == [current]
-    assert _key_rows(db, tenant.id, key) == [{"operation_id": current, "same_time": True}]
+    (claimed,) = _run_claims(mixed_url, tenant, [(key, current)])
+    assert isinstance(claimed, Claimed)
+    mixed_db.execute(_PREVIOUS_RELEASE_CLAIM, (uuid.uuid4(), tenant, key))
+    assert _holding(mixed_db, tenant, key) == [current]
+    assert _key_rows(mixed_db, tenant, key) == [{"operation_id": current, "same_time": True}]
 
 
 def test_a_release_by_the_previous_release_frees_the_key_for_a_new_claim(
-    async_db: AsyncDb, db: Db, tenant: TenantHandle
+    mixed_url: str, mixed_db: Db
 ) -> None:
+    tenant = _tenant(mixed_db)
     key, first = new_key(), uuid.uuid4()
-    assert isinstance(async_db.run(_claim_alone(async_db.db, tenant.id, key, first)), Claimed)
+    (claimed,) = _run_claims(mixed_url, tenant, [(key, first)])
+    assert isinstance(claimed, Claimed)
     # The previous release's release: the operation's UPDATE alone.
-    db.execute(
+    mixed_db.execute(
         "UPDATE operations SET state = 'COMPLETED', completed_at = now(),"
         " response_expired_at = now(), idempotency_key = NULL, key_released_at = now()"
         " WHERE id = %s",
         (first,),
     )
-    assert _key_rows(db, tenant.id, key) == []
+    assert _key_rows(mixed_db, tenant, key) == []
 
-    answer = async_db.run(_claim_alone(async_db.db, tenant.id, key, uuid.uuid4()))
+    (answer,) = _run_claims(mixed_url, tenant, [(key, uuid.uuid4())])
     assert isinstance(answer, Claimed), answer
-    assert _holding(db, tenant.id, key) == [answer.ref.id]
+    assert _holding(mixed_db, tenant, key) == [answer.ref.id]

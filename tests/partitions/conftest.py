@@ -2,9 +2,12 @@
 own, and far-off days of its own, so tests running side by side never meet.
 
 The catalogue's entry (`app/partitions/layout.py`) is used as it is: the schema comes first
-on the test's connections' search path, so the table's name finds the test's table while
-`operations` and the settlement tables are the test database's own. Its days are in the
-next century, each test's a stretch of its own: no other test makes an operation on them.
+on the test's connections' search path, so the table's name finds the test's table, and
+`operations` the test's own too (a plain table of the same columns: the rules of
+`holds.py` read it, and the database's own is partitioned by day, with no partition for
+the far-off days), while the settlement tables are the test database's own. Its days are
+in the next century, each test's a stretch of its own: no other test makes an operation
+on them.
 """
 
 from __future__ import annotations
@@ -154,6 +157,10 @@ def scratch(database_url: str) -> Iterator[Scratch]:
         conn.execute(
             f"CREATE TABLE {schema}.{TABLE.table} (LIKE public.{TABLE.table}"
             f" INCLUDING DEFAULTS{extra}) PARTITION BY RANGE ({TABLE.column})"
+        )
+        conn.execute(
+            f"CREATE TABLE {schema}.operations (LIKE public.operations INCLUDING DEFAULTS"
+            " INCLUDING CONSTRAINTS INCLUDING INDEXES)"
         )
     try:
         yield made

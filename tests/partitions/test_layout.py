@@ -30,7 +30,10 @@ def test_what_is_not_a_days_partition_of_the_table_has_no_day() -> None:
     assert is_partition("operation_transitions_p20261127")
     assert is_partition("events_legacy")
     assert not is_partition("events")
-    assert not is_partition("payments_p20261127")
+    assert is_partition("payments_p20261127")
+    assert is_partition("operations_legacy")
+    assert not is_partition("operations")
+    assert not is_partition("refunds_p20261127")
 
 
 def test_a_day_is_a_utc_day() -> None:

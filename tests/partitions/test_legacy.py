@@ -1,7 +1,8 @@
 """The legacy partition of a converted table (every row from before the cutover, `FROM
 (MINVALUE)`): past retention as a whole, and kept while any operation before the cutover is
 not final or its day not settled. On a database of the test's own, where the operations
-before the cutover are the test's alone."""
+before the cutover are the test's alone (in a plain table of its schema, which the rules
+read first: the database's own is partitioned, with no partition for the far-off days)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,16 @@ def test_the_legacy_partition_goes_once_every_operation_before_the_cutover_is_do
             f"CREATE TABLE cal.{TABLE.legacy} PARTITION OF cal.{TABLE.table}"
             f" FOR VALUES FROM (MINVALUE) TO ('{CUTOVER}')"
         )
+        conn.execute(
+            "CREATE TABLE cal.operations (LIKE public.operations INCLUDING DEFAULTS"
+            " INCLUDING CONSTRAINTS)"
+        )
         conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'legacy')", (tenant,))
         for day, state in ((1, "COMPLETED"), (5, "FAILED"), (7, "FAILED_RETRYABLE")):
             operations[day] = uuid.uuid4()
             created = datetime.combine(date(2101, 3, day), time(12), tzinfo=UTC)
             conn.execute(
-                "INSERT INTO operations (id, tenant_id, operation_name, idempotency_key,"
+                "INSERT INTO cal.operations (id, tenant_id, operation_name, idempotency_key,"
                 " fingerprint, state, created_at, completed_at)"
                 " VALUES (%s, %s, 'create_payment', NULL, %s, %s, %s, %s)",
                 (operations[day], tenant, "0" * 64, state, created, created),
@@ -66,7 +71,9 @@ def test_the_legacy_partition_goes_once_every_operation_before_the_cutover_is_do
     assert _retire(scratch_database, today).held == {TABLE.legacy: "operation_not_final"}
 
     with psycopg.connect(scratch_database, autocommit=True) as conn:
-        conn.execute("UPDATE operations SET state = 'COMPLETED' WHERE id = %s", (operations[7],))
+        conn.execute(
+            "UPDATE cal.operations SET state = 'COMPLETED' WHERE id = %s", (operations[7],)
+        )
     # Days 5 and 7 are not settled.
     assert _retire(scratch_database, today).held == {TABLE.legacy: "settlement_open"}
 

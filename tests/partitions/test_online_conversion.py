@@ -1,17 +1,19 @@
 """A database of the previous shape is partitioned online while payments keep flowing.
 
-A database at migration 0028 (the audit trail and events unpartitioned, no operation day)
-is seeded with a few thousand operations, each with its payment, its three audit rows and
-its event, some with a failover record and a webhook delivery; then migrated to 0030 (the
-column, empty for every seeded row). An API process of this release serves that database
-while `convert_online` runs, the command `payments partitions convert` runs: the backfill
-in batches, the indexes CONCURRENTLY, the CHECK validated, the swap under a lock timeout.
+A database at migration 0028 (nothing partitioned, no operation day on the history) is
+seeded with a few thousand operations, each with its payment, its three audit rows and its
+event, some with a failover record and a webhook delivery; then migrated to 0030 (the key
+table, and the history's day column, empty for every seeded row). An API process of this
+release serves that database while `convert_online` runs, the command `payments partitions
+convert` runs: the backfill in batches, the indexes CONCURRENTLY, the CHECK validated, the
+swap under a lock timeout.
 
+All four tables are converted, the history first, then `operations` and `payments`.
 Nothing is lost and nothing doubles: every payment answered 201, before, during and after
-the swap, has its operation, its three audit rows and its event; each key has one
-operation; every seeded row is still there with its operation's day; the events' `seq`
-and the audit rows' ids go on from where they were, never repeating. `payments migrate`
-then finds the tables partitioned and reaches the head.
+the swaps, has its operation and its payment in the operation's day, its three audit rows
+and its event; each key has one operation; every seeded row is still there with its
+operation's day; the events' `seq` and the audit rows' ids go on from where they were,
+never repeating. `payments migrate` then finds the tables partitioned and reaches the head.
 """
 
 from __future__ import annotations
@@ -159,7 +161,12 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
             with psycopg.connect(old_shape, autocommit=True) as conn:
                 conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
                 conn.execute("SET client_min_messages = debug1")
-                assert convert.convert_online(conn) == ["operation_transitions", "events"]
+                assert convert.convert_online(conn) == [
+                    "operation_transitions",
+                    "events",
+                    "operations",
+                    "payments",
+                ]
             swapped = len(load.answers)
             load.wait_for(20)
         assert load.errors == []
@@ -167,7 +174,12 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
         assert len(load.answers) > swapped + 19
 
         # The swap's ATTACH read no row: the validated CHECK proved the legacy bound.
-        for legacy in ("operation_transitions_legacy", "events_legacy"):
+        for legacy in (
+            "operation_transitions_legacy",
+            "events_legacy",
+            "operations_legacy",
+            "payments_legacy",
+        ):
             implied = (
                 f'partition constraint for table "{legacy}" is implied by existing constraints'
             )
@@ -184,11 +196,14 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
         assert all(len(ids) == 1 for ids in by_key.values())
         found = db.execute(
             "SELECT o.idempotency_key AS key, p.id::text AS payment_id,"
+            " o.tableoid::regclass::text AS operation_part,"
+            " p.tableoid::regclass::text AS payment_part,"
             " (SELECT array_agg(t.to_state ORDER BY t.id) FROM operation_transitions t"
             "   WHERE t.operation_id = o.id AND t.operation_created_at = o.created_at) AS trail,"
             " (SELECT array_agg(e.type) FROM events e"
             "   WHERE e.operation_id = o.id AND e.operation_created_at = o.created_at) AS events"
-            " FROM operations o JOIN payments p ON p.operation_id = o.id"
+            " FROM operations o"
+            " JOIN payments p ON p.operation_id = o.id AND p.created_at = o.created_at"
             " WHERE o.tenant_id = %s",
             (tenant.id,),
         ).fetchall()
@@ -199,6 +214,20 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
             assert {row["payment_id"]} == ids
             assert row["trail"] == ["RECEIVED", "PROVIDER_REQUEST_SENT", "COMPLETED"], row
             assert row["events"] == ["payment.succeeded"], row
+            # The operation and its payment in the same day's partitions (the legacy ones
+            # before the cutover).
+            assert row["operation_part"].removeprefix("operations") == row[
+                "payment_part"
+            ].removeprefix("payments"), row
+        # Each key's row names its operation, and a key named one operation only.
+        keys = db.execute(
+            "SELECT count(*) AS n, count(o.id) AS found FROM idempotency_keys k"
+            " LEFT JOIN operations o"
+            "   ON o.id = k.operation_id AND o.created_at = k.operation_created_at"
+            " WHERE k.tenant_id = %s",
+            (tenant.id,),
+        ).fetchone()
+        assert keys == {"n": len(by_key), "found": len(by_key)}
 
         # Every row, seeded or new, has its operation's day; nothing seeded went missing.
         after = db.execute(
@@ -212,6 +241,9 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
             " (SELECT min(seq) FROM events WHERE tenant_id = %(t)s) AS first_new_seq,"
             " (SELECT count(DISTINCT id) FROM operation_transitions) AS ids,"
             " (SELECT min(id) FROM operation_transitions WHERE tenant_id = %(t)s) AS first_new_id,"
+            " (SELECT count(*) FROM operations) AS operations,"
+            " (SELECT count(*) FROM payments p JOIN operations o"
+            "   ON o.id = p.operation_id AND o.created_at = p.created_at) AS payments,"
             " (SELECT count(*) FROM payment_failovers) AS failovers,"
             " (SELECT count(*) FROM webhook_deliveries) AS deliveries",
             {"t": tenant.id},
@@ -222,12 +254,13 @@ def test_the_history_is_partitioned_online_with_payments_flowing(
         assert after["ids"] == after["trail_all"]
         assert after["first_new_seq"] > before["seq"]
         assert after["first_new_id"] > before["transition"]
+        assert after["operations"] == after["payments"] == SEEDED + len(by_key)
         assert (after["failovers"], after["deliveries"]) == (SEEDED // 100, SEEDED // 10)
         # New events after the swap still go on from the last: one more through the parent.
         last = db.execute("SELECT max(seq) AS seq FROM events").fetchone()
         assert last is not None
         assert last["seq"] >= before["seq"] + len(by_key)
 
-    # `payments migrate` finds the tables partitioned: 0031 has nothing left to do.
+    # `payments migrate` finds the tables partitioned: 0031 and 0033 have nothing left to do.
     upgrade_head(old_shape)
     assert current_revision(old_shape) == head_revision()

@@ -1,6 +1,7 @@
 """The calendar, retention, archive and restore on the catalogue's tables as the migrations
-make them (`operation_transitions` and `events`, converted): on a database of the test's
-own, at a day of its own, since a pass detaches whole days of every tenant."""
+make them (`operations`, `payments`, `operation_transitions` and `events`, converted): on a
+database of the test's own, at a day of its own, since a pass detaches whole days of every
+tenant."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from psycopg.rows import dict_row
 
 from app.db.migrate import upgrade_head
 from app.partitions.calendar import Made, create_ahead
-from app.partitions.layout import EVENTS, OPERATION_TRANSITIONS, PARTITIONED
+from app.partitions.layout import EVENTS, OPERATION_TRANSITIONS, OPERATIONS, PARTITIONED, PAYMENTS
 from app.partitions.retention import Retired, retire_all
 from tests.support.control.waiting import wait_until
 
@@ -55,6 +56,7 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
 ) -> None:
     upgrade_head(scratch_database)
     tenant, operation, event = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    payment = uuid.uuid4()
     created = datetime.combine(DAY, clock(9), tzinfo=UTC)
     _pass(scratch_database, DAY, tmp_path)
     with psycopg.connect(scratch_database, autocommit=True) as conn:
@@ -64,6 +66,12 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
             " fingerprint, state, created_at, completed_at)"
             " VALUES (%s, %s, 'create_payment', NULL, %s, 'COMPLETED', %s, %s)",
             (operation, tenant, "0" * 64, created, created),
+        )
+        conn.execute(
+            "INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,"
+            " amount_minor, currency, account_id, created_at)"
+            " VALUES (%s, %s, %s, %s, '{primary}', 'SUCCEEDED', 100, 'EUR', 'acc', %s)",
+            (payment, tenant, operation, f"payment-{payment}", created),
         )
         conn.execute(
             "INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state,"
@@ -81,16 +89,23 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
         )
     before = _rows(scratch_database, "SELECT * FROM events WHERE id = %s", event)
     assert len(before) == 1
+    family = {
+        "operations": _rows(scratch_database, "SELECT * FROM operations WHERE id = %s", operation),
+        "payments": _rows(scratch_database, "SELECT * FROM payments WHERE id = %s", payment),
+    }
+    assert [len(rows) for rows in family.values()] == [1, 1]
 
-    # Two days on, one day kept: the day's partitions of both tables go, archived.
+    # Two days on, one day kept: the day's partitions of the whole family go, archived.
     done = _pass(scratch_database, DAY + timedelta(days=2), tmp_path)
     assert [d.dropped for d in done] == [
+        [OPERATIONS.day_partition(DAY)],
+        [PAYMENTS.day_partition(DAY)],
         [OPERATION_TRANSITIONS.day_partition(DAY)],
         [EVENTS.day_partition(DAY)],
     ]
     assert _rows(scratch_database, "SELECT id FROM events WHERE id = %s", event) == []
-    # The operation itself is kept (its table is not partitioned).
-    assert _rows(scratch_database, "SELECT id FROM operations WHERE id = %s", operation)
+    assert _rows(scratch_database, "SELECT id FROM operations WHERE id = %s", operation) == []
+    assert _rows(scratch_database, "SELECT id FROM payments WHERE id = %s", payment) == []
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYMENTS_")}
     env["DATABASE_URL"] = scratch_database
@@ -113,6 +128,10 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
         )
         assert restored.returncode == 0, restored.stderr
     assert _rows(scratch_database, "SELECT * FROM events WHERE id = %s", event) == before
+    assert family == {
+        "operations": _rows(scratch_database, "SELECT * FROM operations WHERE id = %s", operation),
+        "payments": _rows(scratch_database, "SELECT * FROM payments WHERE id = %s", payment),
+    }
     trail = _rows(
         scratch_database,
         "SELECT to_state FROM operation_transitions WHERE operation_id = %s",
@@ -130,10 +149,10 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
     assert row[0] > before[0]["seq"]
 
 
-def test_making_a_day_holds_the_operations_writers_back_a_second_at_most(
+def test_making_a_day_holds_the_tenants_writers_back_a_second_at_most(
     scratch_database: str,
 ) -> None:
-    # Attaching a day of events clones its foreign key to operations: a SHARE ROW EXCLUSIVE
+    # Attaching a day of events clones its foreign key to tenants: a SHARE ROW EXCLUSIVE
     # lock there, which waits for the writes under way and queues the next ones behind it.
     upgrade_head(scratch_database)
 
@@ -157,23 +176,23 @@ def test_making_a_day_holds_the_operations_writers_back_a_second_at_most(
         )
 
     with psycopg.connect(scratch_database) as under_way, ThreadPoolExecutor(1) as pool:
-        # A write under way on operations (its transaction open).
-        under_way.execute("UPDATE operations SET updated_at = now() WHERE false")
+        # A write under way on tenants (its transaction open).
+        under_way.execute("UPDATE tenants SET name = name WHERE false")
         making = pool.submit(make)
-        wait_until(calendar_waiting, message="the calendar waiting for operations")
+        wait_until(calendar_waiting, message="the calendar waiting for tenants")
         # The next write queues behind the calendar's lock until it gives up.
         with psycopg.connect(
             scratch_database, autocommit=True, options="-c lock_timeout=10s"
         ) as next_write:
             started = time.monotonic()
-            next_write.execute("UPDATE operations SET updated_at = now() WHERE false")
+            next_write.execute("UPDATE tenants SET name = name WHERE false")
             waited = time.monotonic() - started
         under_way.rollback()
         # Every attempt may have come while the write was under way: then the next pass's.
         with contextlib.suppress(LockNotAvailable):
             making.result(timeout=60)
     assert waited < 5, f"a write waited {waited:.1f} s behind the calendar"
-    # Once nothing holds operations, the days are made.
+    # Once nothing holds tenants, the days are made.
     make()
     assert EVENTS.day_partition(DAY) in [
         row["relname"]

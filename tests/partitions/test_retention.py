@@ -221,7 +221,7 @@ def test_an_operations_day_is_kept_while_an_operation_of_it_holds_its_key(
     scratch: Scratch, tenant: TenantHandle
 ) -> None:
     # The operations table's own rule: its row is what refuses a second operation with the
-    # key. The rule is read directly: the operations table is not partitioned yet.
+    # key. The rule is read directly, on the test's own operations (conftest.py).
     day = scratch.day(0)
     operation = scratch.operation(day, "COMPLETED", tenant_id=tenant.id)
     scratch.settled(day)

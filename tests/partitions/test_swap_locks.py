@@ -18,7 +18,8 @@ from alembic import command
 
 from app.db.migrate import alembic_config
 from app.partitions import convert
-from app.partitions.shapes import TRANSITIONS_SHAPE
+from app.partitions.shapes import OPERATIONS_SHAPE, PAYMENTS_SHAPE, TRANSITIONS_SHAPE
+from app.partitions.swap_scope import swap_locks
 from tests.support.control.waiting import wait_until
 
 
@@ -86,3 +87,29 @@ def test_a_write_waits_for_the_swap_no_longer_than_its_lock_timeout(
         rows = conn.execute("SELECT count(*) FROM operation_transitions").fetchone()
     assert kind == ("p",)
     assert rows == (1,)
+
+
+def test_the_swap_locks_in_the_services_order() -> None:
+    # An operation's row, then its payment, then what is written beside them: a payment's
+    # statements take their locks in that order, so the swap never waits on one in a circle.
+    assert swap_locks(OPERATIONS_SHAPE) == [
+        ("operations", "ACCESS EXCLUSIVE"),
+        ("payments", "ACCESS EXCLUSIVE"),
+        ("operation_transitions", "ACCESS EXCLUSIVE"),
+        ("events", "ACCESS EXCLUSIVE"),
+        ("refunds", "ACCESS EXCLUSIVE"),
+        ("payment_modifications", "ACCESS EXCLUSIVE"),
+    ]
+    assert swap_locks(PAYMENTS_SHAPE) == [
+        ("operations", "SHARE ROW EXCLUSIVE"),
+        ("payments", "ACCESS EXCLUSIVE"),
+        ("refunds", "ACCESS EXCLUSIVE"),
+        ("payment_modifications", "ACCESS EXCLUSIVE"),
+        ("settlement_lines", "ACCESS EXCLUSIVE"),
+        ("payment_failovers", "ACCESS EXCLUSIVE"),
+    ]
+    assert swap_locks(TRANSITIONS_SHAPE) == [
+        ("operations", "SHARE ROW EXCLUSIVE"),
+        ("operation_transitions", "ACCESS EXCLUSIVE"),
+        ("payment_failovers", "ACCESS EXCLUSIVE"),
+    ]

@@ -20,7 +20,10 @@ from typing import Any
 
 import httpx
 import psycopg
+from psycopg import sql
 from psycopg.rows import DictRow
+
+from app.partitions.layout import PAYMENTS, day_bounds
 
 Db = psycopg.Connection[DictRow]
 Row = dict[str, Any]
@@ -64,8 +67,24 @@ def summary(done: subprocess.CompletedProcess[str]) -> Row:
     return parsed
 
 
+def _day_of_payments(db: Db, when: datetime) -> None:
+    """`payments` is partitioned by day: a day from today on gets its partition if the
+    calendar has not made it yet (a day before the test database's first is the legacy
+    partition's)."""
+    day = when.astimezone(UTC).date()
+    if day < datetime.now(UTC).date():
+        return
+    start, end = day_bounds(day)
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} PARTITION OF payments FOR VALUES FROM ({}) TO ({})"
+        ).format(sql.Identifier(PAYMENTS.day_partition(day)), sql.Literal(start), sql.Literal(end))
+    )
+
+
 def move_payment(db: Db, ledger: httpx.Client, payment_id: str, when: datetime) -> None:
     """Our payment and the provider's charge under its key, both made at `when`."""
+    _day_of_payments(db, when)
     row = db.execute(
         "UPDATE payments SET created_at = %s WHERE id = %s RETURNING provider_charge_id",
         (when, payment_id),
