@@ -17,6 +17,11 @@ every table's, the others a table's own.
 - `key_held` (the operations table only): an operation of the range still holds its
   idempotency key. Its row is what answers a retry with that key; dropping it would let the
   key make a second operation (a second charge).
+- `operation_kept` (the payments and the audit trail): `operations` is partitioned and
+  still holds an operation of the range. An operation outlives neither its payment nor its
+  history (their retention is at least the operations', `app/settings.py`), and a pass
+  retires `operations` first (`layout.PARTITIONED`): so a day whose operations a rule of
+  their own keeps (`key_held`) keeps its payments and audit trail too.
 - `webhook_pending`, `event_unpublished` (the events table only): a webhook delivery of an
   event of the range is still pending, or the broker has not confirmed one on an exchange
   the events are published to (`app/events/publication.py`). An event is made when its
@@ -129,9 +134,18 @@ _UNPUBLISHED = f"""
         WHERE {_E_IN_RANGE})
 """
 
+# An operation of the range still in `operations`, once that is partitioned (before, its
+# rows are never retired: nothing to keep in step with).
+_OPERATION_KEPT = f"""
+    SELECT (SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass('operations'))
+       AND EXISTS (SELECT 1 FROM operations WHERE {_IN_RANGE})
+"""
+
 # Rules by table beyond the family's: what only that table's rows answer.
 _OWN_RULES: dict[str, tuple[tuple[str, str], ...]] = {
     "operations": (("key_held", _KEY_HELD),),
+    "payments": (("operation_kept", _OPERATION_KEPT),),
+    "operation_transitions": (("operation_kept", _OPERATION_KEPT),),
     "events": (("webhook_pending", _WEBHOOK_PENDING), ("event_unpublished", _UNPUBLISHED)),
 }
 _FAMILY_RULES: tuple[tuple[str, str], ...] = (

@@ -5,7 +5,8 @@ Each table has its own retention in days (`retention_days`, PAYMENTS_RETENTION_D
 unset: kept forever). A partition is past it when its upper bound is at or before today's
 midnight (UTC, by the database's clock) less that many days: every row in it is at least that
 old. Then, unless a rule keeps it (`holds.py`: an operation of its range not final, its days'
-settlement not closed, a key still held, a restored partition), a pass:
+settlement not closed, a key still held, its operations still kept, a restored
+partition), a pass:
 
 1. marks it (`COMMENT`, with its bound, so the table can be found and reattached however
    the pass ends);

@@ -83,8 +83,10 @@ def test_an_events_day_is_kept_until_its_events_are_delivered_and_published(
         )
 
     assert _held(scratch_database, "events") == "webhook_pending"
-    # The other tables of the family are not held by the events' deliveries.
-    assert _held(scratch_database, "operation_transitions") is None
+    # The other tables of the family are not held by the events' deliveries: the
+    # operations' day may go (and with it their payments' and trail's, `operation_kept`).
+    assert _held(scratch_database, "operations") is None
+    assert _held(scratch_database, "operation_transitions") == "operation_kept"
 
     with psycopg.connect(scratch_database, autocommit=True) as conn:
         conn.execute(

@@ -149,6 +149,48 @@ def test_a_day_of_the_real_tables_retired_archived_and_restored(
     assert row[0] > before[0]["seq"]
 
 
+def test_a_day_whose_operation_holds_its_key_keeps_its_payment_and_trail(
+    scratch_database: str, tmp_path: Path
+) -> None:
+    # The operations' own rule keeps their day; the payments and the audit trail, retired
+    # after them, are kept with it (an operation outlives neither).
+    upgrade_head(scratch_database)
+    tenant, operation = uuid.uuid4(), uuid.uuid4()
+    created = datetime.combine(DAY, clock(9), tzinfo=UTC)
+    _pass(scratch_database, DAY, tmp_path)
+    with psycopg.connect(scratch_database, autocommit=True) as conn:
+        conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'kept')", (tenant,))
+        conn.execute(
+            "INSERT INTO operations (id, tenant_id, operation_name, idempotency_key,"
+            " fingerprint, state, created_at, completed_at)"
+            " VALUES (%s, %s, 'create_payment', 'still-held', %s, 'COMPLETED', %s, %s)",
+            (operation, tenant, "0" * 64, created, created),
+        )
+        conn.execute(
+            "INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,"
+            " amount_minor, currency, account_id, created_at)"
+            " VALUES (%s, %s, %s, 'payment-kept', '{primary}', 'SUCCEEDED', 100, 'EUR',"
+            " 'acc', %s)",
+            (uuid.uuid4(), tenant, operation, created),
+        )
+        conn.execute(
+            "INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state,"
+            " trigger, actor, fence, created_at, operation_created_at)"
+            " VALUES (%s, %s, 'RECEIVED', 'COMPLETED', 'complete', 'test', 1, %s, %s)",
+            (operation, tenant, created, created),
+        )
+        conn.execute(
+            "INSERT INTO settlement_days (day, last_finished_at) VALUES (%s, now())", (DAY,)
+        )
+    done = {d.table: d for d in _pass(scratch_database, DAY + timedelta(days=2), tmp_path)}
+    assert done["operations"].held == {OPERATIONS.day_partition(DAY): "key_held"}
+    assert done["payments"].held == {PAYMENTS.day_partition(DAY): "operation_kept"}
+    assert done["operation_transitions"].held == {
+        OPERATION_TRANSITIONS.day_partition(DAY): "operation_kept"
+    }
+    assert [d.dropped for d in done.values() if d.table != "events"] == [[], [], []]
+
+
 def test_making_a_day_holds_the_tenants_writers_back_a_second_at_most(
     scratch_database: str,
 ) -> None:
