@@ -1,4 +1,5 @@
-"""An operation's history and its events are read from one partition: its day's.
+"""An operation's history, its events, and a taken key's operation are read from one
+partition: its day's.
 
 Checked with EXPLAIN ANALYZE on the statements the service runs, on the plan tests' seeded
 database (`plan_db`: a month of operations, its audit trail and events, migrated from
@@ -78,3 +79,22 @@ def test_an_operations_events_are_read_from_its_days_partition(
     read = [name for name, ran in found.items() if ran]
     assert len(read) == 1, found
     assert read[0].endswith("_legacy") == (where == "legacy"), found
+
+
+@pytest.mark.parametrize(("g", "where"), [(NEWEST, "today"), (OLDEST, "legacy")])
+def test_a_taken_keys_operation_is_read_from_its_days_partition(
+    plan_db: Db, g: int, where: str
+) -> None:
+    # The claim's read of a taken key (and `GET /operations?idempotency_key=`): the key's row
+    # names the operation's id and day, so `operations` is probed in one partition.
+    params = {
+        "tenant_id": uuid.UUID(_md5(f"tenant{g % TENANTS}")),
+        "operation_name": "create_payment",
+        "idempotency_key": f"key-{_md5(f'key{g}')}",
+    }
+    sql = f"SELECT operations.id FROM {reads.KEYED_OPERATION}"
+    found = scanned(plan_db, sql, params, "operations")
+    read = [name for name, ran in found.items() if ran]
+    assert len(read) == 1, found
+    assert read[0].endswith("_legacy") == (where == "legacy"), found
+    assert len(found) > 1, found
