@@ -1,9 +1,10 @@
 """A new database is partitioned by `migrate`, and every row goes to its operation's day.
 
-The session's database was migrated from empty (0031 converted both tables on the spot):
-both are partitioned by `operation_created_at`, with day partitions from today on, and the
-statements of the service write each audit row and event to the partition of its
-operation's day, whenever they run: a recovery that settles an operation days after it was
+The session's database was migrated from empty (0031 and 0033 converted the tables on the
+spot): the history is partitioned by `operation_created_at`, the operations and payments by
+their `created_at`, with day partitions from today on, and the statements of the service
+write each operation, payment, audit row and event to the partition of its operation's day,
+whenever they run: a recovery that settles an operation days after it was
 created writes to that day's partition, not to today's.
 """
 
@@ -66,8 +67,14 @@ def test_both_tables_are_partitioned_by_the_operations_day_with_days_ahead(db: D
 
 def _rows(db: Db, operation_id: str) -> list[DictRow]:
     return db.execute(
-        "SELECT 'operation_transitions' AS tbl, t.tableoid::regclass::text AS part, t.to_state"
-        " AS what, t.operation_created_at, o.created_at FROM operation_transitions t"
+        "SELECT 'operations' AS tbl, o.tableoid::regclass::text AS part, o.state AS what,"
+        " o.created_at AS operation_created_at, o.created_at FROM operations o"
+        " WHERE o.id = %(id)s"
+        " UNION ALL SELECT 'payments', p.tableoid::regclass::text, 'payment', p.created_at,"
+        " o.created_at FROM payments p JOIN operations o ON o.id = p.operation_id"
+        " WHERE p.operation_id = %(id)s"
+        " UNION ALL SELECT 'operation_transitions', t.tableoid::regclass::text, t.to_state,"
+        " t.operation_created_at, o.created_at FROM operation_transitions t"
         " JOIN operations o ON o.id = t.operation_id WHERE t.operation_id = %(id)s"
         " UNION ALL SELECT 'events', e.tableoid::regclass::text, e.type, e.operation_created_at,"
         " o.created_at FROM events e JOIN operations o ON o.id = e.operation_id"
@@ -82,8 +89,10 @@ def test_a_payments_trail_and_event_go_to_its_days_partition(client: httpx.Clien
     rows = _rows(db, paid.json()["operation_id"])
     assert sorted(r["what"] for r in rows) == [
         "COMPLETED",
+        "COMPLETED",
         "PROVIDER_REQUEST_SENT",
         "RECEIVED",
+        "payment",
         "payment.succeeded",
     ]
     layouts = {layout.table: layout for layout in PARTITIONED}
@@ -108,10 +117,12 @@ def test_a_recovery_days_later_writes_to_the_operations_day(
     lost = post_payment(client, body, key=new_key())
     assert lost.status_code == 202, lost.text
     operation_id = lost.json()["operation_id"]
-    # As if it had been created three days ago: its trail so far moves with it.
+    # As if it had been created three days ago: its payment and trail so far move with it.
     db.execute(
         "WITH aged AS (UPDATE operations SET created_at = created_at - interval '3 days',"
-        " next_check_at = now() WHERE id = %s RETURNING id, created_at)"
+        " next_check_at = now() WHERE id = %s RETURNING id, created_at),"
+        " paid AS (UPDATE payments AS p SET created_at = aged.created_at FROM aged"
+        " WHERE p.operation_id = aged.id)"
         " UPDATE operation_transitions AS t SET operation_created_at = aged.created_at"
         " FROM aged WHERE t.operation_id = aged.id",
         (operation_id,),
@@ -120,8 +131,8 @@ def test_a_recovery_days_later_writes_to_the_operations_day(
     assert worker.wait_exit(timeout=120) == 0, worker.log()
     wait_for_state(db, operation_id, "COMPLETED")
     rows = _rows(db, operation_id)
-    settled = [r for r in rows if r["what"] in ("COMPLETED", "payment.succeeded")]
-    assert len(settled) == 2, rows
+    settled = [r for r in rows if r["what"] in ("COMPLETED", "payment.succeeded", "payment")]
+    assert len(settled) == 4, rows
     layouts = {layout.table: layout for layout in PARTITIONED}
     for row in settled:
         layout = layouts[row["tbl"]]
