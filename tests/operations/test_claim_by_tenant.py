@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -27,6 +28,7 @@ from app.db.database import open_database
 from app.db.migrate import upgrade_head
 from app.jobs.tenants import KeptTenants
 from app.operations import leases, retention
+from app.operations.horizon import read_horizon
 from app.operations.values import DueRef
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
@@ -96,7 +98,7 @@ def _due_tenants(url: str) -> set[uuid.UUID]:
         settings = Settings.model_validate({"DATABASE_URL": url})
         opened = open_database(settings, application_name="claims")
         async with opened as db, db.connection() as conn:
-            return await leases.due_tenants(conn)
+            return await leases.due_tenants(conn, await read_horizon(conn))
 
     return set(asyncio.run(read()))
 
@@ -161,8 +163,13 @@ def test_tenants_without_due_work_are_not_found(claims_db: Db, claims_url: str) 
 TENANT = uuid.UUID(hashlib.md5(b"tenant3").hexdigest())
 
 
+# Every day of the seeded month: the plan's shape, not which days it reads
+# (tests/partitions/test_pruning.py reads that).
+SINCE = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def _claim_params() -> dict[str, Any]:
-    return {"tenant_id": TENANT, "owner": "worker:plan", "lease_s": 30, "limit": 16}
+    return {"tenant_id": TENANT, "owner": "worker:plan", "lease_s": 30, "limit": 16, "since": SINCE}
 
 
 def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db) -> None:
@@ -191,9 +198,11 @@ def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db)
 def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
     plan_db: Db,
 ) -> None:
-    explained = plan(plan_db, leases._DUE_TENANTS)
+    explained = plan(plan_db, leases._DUE_TENANTS, {"since": SINCE})
     assert "Seq Scan" not in explained, explained
-    probes = [n for n in plan_nodes(plan_db, leases._DUE_TENANTS) if "Index Name" in n]
+    probes = [
+        n for n in plan_nodes(plan_db, leases._DUE_TENANTS, {"since": SINCE}) if "Index Name" in n
+    ]
     assert {n["Index Name"] for n in probes} == {
         "ix_operations_in_flight_lease",
         "ix_operations_recovery_due",
