@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.operations import reads
+from app.operations import leases, reads
 from app.webhooks import operator_reads
 from tests.support.fixtures.plans import OPERATIONS, TENANTS
 
@@ -78,3 +79,38 @@ def test_an_operations_events_are_read_from_its_days_partition(
     read = [name for name, ran in found.items() if ran]
     assert len(read) == 1, found
     assert read[0].endswith("_legacy") == (where == "legacy"), found
+
+
+def planned(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
+    """The partitions of `table` in the plan of `sql` (EXPLAIN without running it)."""
+    rows = conn.execute(f"EXPLAIN (COSTS OFF) {sql}", params).fetchall()
+    return {
+        match.group(1)
+        for row in rows
+        if (match := re.search(rf" on ({table}_(?:legacy|p\d{{8}}))\b", str(row["QUERY PLAN"])))
+    }
+
+
+def _today(conn: Db) -> datetime:
+    row = conn.execute("SELECT date_trunc('day', now(), 'UTC') AS today").fetchone()
+    assert row is not None
+    today = row["today"]
+    assert isinstance(today, datetime)
+    return today
+
+
+@pytest.mark.parametrize("statement", ["_DUE_TENANTS", "_CLAIM_DUE"])
+def test_the_recovery_claim_reads_the_days_from_the_horizon_on(plan_db: Db, statement: str) -> None:
+    sql = getattr(leases, statement)
+    params = {"tenant_id": _ids(NEWEST)["tenant_id"], "owner": "worker:plan", "lease_s": 30}
+    params["limit"] = 16
+    # The seeded month is in the legacy partition: a horizon a month back reads it ...
+    month = planned(
+        plan_db, sql, params | {"since": _today(plan_db) - timedelta(days=40)}, "operations"
+    )
+    assert "operations_legacy" in month, month
+    # ... today's reads today's partition and those after it, nothing before.
+    today = planned(plan_db, sql, params | {"since": _today(plan_db)}, "operations")
+    assert today, today
+    assert "operations_legacy" not in today, today
+    assert all(name >= f"operations_p{_today(plan_db):%Y%m%d}" for name in today), today
