@@ -20,6 +20,8 @@ import pytest
 from psycopg.rows import DictRow
 
 from app.operations import leases, reads
+from app.payments.operator_reads import Cursor, RecordFilter
+from app.payments.operator_reads import list_sql as payments_list_sql
 from app.webhooks import operator_reads
 from tests.support.fixtures.plans import OPERATIONS, TENANTS
 
@@ -114,3 +116,41 @@ def test_the_recovery_claim_reads_the_days_from_the_horizon_on(plan_db: Db, stat
     assert today, today
     assert "operations_legacy" not in today, today
     assert all(name >= f"operations_p{_today(plan_db):%Y%m%d}" for name in today), today
+
+
+# Twenty payments of today, in the test's transaction only (rolled back: the plan database
+# stays as seeded): the first page's rows are all in today's partition, whatever the time
+# of day.
+_TODAYS_PAYMENTS = """
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, attempt, status,
+                          amount_minor, currency, account_id, created_at)
+    SELECT gen_random_uuid(), %(tenant_id)s, gen_random_uuid(), 'today-' || g, '{primary}', 0,
+           'SUCCEEDED', 100, 'EUR', 'acc_today', now()
+    FROM generate_series(1, 20) AS g
+"""
+
+
+def test_the_payments_list_reads_the_newest_day_first_and_stops_there(plan_db: Db) -> None:
+    sql, params = payments_list_sql(RecordFilter(), table="payments", limit=10)
+    with plan_db.transaction():
+        plan_db.execute("SET TRANSACTION READ WRITE")
+        plan_db.execute(_TODAYS_PAYMENTS, {"tenant_id": _ids(NEWEST)["tenant_id"]})
+        found = scanned(plan_db, sql, params, "payments")
+        raise psycopg.Rollback
+    read = {name for name, ran in found.items() if ran}
+    # The days made ahead (empty, one index descent each), then today's, which filled it.
+    today = f"payments_p{_today(plan_db):%Y%m%d}"
+    assert today in read, found
+    assert all(name >= today for name in read), found
+    # The month before is there to read, and was not: newest first, the page was full.
+    assert found.get("payments_legacy") is False, found
+
+
+def test_a_payments_list_page_skips_the_days_after_its_cursor(plan_db: Db) -> None:
+    last = plan_db.execute(
+        "SELECT created_at, id FROM payments_legacy ORDER BY created_at DESC, id DESC LIMIT 1"
+    ).fetchone()
+    assert last is not None
+    cursor = Cursor(created_at=last["created_at"], id=last["id"])
+    sql, params = payments_list_sql(RecordFilter(before=cursor), table="payments", limit=10)
+    assert planned(plan_db, sql, params, "payments") == {"payments_legacy"}
