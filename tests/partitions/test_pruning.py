@@ -154,3 +154,23 @@ def test_a_payments_list_page_skips_the_days_after_its_cursor(plan_db: Db) -> No
     cursor = Cursor(created_at=last["created_at"], id=last["id"])
     sql, params = payments_list_sql(RecordFilter(before=cursor), table="payments", limit=10)
     assert planned(plan_db, sql, params, "payments") == {"payments_legacy"}
+
+
+@pytest.mark.parametrize(("g", "where"), [(NEWEST, "today"), (OLDEST, "legacy")])
+def test_a_replay_reads_its_operation_from_its_days_partition(
+    plan_db: Db, g: int, where: str
+) -> None:
+    # The read a taken key's claim and GET /operations?idempotency_key= make: through the
+    # key's row, to the operation by id and the day the row names.
+    params = _ids(g) | {"operation_name": "create_payment", "idempotency_key": _key(g)}
+    sql = f"SELECT {reads.SNAPSHOT_COLUMNS} FROM {reads.KEYED_OPERATION}"
+    found = scanned(plan_db, sql, params, "operations")
+    read = [name for name, ran in found.items() if ran]
+    assert len(read) == 1, found
+    assert read[0].endswith("_legacy") == (where == "legacy"), found
+    assert len(found) > 1, found
+
+
+def _key(g: int) -> str:
+    # As the seed makes its keys (`'key-' || md5('key' || g)`).
+    return f"key-{_md5(f'key{g}')}"
