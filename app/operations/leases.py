@@ -9,8 +9,10 @@ later write by the other is refused by the fence.
     claim_due      the worker's batch of the same, FOR UPDATE SKIP LOCKED, tenant by tenant
     release        an owner gives its lease back without changing state
 
-Every statement here names the operation's tenant: a row lock and a fence bump are one
-tenant's, and on Citus only a statement routed to one shard group may take them
+The worker's statements read the days from the backlog's horizon on (`horizon.py`), so
+that on an `operations` partitioned by day they read the last few days' partitions, not
+every day kept. Every statement here names the operation's tenant: a row lock and a fence
+bump are one tenant's, and on Citus only a statement routed to one shard group may take them
 (docs/scaling.md). The worker's batch therefore first reads which tenants have due work (a
 plain read across tenants, no locks), then claims for each (`app/jobs/tenants.py`).
 """
@@ -18,10 +20,12 @@ plain read across tenants, no locks), then claims for each (`app/jobs/tenants.py
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from app.db.database import Connection
 from app.jobs.leases import new_owner
 from app.jobs.tenants import KeptTenants
+from app.operations.horizon import Horizon
 from app.operations.states import State
 from app.operations.values import DueRef, OwnedRef, Snapshot
 
@@ -54,25 +58,25 @@ _TAKE_OVER = f"""
 _DUE_TENANTS = """
     WITH RECURSIVE in_flight AS (
         (SELECT tenant_id, lease_expires_at AS free_at FROM operations
-         WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
+         WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT') AND created_at >= %(since)s
          ORDER BY tenant_id, lease_expires_at NULLS FIRST
          LIMIT 1)
         UNION ALL
         SELECT later.* FROM in_flight, LATERAL (
             SELECT tenant_id, lease_expires_at FROM operations
-            WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
+            WHERE state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT') AND created_at >= %(since)s
               AND tenant_id > in_flight.tenant_id
             ORDER BY tenant_id, lease_expires_at NULLS FIRST
             LIMIT 1) AS later
     ), unknown AS (
         (SELECT tenant_id, next_check_at AS due_at FROM operations
-         WHERE state = 'UNKNOWN_REQUIRES_RECOVERY'
+         WHERE state = 'UNKNOWN_REQUIRES_RECOVERY' AND created_at >= %(since)s
          ORDER BY tenant_id, next_check_at
          LIMIT 1)
         UNION ALL
         SELECT later.* FROM unknown, LATERAL (
             SELECT tenant_id, next_check_at FROM operations
-            WHERE state = 'UNKNOWN_REQUIRES_RECOVERY'
+            WHERE state = 'UNKNOWN_REQUIRES_RECOVERY' AND created_at >= %(since)s
               AND tenant_id > unknown.tenant_id
             ORDER BY tenant_id, next_check_at
             LIMIT 1) AS later
@@ -85,6 +89,7 @@ _DUE_TENANTS = """
           SELECT FROM operations
           WHERE tenant_id = unknown.tenant_id
             AND state = 'UNKNOWN_REQUIRES_RECOVERY'
+            AND created_at >= %(since)s
             AND next_check_at <= now()
             AND (lease_expires_at IS NULL OR lease_expires_at <= now()))
 """
@@ -97,6 +102,7 @@ _CLAIM_DUE = f"""
         SELECT id FROM operations
         WHERE tenant_id = %(tenant_id)s
           AND state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
+          AND created_at >= %(since)s
           AND (lease_expires_at IS NULL OR lease_expires_at <= now())
         ORDER BY lease_expires_at NULLS FIRST
         LIMIT %(limit)s
@@ -105,6 +111,7 @@ _CLAIM_DUE = f"""
         SELECT id FROM operations
         WHERE tenant_id = %(tenant_id)s
           AND state = 'UNKNOWN_REQUIRES_RECOVERY'
+          AND created_at >= %(since)s
           AND next_check_at <= now()
           AND (lease_expires_at IS NULL OR lease_expires_at <= now())
         ORDER BY next_check_at
@@ -117,7 +124,7 @@ _CLAIM_DUE = f"""
     )
     UPDATE operations
     SET {new_owner()}
-    WHERE tenant_id = %(tenant_id)s AND id IN (SELECT id FROM picked)
+    WHERE tenant_id = %(tenant_id)s AND created_at >= %(since)s AND id IN (SELECT id FROM picked)
     RETURNING id, fence, state, attempts, operation_name
 """
 
@@ -146,9 +153,10 @@ async def take_over(
     )
 
 
-async def due_tenants(conn: Connection) -> list[uuid.UUID]:
-    """Every tenant with an operation the worker may claim now; nothing is locked."""
-    rows = await (await conn.execute(_DUE_TENANTS)).fetchall()
+async def due_tenants(conn: Connection, since: datetime) -> list[uuid.UUID]:
+    """Every tenant with an operation created from `since` on (the horizon) that the
+    worker may claim now; nothing is locked."""
+    rows = await (await conn.execute(_DUE_TENANTS, {"since": since})).fetchall()
     return [tenant_id for (tenant_id,) in rows]
 
 
@@ -159,17 +167,22 @@ async def claim_due(
     lease_s: float,
     limit: int,
     tenants: KeptTenants | None = None,
+    horizon: Horizon | None = None,
 ) -> list[DueRef]:
     """Take recovery ownership of up to `limit` operations that need it, of any name.
 
     The tenants with due work (`due_tenants`), then one claim per tenant, in a shuffled
     order with fair shares (`app/jobs/tenants.py`). Each tenant's claim is its own
     statement and transaction. `tenants` keeps the tenants found between a worker's claims
-    (its order and how long it keeps them); without it they are read on every claim.
+    (its order and how long it keeps them); without it they are read on every claim. Every
+    statement reads the days from the backlog's horizon on (`horizon.py`); `horizon` keeps
+    it between claims, without it it is read on every claim.
     """
+    since = await (Horizon(refresh_s=0) if horizon is None else horizon).since(conn)
 
     async def claim(tenant_id: uuid.UUID, share: int) -> list[DueRef]:
         params = {"tenant_id": tenant_id, "owner": owner, "lease_s": lease_s, "limit": share}
+        params["since"] = since
         rows = await (await conn.execute(_CLAIM_DUE, params)).fetchall()
         return [
             DueRef(
@@ -186,7 +199,7 @@ async def claim_due(
         ]
 
     kept = KeptTenants(refresh_s=0) if tenants is None else tenants
-    return await kept.claim(limit, lambda: due_tenants(conn), claim)
+    return await kept.claim(limit, lambda: due_tenants(conn, since), claim)
 
 
 async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:

@@ -23,6 +23,7 @@ from app.jobs.tenants import KEEP_TENANTS_S, KeptTenants
 from app.observability.logging import new_context
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
+from app.operations.horizon import Horizon
 from app.operations.outcomes import Outcome, reconciled_as
 from app.operations.values import DueRef, OwnedRef
 from app.provider.registry import UnknownProvider
@@ -67,6 +68,8 @@ class RecoveryJob:
         self._metrics = metrics
         # The tenants with due work, kept between this worker's claims (app/jobs/tenants.py).
         self._tenants = KeptTenants(refresh_s=KEEP_TENANTS_S)
+        # The oldest day its claims read, kept between them (app/operations/horizon.py).
+        self._horizon = Horizon()
 
     async def claim(self, limit: int) -> list[DueWork]:
         """Claim up to `limit` due operations, each with its subject when it could be read."""
@@ -77,6 +80,7 @@ class RecoveryJob:
                 lease_s=self._settings.lease_s,
                 limit=limit,
                 tenants=self._tenants,
+                horizon=self._horizon,
             )
             if not owned:
                 return []

@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -27,6 +28,7 @@ from app.db.database import open_database
 from app.db.migrate import upgrade_head
 from app.jobs.tenants import KeptTenants
 from app.operations import leases, retention
+from app.operations.horizon import read_horizon
 from app.operations.values import DueRef
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
@@ -96,7 +98,7 @@ def _due_tenants(url: str) -> set[uuid.UUID]:
         settings = Settings.model_validate({"DATABASE_URL": url})
         opened = open_database(settings, application_name="claims")
         async with opened as db, db.connection() as conn:
-            return await leases.due_tenants(conn)
+            return await leases.due_tenants(conn, await read_horizon(conn))
 
     return set(asyncio.run(read()))
 
@@ -163,10 +165,13 @@ TENANT = uuid.UUID(hashlib.md5(b"tenant3").hexdigest())
 
 # The partition of `operations` holding the plan database's seeded month.
 LEGACY = "operations_legacy"
+# Every day of the seeded month: the plan's shape, not which days it reads
+# (tests/partitions/test_pruning.py reads that).
+SINCE = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _claim_params() -> dict[str, Any]:
-    return {"tenant_id": TENANT, "owner": "worker:plan", "lease_s": 30, "limit": 16}
+    return {"tenant_id": TENANT, "owner": "worker:plan", "lease_s": 30, "limit": 16, "since": SINCE}
 
 
 def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db) -> None:
@@ -200,11 +205,11 @@ def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db)
 def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
     plan_db: Db,
 ) -> None:
-    explained = plan(plan_db, leases._DUE_TENANTS)
+    explained = plan(plan_db, leases._DUE_TENANTS, {"since": SINCE})
     assert "Seq Scan" not in explained, explained
     probes = [
         n
-        for n in plan_nodes(plan_db, leases._DUE_TENANTS)
+        for n in plan_nodes(plan_db, leases._DUE_TENANTS, {"since": SINCE})
         if "Index Name" in n and n.get("Relation Name") == LEGACY
     ]
     assert {n["Index Name"] for n in probes} == {

@@ -13,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.operations import reads
+from app.operations import leases, reads
+from app.payments.operator_reads import Cursor, RecordFilter
+from app.payments.operator_reads import list_sql as payments_list_sql
 from app.webhooks import operator_reads
 from tests.support.fixtures.plans import OPERATIONS, TENANTS
 
@@ -79,6 +82,79 @@ def test_an_operations_events_are_read_from_its_days_partition(
     read = [name for name, ran in found.items() if ran]
     assert len(read) == 1, found
     assert read[0].endswith("_legacy") == (where == "legacy"), found
+
+
+def planned(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
+    """The partitions of `table` in the plan of `sql` (EXPLAIN without running it)."""
+    rows = conn.execute(f"EXPLAIN (COSTS OFF) {sql}", params).fetchall()
+    return {
+        match.group(1)
+        for row in rows
+        if (match := re.search(rf" on ({table}_(?:legacy|p\d{{8}}))\b", str(row["QUERY PLAN"])))
+    }
+
+
+def _today(conn: Db) -> datetime:
+    row = conn.execute("SELECT date_trunc('day', now(), 'UTC') AS today").fetchone()
+    assert row is not None
+    today = row["today"]
+    assert isinstance(today, datetime)
+    return today
+
+
+@pytest.mark.parametrize("statement", ["_DUE_TENANTS", "_CLAIM_DUE"])
+def test_the_recovery_claim_reads_the_days_from_the_horizon_on(plan_db: Db, statement: str) -> None:
+    sql = getattr(leases, statement)
+    params = {"tenant_id": _ids(NEWEST)["tenant_id"], "owner": "worker:plan", "lease_s": 30}
+    params["limit"] = 16
+    # The seeded month is in the legacy partition: a horizon a month back reads it ...
+    month = planned(
+        plan_db, sql, params | {"since": _today(plan_db) - timedelta(days=40)}, "operations"
+    )
+    assert "operations_legacy" in month, month
+    # ... today's reads today's partition and those after it, nothing before.
+    today = planned(plan_db, sql, params | {"since": _today(plan_db)}, "operations")
+    assert today, today
+    assert "operations_legacy" not in today, today
+    assert all(name >= f"operations_p{_today(plan_db):%Y%m%d}" for name in today), today
+
+
+# Twenty payments of today, in the test's transaction only (rolled back: the plan database
+# stays as seeded): the first page's rows are all in today's partition, whatever the time
+# of day.
+_TODAYS_PAYMENTS = """
+    INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, attempt, status,
+                          amount_minor, currency, account_id, created_at)
+    SELECT gen_random_uuid(), %(tenant_id)s, gen_random_uuid(), 'today-' || g, '{primary}', 0,
+           'SUCCEEDED', 100, 'EUR', 'acc_today', now()
+    FROM generate_series(1, 20) AS g
+"""
+
+
+def test_the_payments_list_reads_the_newest_day_first_and_stops_there(plan_db: Db) -> None:
+    sql, params = payments_list_sql(RecordFilter(), table="payments", limit=10)
+    with plan_db.transaction():
+        plan_db.execute("SET TRANSACTION READ WRITE")
+        plan_db.execute(_TODAYS_PAYMENTS, {"tenant_id": _ids(NEWEST)["tenant_id"]})
+        found = scanned(plan_db, sql, params, "payments")
+        raise psycopg.Rollback
+    read = {name for name, ran in found.items() if ran}
+    # The days made ahead (empty, one index descent each), then today's, which filled it.
+    today = f"payments_p{_today(plan_db):%Y%m%d}"
+    assert today in read, found
+    assert all(name >= today for name in read), found
+    # The month before is there to read, and was not: newest first, the page was full.
+    assert found.get("payments_legacy") is False, found
+
+
+def test_a_payments_list_page_skips_the_days_after_its_cursor(plan_db: Db) -> None:
+    last = plan_db.execute(
+        "SELECT created_at, id FROM payments_legacy ORDER BY created_at DESC, id DESC LIMIT 1"
+    ).fetchone()
+    assert last is not None
+    cursor = Cursor(created_at=last["created_at"], id=last["id"])
+    sql, params = payments_list_sql(RecordFilter(before=cursor), table="payments", limit=10)
+    assert planned(plan_db, sql, params, "payments") == {"payments_legacy"}
 
 
 @pytest.mark.parametrize(("g", "where"), [(NEWEST, "today"), (OLDEST, "legacy")])
