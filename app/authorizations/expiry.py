@@ -1,29 +1,33 @@
-"""The worker's expiry of holds that lapsed: an authorization past its `capture_before`
-becomes EXPIRED (nothing captured) or CAPTURED (the rest released), with `payment.expired`.
+"""The worker's expiry of holds that lapsed: an authorization past its `capture_before` becomes
+EXPIRED (nothing captured) or CAPTURED (the rest released), with `payment.expired`.
 
 A batch is claimed tenant by tenant (`app/jobs/tenants.py`): the tenants with a lapsed hold
 are found by a plain read (no lock), a loose scan of `ix_payments_open_holds`, which leads
-with tenant_id, then each tenant's fair share is one short transaction of its own: on Citus
-a statement that locks rows must route to one shard group, and `tenant_id` is the
-distribution column (docs/scaling.md). The tenants found are kept between batches, as the
-recovery's are. A tenant's first statement locks its lapsed payments, longest lapsed first,
-with `FOR NO KEY UPDATE SKIP LOCKED`, the lock every capture and void claim takes (a payment
-a claim is deciding on is skipped: the next pass takes it), and moves those with no capture
-or void in flight (`modifying_operation_id`, set by the claim's statement; a row the lock
-waited for is read again as its last writer left it, so a mark committed a moment ago is
-seen). A payment with one in flight keeps its hold until the modification is final (a
-capture claimed in time is sent, and resent by recovery, under its key: the provider holds
-the authorization and decides), and a later pass expires it. Then each moved payment's
-event is written, fanned out to the tenant's endpoints like every event
-(`app/events/outbox.py`), in the same transaction. Nothing is sent to the provider: its own
-hold lapses on its own clock, and a capture is refused locally once ours has.
+with tenant_id, then each tenant's fair share is statements naming it alone: on Citus a
+statement that locks rows must route to one shard group, and `tenant_id` is the distribution
+column (docs/scaling.md). The tenants' statements are sent together
+(`KeptTenants.claim_together`): the tenants asked together share one short transaction, one
+pipeline, their UPDATEs first, then their events, two round trips where one tenant at a time
+took three and one more per event; an error rolls back those tenants together. The
+tenants found are kept between batches, as the recovery's are. A tenant's first statement
+locks its lapsed payments, longest lapsed first, with `FOR NO KEY UPDATE SKIP LOCKED`, the
+lock every capture and void claim takes (a payment a claim is deciding on is skipped: the
+next pass takes it), and moves those with no capture or void in flight
+(`modifying_operation_id`, set by the claim's statement; a row the lock waited for is read
+again as its last writer left it, so a mark committed a moment ago is seen). A payment with
+one in flight keeps its hold until the modification is final (a capture claimed in time is
+sent, and resent by recovery, under its key: the provider holds the authorization and
+decides), and a later pass expires it. Then each moved payment's event is written, fanned
+out to the tenant's endpoints like every event (`app/events/outbox.py`), in the same
+transaction. Nothing is sent to the provider: its own hold lapses on its own clock, and a
+capture is refused locally once ours has.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 
 from psycopg.rows import class_row
@@ -123,12 +127,20 @@ class HoldExpiry:
                 rows = await (await conn.execute(_LAPSED_TENANTS)).fetchall()
                 return [tenant_id for (tenant_id,) in rows]
 
-            async def expire(tenant_id: uuid.UUID, share: int) -> list[PaymentRow]:
-                async with conn.transaction():
-                    async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-                        await cur.execute(_EXPIRE, {"tenant_id": tenant_id, "limit": share})
-                        moved = await cur.fetchall()
-                    for payment in moved:
+            async def expire(asks: Sequence[tuple[uuid.UUID, int]]) -> list[list[PaymentRow]]:
+                # One transaction: on this autocommit connection, what a pipeline sends
+                # before its Sync (at its end) is one implicit transaction, committed by the
+                # Sync, rolled back whole on an error. Each payment moved and its event
+                # commit together, and so do the tenants asked together. (BEGIN and COMMIT
+                # of `conn.transaction()` inside the pipeline cost three more round trips.)
+                async with conn.pipeline():
+                    cursors = []
+                    for tenant_id, share in asks:
+                        cursor = conn.cursor(row_factory=class_row(PaymentRow))
+                        await cursor.execute(_EXPIRE, {"tenant_id": tenant_id, "limit": share})
+                        cursors.append(cursor)
+                    moved = [await cursor.fetchall() for cursor in cursors]
+                    for payment in (payment for rows in moved for payment in rows):
                         event = self._deliver(
                             outcome_event(
                                 tenant_id=payment.tenant_id,
@@ -140,7 +152,7 @@ class HoldExpiry:
                         await conn.execute(_event_sql(event), params)
                 return moved
 
-            expired = await self._tenants.claim(limit, lapsed_tenants, expire)
+            expired = await self._tenants.claim_together(limit, lapsed_tenants, expire)
         if expired:
             logger.info("authorizations expired", extra={"fields": {"expired": len(expired)}})
         return len(expired)

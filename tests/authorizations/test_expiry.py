@@ -22,7 +22,9 @@ from psycopg.rows import DictRow
 
 from app.authorizations.expiry import HoldExpiry
 from app.operations.values import EventWrite
+from tests.support.control.processes import Process
 from tests.support.factories.authorizations import authorized, post_capture, post_void
+from tests.support.factories.tenants import api_client, make_tenant
 from tests.support.fixtures.repository import AsyncDb
 
 LONG_AGO = "2000-01-01T00:00:00Z"
@@ -246,3 +248,31 @@ def test_a_hold_a_claim_has_locked_is_skipped_not_waited_for(
     # Within the run's 15 s: a batch that waited for the lock would not come back.
     expiry.run_all()
     assert _status(db, payment) == "AUTHORIZED"
+
+
+def test_the_tenants_batches_go_together_in_one_round_trip(
+    api: Process,
+    client: httpx.Client,
+    db: psycopg.Connection[DictRow],
+    expiry: Expiry,
+    untouched: dict[str, Any],
+) -> None:
+    # Room for one each: both tenants' statements are sent in one pipeline, one transaction
+    # (one xmin on the payments it moved and their events), each still naming its tenant.
+    expiry.run_all()  # what other tests left lapsed
+    with api_client(api, make_tenant(db, "another tenant")) as other_client:
+        other = authorized(other_client, amount="10.00")
+    for payment in (untouched, other):
+        _lapse(db, payment)
+    assert expiry.run(2) == 2
+    rows = db.execute(
+        "SELECT xmin::text AS xmin FROM payments WHERE id = ANY(%(payments)s)"
+        " UNION SELECT xmin::text FROM events"
+        " WHERE operation_id = ANY(%(operations)s) AND type = 'payment.expired'",
+        {
+            "payments": [untouched["payment_id"], other["payment_id"]],
+            "operations": [untouched["operation_id"], other["operation_id"]],
+        },
+    ).fetchall()
+    assert len(rows) == 1
+    assert len(_expired_events(db, untouched) + _expired_events(db, other)) == 2

@@ -9,10 +9,12 @@ The order is the test's own (`shuffle`), and so is the clock, so every expectati
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 
-from app.jobs.tenants import KeptTenants, Shuffle, spread
+from app.jobs.tenants import KeptTenants, Shuffle, spread, spread_together
 
 A, B, C = (uuid.UUID(int=n) for n in (1, 2, 3))
 
@@ -23,12 +25,20 @@ class Backlogs:
     def __init__(self, due: dict[uuid.UUID, int]):
         self.due = dict(due)
         self.claims: list[tuple[uuid.UUID, int, int]] = []
+        self.rounds: list[list[tuple[uuid.UUID, int]]] = []
 
     async def claim(self, tenant: uuid.UUID, share: int) -> Sequence[uuid.UUID]:
         taken = min(share, self.due.get(tenant, 0))
         self.due[tenant] = self.due.get(tenant, 0) - taken
         self.claims.append((tenant, share, taken))
         return [tenant] * taken
+
+    async def claim_together(
+        self, asks: Sequence[tuple[uuid.UUID, int]]
+    ) -> list[Sequence[uuid.UUID]]:
+        """The tenants' claims sent together: one round trip, recorded as `rounds`."""
+        self.rounds.append([(tenant, share) for tenant, share in asks])
+        return [await self.claim(tenant, share) for tenant, share in asks]
 
 
 def _in_order(*order: uuid.UUID) -> Shuffle:
@@ -105,6 +115,77 @@ def test_the_tenants_that_may_have_more_are_those_that_took_all_they_asked_for()
     backlogs = Backlogs({A: 100, B: 100, C: 100})
     result = asyncio.run(spread([A, B, C], 1, backlogs.claim, shuffle=_in_order(A, B, C)))
     assert (len(result.items), result.more) == (1, [A, B, C])
+
+
+def _together(
+    backlogs: Backlogs, tenants: list[uuid.UUID], limit: int, *order: uuid.UUID
+) -> list[uuid.UUID]:
+    return asyncio.run(
+        spread_together(tenants, limit, backlogs.claim_together, shuffle=_in_order(*order))
+    ).items
+
+
+def test_together_every_tenant_whose_share_is_known_is_asked_in_one_round_trip() -> None:
+    # 32 tenants, room for 32: a share of one each, all asked at once (one at a time, that
+    # is 32 round trips).
+    tenants = [uuid.UUID(int=n) for n in range(1, 33)]
+    backlogs = Backlogs(dict.fromkeys(tenants, 3))
+    taken = _together(backlogs, tenants, 32, *tenants)
+    assert backlogs.rounds == [[(t, 1) for t in tenants]]
+    assert sorted(taken) == tenants
+
+
+def test_together_a_share_left_unused_is_asked_of_the_next_tenants_in_another_round() -> None:
+    backlogs = Backlogs({A: 100, B: 1, C: 100})
+    taken = _together(backlogs, [A, B, C], 12, B, A, C)
+    # Asked together, each as if those before filled theirs: 4 each. B took 1, so A's share
+    # was 6 and C's 5: they are asked the rest, again together.
+    assert backlogs.rounds == [[(B, 4), (A, 4), (C, 4)], [(A, 2), (C, 1)]]
+    assert Counter(taken) == {A: 6, B: 1, C: 5}
+
+
+def test_together_a_tenant_that_took_less_than_it_was_asked_is_not_asked_again() -> None:
+    backlogs = Backlogs({A: 1, B: 1, C: 100})
+    taken = _together(backlogs, [A, B, C], 12, A, B, C)
+    # A took 1 of 4, so B's share was 6: B is not asked for 2 more, it had only 1 of 4.
+    assert backlogs.rounds == [[(A, 4), (B, 4), (C, 4)], [(C, 6)]]
+    assert Counter(taken) == {A: 1, B: 1, C: 10}
+
+
+def test_together_a_tenant_that_filled_its_share_is_asked_again_for_the_room_left() -> None:
+    backlogs = Backlogs({A: 100, B: 1})
+    taken = _together(backlogs, [A, B], 10, A, B)
+    assert backlogs.rounds == [[(A, 5), (B, 5)], [(A, 4)]]
+    assert len(taken) == 10
+
+
+def _one_at_a_time(
+    due: dict[uuid.UUID, int], limit: int, order: list[uuid.UUID]
+) -> tuple[Counter[uuid.UUID], list[uuid.UUID], int]:
+    backlogs = Backlogs(due)
+    result = asyncio.run(spread(list(due), limit, backlogs.claim, shuffle=_in_order(*order)))
+    return Counter(result.items), result.more, len(backlogs.claims)
+
+
+def test_together_takes_what_one_at_a_time_takes_of_each_tenant() -> None:
+    # The same shares, whatever the backlogs: tenants with nothing, a little, more than a
+    # share; fewer and more tenants than the room.
+    rng = random.Random(20261127)
+    for _ in range(500):
+        tenants = [uuid.UUID(int=n) for n in range(1, rng.randint(1, 40))]
+        due = {t: rng.choice([0, 0, 1, 1, 2, 3, 5, 8, 40]) for t in tenants}
+        limit = rng.randint(1, 40)
+        order = rng.sample(tenants, len(tenants))
+        backlogs = Backlogs(due)
+        result = asyncio.run(
+            spread_together(tenants, limit, backlogs.claim_together, shuffle=_in_order(*order))
+        )
+        items, more, round_trips = _one_at_a_time(due, limit, order)
+        assert (Counter(result.items), result.more) == (items, more), (due, limit, order)
+        # Never more round trips than one at a time, and each tenant once in a round trip
+        # at most (its share and the room left asked together when neither is known).
+        assert len(backlogs.rounds) <= round_trips
+        assert all(len({t for t, _ in r}) == len(r) for r in backlogs.rounds)
 
 
 class Reads:

@@ -192,3 +192,16 @@ def test_tenants_without_due_deliveries_are_not_found(claims_db: Db, claims_url:
     assert _due_tenants(claims_url) == {due}
     assert {c.event.tenant_id for c in _claim(claims_url, 10)} == {due}
     assert later not in _due_tenants(claims_url)
+
+
+def test_the_tenants_claims_go_together_in_one_round_trip(claims_db: Db, claims_url: str) -> None:
+    # Room for one each: every tenant's statement is sent in one pipeline, and the round
+    # trip's statements commit together (one transaction: one xmin on the rows it leased).
+    tenants = [_tenant(claims_db, queued=2, due_for_s=60) for _ in range(4)]
+    claimed = _claim(claims_url, 4)
+    assert sorted(c.event.tenant_id for c in claimed) == sorted(tenants)
+    rows = claims_db.execute(
+        "SELECT DISTINCT xmin::text AS xmin FROM webhook_deliveries WHERE id = ANY(%s)",
+        ([c.id for c in claimed],),
+    ).fetchall()
+    assert len(rows) == 1
