@@ -81,3 +81,14 @@ def created_window(ident: uuid.UUID) -> Window:
 def within(column: str, prefix: str) -> str:
     """SQL holding `column` to the window given as `Window.params(prefix)`."""
     return f"{column} >= %({prefix}_from)s AND {column} < %({prefix}_until)s"
+
+
+def id_sql(at: str, digest: str) -> str:
+    """SQL for a UUIDv7 made at `at` (a timestamptz expression), its other bits from `digest`
+    (an expression of 32 hex digits, an md5): the ids a seed writes for rows made at `at`,
+    as the service would have made them."""
+    ms = f"lpad(to_hex(floor(extract(epoch FROM {at}) * 1000)::bigint), 12, '0')"
+    variant = f"substr('89ab', 1 + (('x' || substr({digest}, 17, 1))::bit(4)::int & 3), 1)"
+    return (
+        f"({ms} || '7' || substr({digest}, 14, 3) || {variant} || substr({digest}, 18, 15))::uuid"
+    )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
+from psycopg.rows import DictRow
 
-from app.ids import ID_TIME_MARGIN, created_window, id_time, new_id, within
+from app.ids import ID_TIME_MARGIN, created_window, id_sql, id_time, new_id, within
 
 AT = datetime(2026, 11, 27, 21, 50, 12, 345_678, tzinfo=UTC)
 
@@ -84,3 +86,19 @@ def test_an_id_without_a_time_has_every_time_in_its_window() -> None:
     window = created_window(uuid.uuid4())
     assert window.start == datetime.min.replace(tzinfo=UTC)
     assert window.end == datetime.max.replace(tzinfo=UTC)
+
+
+def test_a_seeds_ids_are_uuidv7_of_their_rows_time(db: psycopg.Connection[DictRow]) -> None:
+    rows = db.execute(
+        f"SELECT at, {id_sql('at', 'md5(g::text)')} AS id"
+        " FROM generate_series(1, 2000) AS g,"
+        " LATERAL (SELECT %s::timestamptz - make_interval(secs => g * 3600.123) AS at) AS t",
+        (AT,),
+    ).fetchall()
+    ids = [row["id"] for row in rows]
+    assert len(set(ids)) == len(ids)
+    for row in rows:
+        made = id_time(row["id"])
+        assert made is not None, row
+        assert made <= row["at"] < made + timedelta(milliseconds=1), row
+    assert {str(i)[19] for i in ids} == set("89ab")
