@@ -205,7 +205,11 @@ class ModificationKind(
             reason=f"{how}: {row.type} {found.reference}",
             stored=stored,
             write=modifications.result_with_outcome(
-                row, status=ModificationStatus.SUCCEEDED, provider_reference=found.reference, at=at
+                row,
+                payment_created_at=subject.payment.created_at,
+                status=ModificationStatus.SUCCEEDED,
+                provider_reference=found.reference,
+                at=at,
             ),
             event=self._event(subject, self.succeeded_event, data, made),
             outcome=Succeeded(operation_id, stored),
@@ -237,7 +241,11 @@ class ModificationKind(
             reason=reason,
             stored=stored,
             write=modifications.result_with_outcome(
-                row, status=ModificationStatus.FAILED, provider_reference=None, at=at
+                row,
+                payment_created_at=subject.payment.created_at,
+                status=ModificationStatus.FAILED,
+                provider_reference=None,
+                at=at,
             ),
             event=self._event(
                 subject,
