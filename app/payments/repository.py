@@ -101,6 +101,11 @@ async def get(
     return await _one(conn, _FOR_TENANT, by_id(payment_id) | {"tenant_id": tenant_id})
 
 
+def get_sql() -> str:
+    """The read of a payment by id and tenant, as `get` runs it (the plan tests read it)."""
+    return _FOR_TENANT
+
+
 def by_id(payment_id: uuid.UUID) -> dict[str, Any]:
     """The parameters of `BY_ID` for `payment_id`."""
     return {"id": payment_id} | created_window(payment_id).params("id")

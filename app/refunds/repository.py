@@ -125,6 +125,12 @@ async def lock_payment(
     return LockedPayment(status, int(captured_minor), currency, charge_id, provider, int(held[0]))
 
 
+def lock_payment_sql() -> str:
+    """The claim's read of its payment under its lock, as `lock_payment` runs it (the plan
+    tests read it)."""
+    return _LOCK_PAYMENT
+
+
 async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | None:
     """The operation of the refund sent under `provider_key`, or None."""
     sql = "SELECT operation_id FROM refunds WHERE provider_key = %(key)s"
