@@ -66,6 +66,7 @@ import psycopg
 
 from app.errors import PROBLEM_JSON
 from app.idempotency.replies import JSON
+from app.ids import id_sql
 from app.operations.repository import CLAIM_TRIGGER, SEND_REASON
 from app.operations.values import OperationName
 from app.partitions.calendar import create_ahead
@@ -197,22 +198,26 @@ def _iso(column: str) -> str:
 
 
 # Payment g of the chunk, with every value its rows share (`outcome_of`, `command_of`,
-# `key_of`, `Plan.created_at`, `Plan.key_state` in SQL). The ids are md5s of the run's tag.
+# `key_of`, `Plan.created_at`, `Plan.key_state` in SQL). The ids are UUIDv7s of the
+# payment's time, as the service makes them (`app/ids.py`), their random bits md5s of the
+# run's tag: a read by id finds its row within the window its id tells.
 _PAYMENT = f"""
 WITH s AS (
     SELECT g,
-           md5(%(tag)s || 'op' || g)::uuid AS op, md5(%(tag)s || 'pay' || g)::uuid AS pay,
+           {id_sql("created", "md5(%(tag)s || 'op' || g)")} AS op,
+           {id_sql("created", "md5(%(tag)s || 'pay' || g)")} AS pay,
            (%(tenants)s::uuid[])[1 + g %% cardinality(%(tenants)s::uuid[])] AS tenant,
-           %(now)s::timestamptz
-             - make_interval(secs => %(span_s)s * (%(payments)s - g)::float8 / %(payments)s)
-             AS created,
+           created,
            CASE WHEN g %% 50 = 49 THEN 'rejected'
                 WHEN g %% 50 IN (7, 23, 41) THEN 'declined' ELSE 'succeeded' END AS outcome,
            100 + (g * 7919) %% 99900 AS amount,
            'acc_bench_' || (g %% {ACCOUNTS}) AS account,
            '{KEY_PREFIX}-' || g AS reference,
            '{KEY_PREFIX}-' || lpad(g::text, 10, '0') AS key
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+         LATERAL (SELECT %(now)s::timestamptz
+                         - make_interval(secs => %(span_s)s * (%(payments)s - g)::float8
+                                                 / %(payments)s) AS created) AS c
 ), t AS (
     SELECT s.*,
            created + make_interval(secs => (40 + (g %% 11) * 13) / 1000.0) AS completed,

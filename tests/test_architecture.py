@@ -123,6 +123,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "app.clock",
         "app.failpoints",
         "app.gc_tuning",
+        "app.ids",
         "app.jobs",
         "app.observability",
         "app.provider",

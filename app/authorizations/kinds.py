@@ -43,6 +43,7 @@ from app.db.fragments import Searchable
 from app.errors import NotFound, ProblemError, ValidationFailed
 from app.events.outbox import outcome_event
 from app.events.rows import EventType
+from app.ids import new_id
 from app.operations.kinds import (
     ClaimKey,
     Guarded,
@@ -94,7 +95,7 @@ class ModificationKind(
     ) -> Guarded[Modification]:
         """The claim's guard (the payment locked and checked in the claim's statement,
         `repository.py` says why), the capture or void it writes, and what a refusal says."""
-        modification_id = uuid.uuid4()
+        modification_id = new_id(utcnow())
         provider_key = f"{self.type.value}-{modification_id}"
         guard = modifications.claim_guard(
             tenant_id=key.tenant_id,
@@ -204,7 +205,11 @@ class ModificationKind(
             reason=f"{how}: {row.type} {found.reference}",
             stored=stored,
             write=modifications.result_with_outcome(
-                row, status=ModificationStatus.SUCCEEDED, provider_reference=found.reference, at=at
+                row,
+                payment_created_at=subject.payment.created_at,
+                status=ModificationStatus.SUCCEEDED,
+                provider_reference=found.reference,
+                at=at,
             ),
             event=self._event(subject, self.succeeded_event, data, made),
             outcome=Succeeded(operation_id, stored),
@@ -236,7 +241,11 @@ class ModificationKind(
             reason=reason,
             stored=stored,
             write=modifications.result_with_outcome(
-                row, status=ModificationStatus.FAILED, provider_reference=None, at=at
+                row,
+                payment_created_at=subject.payment.created_at,
+                status=ModificationStatus.FAILED,
+                provider_reference=None,
+                at=at,
             ),
             event=self._event(
                 subject,

@@ -27,6 +27,7 @@ from psycopg.rows import class_row
 
 from app.authorizations.rows import ModificationRow, ModificationStatus, ModificationType
 from app.db.database import Connection
+from app.ids import created_window, within
 from app.operations.values import ClaimGuard, SubjectWrite
 from app.payments import repository as payments
 from app.payments.money import CURRENCY_EXPONENTS
@@ -72,7 +73,8 @@ _GUARD = """
     SELECT modifying_operation_id IS NULL AND status IN ({capturable}){capture} AS ok,
            claimed.amount, capture_before <= now() AS lapsed, {columns}
     FROM payments, LATERAL (SELECT {amount} AS amount) AS claimed
-    WHERE id = %(g_payment_id)s AND tenant_id = %(g_tenant_id)s
+    WHERE id = %(g_payment_id)s AND {within}
+      AND tenant_id = %(g_tenant_id)s
     FOR NO KEY UPDATE OF payments
 """
 _CAPTURE_OK = """
@@ -87,6 +89,7 @@ def _guard_sql(*, capture: bool, amount: str) -> str:
         capture=_CAPTURE_OK.format(capturable_minor=_CAPTURABLE_MINOR) if capture else "",
         amount=amount,
         columns=_PAYMENT_COLUMNS,
+        within=within("payments.created_at", "g_payment"),
     )
 
 
@@ -109,10 +112,13 @@ _INSERT_WITH_CLAIM = f"""
            guard.amount, guard.currency
     FROM changed, guard
 """
-# The claim marks its payment: the capture or void in flight.
-_PAYMENT_MARKED = """
+# The claim marks its payment: the capture or void in flight. The payment is of its own
+# day: the one the guard read it from (and the window its id tells, which the guard read).
+_PAYMENT_MARKED = f"""
     UPDATE payments SET modifying_operation_id = (SELECT id FROM changed)
-    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND {within("created_at", "g_payment")}
+      AND created_at = (SELECT created_at FROM guard)
+      AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 _RESULT_WITH_OUTCOME = f"""
     UPDATE {_TABLE}
@@ -120,6 +126,8 @@ _RESULT_WITH_OUTCOME = f"""
         updated_at = %(s_at)s
     WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
+# The outcome's writes to the payment name its day (`created_at`), as the payment was read
+# with the capture or void: the payment is of its own day, not the modification's.
 # A succeeded capture adds to the payment's captured amount in the same statement.
 _PAYMENT_CAPTURED = f"""
     UPDATE payments
@@ -128,7 +136,8 @@ _PAYMENT_CAPTURED = f"""
                       THEN '{PaymentStatus.CAPTURED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_CAPTURED.value}' END,
         modifying_operation_id = NULL, updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND created_at = %(s_payment_created_at)s
+      AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded void releases the rest: VOIDED when nothing was captured, else CAPTURED.
 _PAYMENT_VOIDED = f"""
@@ -136,12 +145,14 @@ _PAYMENT_VOIDED = f"""
     SET status = CASE WHEN amount_captured_minor = 0 THEN '{PaymentStatus.VOIDED.value}'
                       ELSE '{PaymentStatus.CAPTURED.value}' END,
         modifying_operation_id = NULL, updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND created_at = %(s_payment_created_at)s
+      AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A failed one leaves the payment as it was, with nothing in flight.
 _PAYMENT_RELEASED = """
     UPDATE payments SET modifying_operation_id = NULL
-    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND created_at = %(s_payment_created_at)s
+      AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 
 
@@ -170,6 +181,7 @@ def claim_guard(
     `amounts` is a capture's amount in minor units by currency exponent (None for one that
     does not fit it), or None for all that is capturable."""
     params: dict[str, Any] = {"g_tenant_id": tenant_id, "g_payment_id": payment_id}
+    params |= created_window(payment_id).params("g_payment")
     if amounts is not None:
         params.update({f"g_amount_{e}": amounts.get(e) for e in EXPONENTS})
     sql = _GUARDS[capture, amounts is not None]
@@ -265,13 +277,15 @@ def created_with_claim(
 def result_with_outcome(
     row: ModificationRow,
     *,
+    payment_created_at: datetime,
     status: ModificationStatus,
     provider_reference: str | None,
     at: datetime,
 ) -> SubjectWrite:
     """The provider's definite answer on the capture or void (and, if it succeeded, on its
-    payment), written with the operation's outcome."""
+    payment, created at `payment_created_at`), written with the operation's outcome."""
     params = {
+        "s_payment_created_at": payment_created_at,
         "s_id": row.id,
         "s_status": status.value,
         "s_provider_reference": provider_reference,

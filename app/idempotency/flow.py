@@ -34,6 +34,7 @@ from app.idempotency.errors import IdempotencyKeyExpired, IdempotencyKeyReused, 
 from app.idempotency.fingerprint import fingerprint
 from app.idempotency.replies import Answer, Pending, Replay, operation_location, retry_after_s
 from app.idempotency.rules import KeyAnswer, drives_again, key_answer, own_send_trigger
+from app.ids import new_id
 from app.observability.logging import bind, key_hash
 from app.observability.metrics import Metrics
 from app.operations import leases, reads
@@ -103,7 +104,7 @@ class KeyedFlow(Generic[CommandT]):
         owner = request_owner()
         bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
         while True:
-            key = ClaimKey(uuid.uuid4(), tenant_id, idempotency_key)
+            key = ClaimKey(new_id(utcnow()), tenant_id, idempotency_key)
             claimed = await self._claim(key, command, digest, owner)
             if isinstance(claimed, tuple):
                 ref, subject = claimed

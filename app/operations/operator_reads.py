@@ -21,6 +21,7 @@ from typing import Any
 
 from app.db.database import Connection
 from app.db.fragments import Fragment
+from app.ids import created_window, within
 from app.operations.reads import LINKS_COLUMN, SNAPSHOT_COLUMNS, snapshot_of
 from app.operations.states import State
 from app.operations.values import Snapshot
@@ -96,10 +97,12 @@ def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, 
         where.append("created_at < %(created_to)s")
         params["created_to"] = flt.created_to
     if flt.after is not None:
-        where.append(
-            "(created_at, id) > (SELECT created_at, id FROM operations WHERE id = %(after)s)"
-        )
+        # The cursor's operation, read by its id within the window that id tells.
+        window = within("created_at", "after")
+        after = f"SELECT created_at, id FROM operations WHERE id = %(after)s AND {window}"
+        where.append(f"(created_at, id) > ({after})")
         params["after"] = flt.after
+        params |= created_window(flt.after).params("after")
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     sql = (
         f"SELECT {SNAPSHOT_COLUMNS}, {LINKS_COLUMN} FROM operations {clause}"
@@ -155,6 +158,7 @@ def search_by_key(text: str, *, limit: int) -> Fragment:
 
 
 def search_by_id(operation_id: uuid.UUID) -> Fragment:
-    """The operation with this id, through its primary key."""
-    sql = _SEARCHED.format(m="id", where="id = %(operation_id)s")
-    return Fragment(sql, {"operation_id": operation_id})
+    """The operation with this id, through its primary key, within the window its id tells."""
+    where = f"id = %(operation_id)s AND {within('created_at', 'operation_id')}"
+    params = {"operation_id": operation_id} | created_window(operation_id).params("operation_id")
+    return Fragment(_SEARCHED.format(m="id", where=where), params)

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection
+from app.ids import created_window, within
 from app.operations.states import State
 from app.operations.values import (
     OPERATION_COLUMNS,
@@ -57,7 +58,9 @@ KEYED_OPERATION = """
      AND operations.created_at = k.operation_created_at
      AND operations.tenant_id = %(tenant_id)s
 """
-_BY_ID = " WHERE id = %(id)s"
+# A read by id names the window of `created_at` the id tells (`app/ids.py`): the days of
+# `operations` outside it are not read. An id made before v7 ids has every time in its window.
+_BY_ID = f" WHERE id = %(id)s AND {within('created_at', 'id')}"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
 _OWNED = (
     "SELECT state, attempts FROM operations"
@@ -106,7 +109,8 @@ async def get_snapshot(
     with_history: bool = False,
 ) -> Snapshot | None:
     """The operation by id; scoped to `tenant_id` when given (with its history, when asked)."""
-    params = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
+    params: dict[str, Any] = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
+    params |= created_window(operation_id).params("id")
     where = _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT
     sql = _select(where, with_history=with_history)
     return await _snapshot(conn, sql, params, with_history=with_history)
@@ -165,6 +169,7 @@ def _transition(item: dict[str, Any]) -> TransitionRow:
 async def stored_traceparent(conn: Connection, operation_id: uuid.UUID) -> str | None:
     """The W3C traceparent stored by the operation's claim; None if that request was not
     traced (read only when tracing is on: docs/tracing.md)."""
-    sql = "SELECT traceparent FROM operations WHERE id = %(id)s"
-    row = await (await conn.execute(sql, {"id": operation_id})).fetchone()
+    sql = f"SELECT traceparent FROM operations {_BY_ID}"
+    params = {"id": operation_id} | created_window(operation_id).params("id")
+    row = await (await conn.execute(sql, params)).fetchone()
     return None if row is None else row[0]

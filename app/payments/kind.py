@@ -21,6 +21,7 @@ from app.db.database import Connection
 from app.db.fragments import Searchable
 from app.events.outbox import outcome_event
 from app.events.rows import EventType
+from app.ids import new_id
 from app.observability.metrics import Metrics
 from app.operations.kinds import (
     ClaimKey,
@@ -91,7 +92,7 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
         self, conn: Connection, key: ClaimKey, command: CreatePaymentCommand
     ) -> Prepared[PaymentRow]:
         """The payment, PENDING with its derived key and its route; no read needed."""
-        payment_id = uuid.uuid4()
+        payment_id = new_id(utcnow())
         provider_key = derive_provider_key(payment_id)
         route = self._routing.route(key.tenant_id, command.currency, command.amount_minor)
 

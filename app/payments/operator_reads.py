@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from psycopg.rows import class_row
 
 from app.db.database import Connection
+from app.payments.repository import BY_ID, by_id
 from app.payments.rows import PaymentRow
 
 MAX_PAGE = 500
@@ -149,7 +150,8 @@ async def list_payments(
 
 
 async def payment_by_id(conn: Connection, payment_id: uuid.UUID) -> PaymentRow | None:
-    """Any tenant's payment by its id."""
+    """Any tenant's payment by its id (read within the window its id tells)."""
     async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-        await cur.execute(f"SELECT {_PAYMENT_COLUMNS} FROM payments WHERE id = %s", (payment_id,))
+        sql = f"SELECT {_PAYMENT_COLUMNS} FROM payments WHERE {BY_ID}"
+        await cur.execute(sql, by_id(payment_id))
         return await cur.fetchone()

@@ -6,7 +6,7 @@ probe.
                                 merchant_reference            ix_payments_merchant_reference
                                 account_id, newest first      ix_payments_account_created
                                 provider_key                  uq_payments_provider_key_created_at
-    a uuid                      id                            pk_payments
+    a uuid                      id, within its id's window    pk_payments
     payment-<uuid>:<n>          provider_key: the payment     uq_payments_provider_key_created_at
                                 whose attempt n it names
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 
 from app.db.fragments import Fragment
+from app.ids import created_window, within
 from app.provider.keys import split_attempt_key
 
 _SEARCHED = (
@@ -52,10 +53,10 @@ def by_text(text: str, *, limit: int) -> list[Fragment]:
 
 
 def by_id(record_id: uuid.UUID) -> Fragment:
-    """The payment with this id."""
-    return Fragment(
-        _SEARCHED.format(m="id", where="id = %(payment_id)s"), {"payment_id": record_id}
-    )
+    """The payment with this id, within the window its id tells."""
+    where = f"id = %(payment_id)s AND {within('created_at', 'payment_id')}"
+    params = {"payment_id": record_id} | created_window(record_id).params("payment_id")
+    return Fragment(_SEARCHED.format(m="id", where=where), params)
 
 
 def by_attempt_key(text: str) -> Fragment | None:

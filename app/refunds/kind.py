@@ -24,6 +24,7 @@ from app.db.fragments import Searchable
 from app.errors import NotFound
 from app.events.outbox import outcome_event
 from app.events.rows import EventType
+from app.ids import new_id
 from app.operations.kinds import (
     ClaimKey,
     KindParts,
@@ -87,7 +88,7 @@ class RefundKind(OperationKind[CreateRefundCommand, RefundRow, ProviderRefund]):
         charge_id = locked.charge_id
         if refusal is not None or charge_id is None:
             return Refused(refusal or PaymentNotRefundable("the payment has no charge to refund"))
-        refund_id = uuid.uuid4()
+        refund_id = new_id(utcnow())
         provider_key = derive_refund_key(refund_id)
 
         def claimed(at: datetime) -> RefundRow:

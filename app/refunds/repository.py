@@ -24,6 +24,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
+from app.ids import created_window, within
 from app.operations.values import SubjectWrite
 from app.payments.status import PaymentStatus
 from app.refunds.rows import RefundRow, RefundStatus
@@ -45,7 +46,7 @@ _TAKEN = "CASE WHEN capture_mode = 'automatic' THEN amount_minor ELSE amount_cap
 _LOCK_PAYMENT = f"""
     SELECT status, {_TAKEN}, currency, provider_charge_id, route[attempt + 1]
     FROM payments
-    WHERE id = %(payment_id)s AND tenant_id = %(tenant_id)s
+    WHERE id = %(payment_id)s AND {within("created_at", "payment")} AND tenant_id = %(tenant_id)s
     FOR NO KEY UPDATE
 """
 # A statement of its own, after the lock: its snapshot sees every refund committed so far.
@@ -70,6 +71,8 @@ _RESULT_WITH_OUTCOME = """
     WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 # A succeeded refund adds to the payment's refunded amount, in the same statement. The
+# payment is of its own day, not the refund's: named by the window its id tells, as the
+# claim's lock read it (the refund's row does not hold the payment's `created_at`). The
 # payment's CHECK (refunded <= captured) is the last line of defence behind the claim's lock.
 _PAYMENT_REFUNDED = f"""
     UPDATE payments
@@ -78,7 +81,8 @@ _PAYMENT_REFUNDED = f"""
                       THEN '{PaymentStatus.REFUNDED.value}'
                       ELSE '{PaymentStatus.PARTIALLY_REFUNDED.value}' END,
         updated_at = %(s_at)s
-    WHERE id = %(s_payment_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_payment_id)s AND {within("created_at", "s_payment")}
+      AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
 """
 
 
@@ -111,13 +115,20 @@ async def lock_payment(
     Call inside a transaction: the lock lasts until it ends.
     """
     params = {"tenant_id": tenant_id, "payment_id": payment_id}
-    row = await (await conn.execute(_LOCK_PAYMENT, params)).fetchone()
+    window = created_window(payment_id).params("payment")
+    row = await (await conn.execute(_LOCK_PAYMENT, params | window)).fetchone()
     if row is None:
         return None
     held = await (await conn.execute(_HELD, params)).fetchone()
     assert held is not None, "an aggregate always has a row"
     status, captured_minor, currency, charge_id, provider = row
     return LockedPayment(status, int(captured_minor), currency, charge_id, provider, int(held[0]))
+
+
+def lock_payment_sql() -> str:
+    """The claim's read of its payment under its lock, as `lock_payment` runs it (the plan
+    tests read it)."""
+    return _LOCK_PAYMENT
 
 
 async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | None:
@@ -236,6 +247,7 @@ def result_with_outcome(
         "s_at": at,
         "s_payment_id": refund.payment_id,
         "s_amount_minor": refund.amount_minor,
+        **created_window(refund.payment_id).params("s_payment"),
     }
     also = (_PAYMENT_REFUNDED,) if status is RefundStatus.SUCCEEDED else ()
     return SubjectWrite(_RESULT_WITH_OUTCOME, params, also)

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
+from app.ids import created_window
 from app.operations import leases, reads
 from app.payments.operator_reads import Cursor, RecordFilter
 from app.payments.operator_reads import list_sql as payments_list_sql
@@ -35,11 +36,14 @@ HISTORY_SQL = reads.history_by_id_sql()
 
 
 def _ids(g: int) -> dict[str, Any]:
+    operation_id = uuid.UUID(_md5(f"op{g}"))
     return {
-        "id": uuid.UUID(_md5(f"op{g}")),
-        "operation_id": uuid.UUID(_md5(f"op{g}")),
+        "id": operation_id,
+        "operation_id": operation_id,
         "tenant_id": uuid.UUID(_md5(f"tenant{g % TENANTS}")),
         "key_ttl_s": 86400,
+        # The seed's ids are not UUIDv7: the read by id names no window (`app/ids.py`).
+        **created_window(operation_id).params("id"),
     }
 
 
