@@ -59,10 +59,10 @@ KEYED_OPERATION = """
 """
 _BY_ID = " WHERE id = %(id)s"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
-_OWNED = (
-    "SELECT state, attempts FROM operations"
-    " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s"
-)
+# An owner's reads name the operation's day, as its writes do (`OwnedRef`): one partition.
+_BY_REF = _BY_ID_FOR_TENANT + " AND created_at = %(created_at)s"
+_OWNED = "SELECT state, attempts FROM operations" + _BY_REF + " AND fence = %(fence)s"
+_TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
 def _select(where: str, *, with_history: bool, source: str = "operations") -> str:
@@ -112,10 +112,20 @@ async def get_snapshot(
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 
+async def owned_snapshot(
+    conn: Connection, ref: OwnedRef, *, key_ttl_s: int, with_history: bool = False
+) -> Snapshot | None:
+    """The operation `ref` names, by its id, tenant and day, whoever holds it now (with its
+    history, when asked): what its owner answers with once its own work is done."""
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    sql = _select(_BY_REF, with_history=with_history)
+    return await _snapshot(conn, sql, params | {"key_ttl_s": key_ttl_s}, with_history=with_history)
+
+
 async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     """The operation's current state and attempts, if `ref`'s fence still holds it."""
-    params = {"id": ref.id, "tenant_id": ref.tenant_id, "fence": ref.fence}
-    row = await (await conn.execute(_OWNED, params)).fetchone()
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    row = await (await conn.execute(_OWNED, params | {"fence": ref.fence})).fetchone()
     if row is None:
         return None
     return replace(ref, state=State(row[0]), attempts=int(row[1]))
@@ -162,9 +172,9 @@ def _transition(item: dict[str, Any]) -> TransitionRow:
     )
 
 
-async def stored_traceparent(conn: Connection, operation_id: uuid.UUID) -> str | None:
-    """The W3C traceparent stored by the operation's claim; None if that request was not
-    traced (read only when tracing is on: docs/tracing.md)."""
-    sql = "SELECT traceparent FROM operations WHERE id = %(id)s"
-    row = await (await conn.execute(sql, {"id": operation_id})).fetchone()
+async def stored_traceparent(conn: Connection, ref: OwnedRef) -> str | None:
+    """The W3C traceparent stored by the claim of the operation `ref` names; None if that
+    request was not traced (read only when tracing is on: docs/tracing.md)."""
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    row = await (await conn.execute(_TRACEPARENT, params)).fetchone()
     return None if row is None else row[0]
