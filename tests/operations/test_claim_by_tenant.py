@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -221,10 +222,17 @@ def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
 
 
 def test_the_expire_jobs_tenant_statement_reads_its_rows_by_key(plan_db: Db) -> None:
-    params = {"tenant_id": TENANT, "ids": [uuid.uuid4()], "ttl_s": 86400}
+    # A row due a TTL after its completion: of a day before today's (the seed's legacy
+    # partition), named with its id.
+    days = [datetime.now(UTC) - timedelta(days=2)]
+    params = {"tenant_id": TENANT, "ids": [uuid.uuid4()], "days": days, "ttl_s": 86400}
     for step in (retention._DROP_RESPONSES, retention._RELEASE_KEYS):
         explained = plan(plan_db, step.batch, params)
-        assert "pk_operations" in explained, explained
+        # Its rows by key: by id through the primary key, or by tenant and the rows' days
+        # (ix_operations_tenant_created), on those days' partitions alone.
+        keyed = ("pk_operations", "ix_operations_tenant_created")
+        assert any(index in explained for index in keyed), explained
+        assert explained.count("Update on operations_") == 1, explained
         assert "Seq Scan" not in explained, explained
         due = plan(plan_db, step.due, {"ttl_s": 86400, "limit": 500})
         assert "ix_operations_response_expiry" in due or "ix_operations_tombstone_release" in due
