@@ -127,6 +127,14 @@ _CLAIM_DUE = f"""
     RETURNING id, created_at, fence, state, attempts, operation_name
 """
 
+# An owner gives its lease back: fenced, on the operation's day.
+_RELEASE = """
+    UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s
+      AND fence = %(fence)s AND lease_owner = %(owner)s
+    RETURNING id
+"""
+
 
 async def take_over(
     conn: Connection, snapshot: Snapshot, *, owner: str, lease_s: float
@@ -204,12 +212,7 @@ async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:
     operation is at once free for the worker again, instead of after the lease runs out.
     Fenced like every owner write, and on the operation's day.
     """
-    row = await (
-        await conn.execute(
-            "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL"
-            " WHERE id = %s AND tenant_id = %s AND created_at = %s AND fence = %s"
-            " AND lease_owner = %s RETURNING id",
-            (ref.id, ref.tenant_id, ref.created_at, ref.fence, owner),
-        )
-    ).fetchone()
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    params |= {"fence": ref.fence, "owner": owner}
+    row = await (await conn.execute(_RELEASE, params)).fetchone()
     return row is not None

@@ -76,6 +76,12 @@ def history_by_id_sql() -> str:
     return _select(_BY_ID_FOR_TENANT, with_history=True)
 
 
+def owned_snapshot_sql() -> str:
+    """The read of the operation an owner's reference names, with its history, as
+    `owned_snapshot` runs it (the plan tests read it)."""
+    return _select(_BY_REF, with_history=True)
+
+
 async def find_by_key(
     conn: Connection,
     *,
