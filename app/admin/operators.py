@@ -277,7 +277,7 @@ class OperatorActions:
         the operation can ever have. None when that is already so.
         """
         async with self._db.connection() as conn:
-            since = await operation_reads.seconds_since_last_send(conn, ref.id)
+            since = await operation_reads.seconds_since_last_send(conn, ref)
         if since is None or since >= self._lease_s:
             return None
         return int(self._lease_s - since) + 1

@@ -110,7 +110,7 @@ class KeyedFlow(Generic[CommandT]):
                 ref, subject = claimed
                 bind(operation_id=str(ref.id))
                 sent = await self._driver.call(ref, subject, actor=owner)
-                return await self._conclude_own_send(sent, owner)
+                return await self._conclude_own_send(ref, sent, owner)
             answer = await self._answer_existing(
                 tenant_id, idempotency_key, digest, owner, wait_s, seen=claimed
             )
@@ -266,15 +266,17 @@ class KeyedFlow(Generic[CommandT]):
         if drives_again(ref.state):
             # Definitely not processed before: drive the same operation, same provider key.
             sent = await self._driver.send(ref, Trigger.RETRY, actor=owner)
-            return await self._conclude_own_send(sent, owner)
+            return await self._conclude_own_send(ref, sent, owner)
         # Inline, in the request: the reconcile is part of the request's trace.
         attributes = {"payments.operation_id": str(ref.id), "payments.fence": ref.fence}
         with span("reconcile", attributes=attributes | {"payments.attempt": ref.attempts}):
             outcome = await self._reconciler.reconcile(ref, actor=owner)
         self._metrics.reconciled(reconciled_as(outcome), source="inline")
-        return await self._present(outcome)
+        return await self._present(ref, outcome)
 
-    async def _conclude_own_send(self, sent: Final | Indefinite | FencedOut, owner: str) -> Answer:
+    async def _conclude_own_send(
+        self, ref: OwnedRef, sent: Final | Indefinite | FencedOut, owner: str
+    ) -> Answer:
         """Decide what a client's own send came to, and record an indefinite answer."""
         outcome: Outcome
         if not isinstance(sent, Indefinite):
@@ -288,15 +290,16 @@ class KeyedFlow(Generic[CommandT]):
             outcome = await self._driver.record_unknown(
                 sent.ref, actor=owner, reason=sent.reason, schedule=schedule
             )
-        return await self._present(outcome)
+        return await self._present(ref, outcome)
 
-    async def _present(self, outcome: Outcome) -> Answer:
-        """Final and not-sent outcomes as they are; for the rest, the operation as it stands."""
+    async def _present(self, ref: OwnedRef, outcome: Outcome) -> Answer:
+        """Final and not-sent outcomes as they are; for the rest, the operation `ref` names
+        as it stands (read by its id and day: one partition)."""
         if not isinstance(outcome, Unknown | FencedOut):
             return outcome
         async with self._db.connection() as conn:
-            snapshot = await reads.get_snapshot(
-                conn, outcome.operation_id, key_ttl_s=self._key_ttl_s, with_history=True
+            snapshot = await reads.owned_snapshot(
+                conn, ref, key_ttl_s=self._key_ttl_s, with_history=True
             )
         assert snapshot is not None, "operations are never deleted"
         op = snapshot.operation

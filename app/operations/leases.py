@@ -30,18 +30,21 @@ from app.operations.states import State
 from app.operations.values import DueRef, OwnedRef, Snapshot
 
 # A new owner: a fence one higher than the last owner's, and a new lease. Only where nobody
-# holds a live lease; a row another transaction holds is skipped, not waited for.
+# holds a live lease; a row another transaction holds is skipped, not waited for. The row is
+# named by its id and its day (`created_at`, as the snapshot read it): one partition.
 _TAKE_OVER = f"""
     UPDATE operations
     SET {new_owner()}
     WHERE id = (
-            SELECT id FROM operations WHERE id = %(id)s AND tenant_id = %(tenant_id)s
+            SELECT id FROM operations
+            WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s
             FOR UPDATE SKIP LOCKED)
       AND tenant_id = %(tenant_id)s
+      AND created_at = %(created_at)s
       AND fence = %(fence)s
       AND state NOT IN ('COMPLETED', 'FAILED')
       AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-    RETURNING fence, state, attempts
+    RETURNING fence, state, attempts, created_at
 """
 
 # Which tenants have work due: a plain read across tenants (no lock, so on Citus it may span
@@ -96,10 +99,11 @@ _DUE_TENANTS = """
 
 # One tenant's batch: in-flight operations whose owner's lease ran out (the owner crashed
 # or hung), then unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
-# any number of workers claim at once without waiting on, or sharing, a row.
+# any number of workers claim at once without waiting on, or sharing, a row. Each row is
+# changed by its primary key, id and day, and returns its day for the owner's reference.
 _CLAIM_DUE = f"""
     WITH stale AS (
-        SELECT id FROM operations
+        SELECT id, created_at FROM operations
         WHERE tenant_id = %(tenant_id)s
           AND state IN ('RECEIVED', 'PROVIDER_REQUEST_SENT')
           AND created_at >= %(since)s
@@ -108,7 +112,7 @@ _CLAIM_DUE = f"""
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ), due AS (
-        SELECT id FROM operations
+        SELECT id, created_at FROM operations
         WHERE tenant_id = %(tenant_id)s
           AND state = 'UNKNOWN_REQUIRES_RECOVERY'
           AND created_at >= %(since)s
@@ -118,14 +122,25 @@ _CLAIM_DUE = f"""
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ), picked AS (
-        SELECT id FROM (SELECT id, 0 AS rank FROM stale UNION ALL SELECT id, 1 FROM due) ids
+        SELECT id, created_at FROM (
+            SELECT id, created_at, 0 AS rank FROM stale
+            UNION ALL SELECT id, created_at, 1 FROM due) ids
         ORDER BY rank
         LIMIT %(limit)s
     )
     UPDATE operations
     SET {new_owner()}
-    WHERE tenant_id = %(tenant_id)s AND created_at >= %(since)s AND id IN (SELECT id FROM picked)
-    RETURNING id, fence, state, attempts, operation_name
+    WHERE tenant_id = %(tenant_id)s AND created_at >= %(since)s
+      AND (id, created_at) IN (SELECT id, created_at FROM picked)
+    RETURNING id, created_at, fence, state, attempts, operation_name
+"""
+
+# An owner gives its lease back: fenced, on the operation's day.
+_RELEASE = """
+    UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s
+      AND fence = %(fence)s AND lease_owner = %(owner)s
+    RETURNING id
 """
 
 
@@ -138,15 +153,16 @@ async def take_over(
     the fence from N to N+1, the other matches no row.
     """
     op = snapshot.operation
-    params = {"id": op.id, "tenant_id": op.tenant_id, "fence": op.fence}
-    params |= {"owner": owner, "lease_s": lease_s}
+    params = {"id": op.id, "tenant_id": op.tenant_id, "created_at": op.created_at}
+    params |= {"fence": op.fence, "owner": owner, "lease_s": lease_s}
     row = await (await conn.execute(_TAKE_OVER, params)).fetchone()
     if row is None:
         return None
-    fence, state, attempts = row
+    fence, state, attempts, created_at = row
     return OwnedRef(
         id=op.id,
         tenant_id=op.tenant_id,
+        created_at=created_at,
         fence=int(fence),
         state=State(state),
         attempts=int(attempts),
@@ -190,12 +206,13 @@ async def claim_due(
                 ref=OwnedRef(
                     id=row_id,
                     tenant_id=tenant_id,
+                    created_at=created_at,
                     fence=int(fence),
                     state=State(state),
                     attempts=int(attempts),
                 ),
             )
-            for row_id, fence, state, attempts, name in rows
+            for row_id, created_at, fence, state, attempts, name in rows
         ]
 
     kept = KeptTenants(refresh_s=0) if tenants is None else tenants
@@ -207,14 +224,9 @@ async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:
 
     For an owner that decided to do nothing (an operator's refused resolution): the
     operation is at once free for the worker again, instead of after the lease runs out.
-    Fenced like every owner write.
+    Fenced like every owner write, and on the operation's day.
     """
-    row = await (
-        await conn.execute(
-            "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL"
-            " WHERE id = %s AND tenant_id = %s AND fence = %s AND lease_owner = %s"
-            " RETURNING id",
-            (ref.id, ref.tenant_id, ref.fence, owner),
-        )
-    ).fetchone()
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    params |= {"fence": ref.fence, "owner": owner}
+    row = await (await conn.execute(_RELEASE, params)).fetchone()
     return row is not None

@@ -24,7 +24,7 @@ from app.db.fragments import Fragment
 from app.ids import created_window, within
 from app.operations.reads import LINKS_COLUMN, SNAPSHOT_COLUMNS, snapshot_of
 from app.operations.states import State
-from app.operations.values import Snapshot
+from app.operations.values import OwnedRef, Snapshot
 
 MAX_PAGE = 100
 
@@ -130,15 +130,19 @@ async def overview(conn: Connection) -> Overview:
     return Overview(counts=counts, needs_attention=int(row[0]), oldest_in_flight_s=oldest)
 
 
-async def seconds_since_last_send(conn: Connection, operation_id: uuid.UUID) -> float | None:
-    """Seconds (database clock) since the operation last moved to PROVIDER_REQUEST_SENT."""
-    row = await (
-        await conn.execute(
-            "SELECT extract(epoch FROM now() - max(created_at)) FROM operation_transitions"
-            " WHERE operation_id = %s AND to_state = 'PROVIDER_REQUEST_SENT'",
-            (operation_id,),
-        )
-    ).fetchone()
+# The audit trail of the operation an owner's reference names, on its day's partition.
+LAST_SEND_SQL = (
+    "SELECT extract(epoch FROM now() - max(created_at)) FROM operation_transitions"
+    " WHERE operation_id = %(id)s AND tenant_id = %(tenant_id)s"
+    " AND operation_created_at = %(created_at)s AND to_state = 'PROVIDER_REQUEST_SENT'"
+)
+
+
+async def seconds_since_last_send(conn: Connection, ref: OwnedRef) -> float | None:
+    """Seconds (database clock) since the operation `ref` names last moved to
+    PROVIDER_REQUEST_SENT."""
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    row = await (await conn.execute(LAST_SEND_SQL, params)).fetchone()
     return None if row is None or row[0] is None else float(row[0])
 
 

@@ -62,10 +62,11 @@ KEYED_OPERATION = """
 # `operations` outside it are not read. An id made before v7 ids has every time in its window.
 _BY_ID = f" WHERE id = %(id)s AND {within('created_at', 'id')}"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
-_OWNED = (
-    "SELECT state, attempts FROM operations"
-    " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s"
-)
+# An owner's reads name the operation's day, as its writes do (`OwnedRef`): one partition.
+# (The exact day, so no window of the id's time is needed.)
+_BY_REF = " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s"
+_OWNED = "SELECT state, attempts FROM operations" + _BY_REF + " AND fence = %(fence)s"
+_TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
 def _select(where: str, *, with_history: bool, source: str = "operations") -> str:
@@ -77,6 +78,12 @@ def history_by_id_sql() -> str:
     """The read of an operation by id and tenant with its history, as `get_snapshot` runs
     it (the plan tests read it)."""
     return _select(_BY_ID_FOR_TENANT, with_history=True)
+
+
+def owned_snapshot_sql() -> str:
+    """The read of the operation an owner's reference names, with its history, as
+    `owned_snapshot` runs it (the plan tests read it)."""
+    return _select(_BY_REF, with_history=True)
 
 
 async def find_by_key(
@@ -116,10 +123,20 @@ async def get_snapshot(
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 
+async def owned_snapshot(
+    conn: Connection, ref: OwnedRef, *, key_ttl_s: int, with_history: bool = False
+) -> Snapshot | None:
+    """The operation `ref` names, by its id, tenant and day, whoever holds it now (with its
+    history, when asked): what its owner answers with once its own work is done."""
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    sql = _select(_BY_REF, with_history=with_history)
+    return await _snapshot(conn, sql, params | {"key_ttl_s": key_ttl_s}, with_history=with_history)
+
+
 async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
     """The operation's current state and attempts, if `ref`'s fence still holds it."""
-    params = {"id": ref.id, "tenant_id": ref.tenant_id, "fence": ref.fence}
-    row = await (await conn.execute(_OWNED, params)).fetchone()
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    row = await (await conn.execute(_OWNED, params | {"fence": ref.fence})).fetchone()
     if row is None:
         return None
     return replace(ref, state=State(row[0]), attempts=int(row[1]))
@@ -166,10 +183,9 @@ def _transition(item: dict[str, Any]) -> TransitionRow:
     )
 
 
-async def stored_traceparent(conn: Connection, operation_id: uuid.UUID) -> str | None:
-    """The W3C traceparent stored by the operation's claim; None if that request was not
-    traced (read only when tracing is on: docs/tracing.md)."""
-    sql = f"SELECT traceparent FROM operations {_BY_ID}"
-    params = {"id": operation_id} | created_window(operation_id).params("id")
-    row = await (await conn.execute(sql, params)).fetchone()
+async def stored_traceparent(conn: Connection, ref: OwnedRef) -> str | None:
+    """The W3C traceparent stored by the claim of the operation `ref` names; None if that
+    request was not traced (read only when tracing is on: docs/tracing.md)."""
+    params = {"id": ref.id, "tenant_id": ref.tenant_id, "created_at": ref.created_at}
+    row = await (await conn.execute(_TRACEPARENT, params)).fetchone()
     return None if row is None else row[0]

@@ -152,9 +152,12 @@ async def claim_guarded(
     guarded, existing = tuple(rest[:width]), rest[width:]
     if won:
         annotate(operation_id=str(operation_id), fence=1, transition="claim")
-        claimed: Claimed | Snapshot | None = Claimed(
-            OwnedRef(id=operation_id, tenant_id=tenant_id, fence=1, state=sent, attempts=0), at
+        # The operation's `created_at` is its key row's `operation_created_at`, the same
+        # `now()` of this statement that it returns as `at`.
+        ref = OwnedRef(
+            id=operation_id, tenant_id=tenant_id, created_at=at, fence=1, state=sent, attempts=0
         )
+        claimed: Claimed | Snapshot | None = Claimed(ref, at)
     else:
         claimed = None if existing[0] is None else snapshot_of(existing)
     # No row for the guard: its columns are all NULL, `ok` first among them.
@@ -264,12 +267,14 @@ async def _transition(
 
     The UPDATE matches only while the fence and the state are what the owner last saw: if a
     newer owner took over, nothing is written, the audit row included. Every write of the
-    statement is scoped by the operation's tenant (`ref.tenant_id`, `statements.py`).
+    statement is scoped by the operation's tenant (`ref.tenant_id`) and names its day
+    (`ref.created_at`: `statements.py`).
     """
     new_state = MACHINE.next_state(ref.state, trigger)
     params = {
         "id": ref.id,
         "tenant_id": ref.tenant_id,
+        "created_at": ref.created_at,
         "reason": reason,
         **values,
         **_audit(ref.state, new_state, trigger.value, actor, reason, ref.fence),

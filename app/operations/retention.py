@@ -17,6 +17,8 @@ shard group may take it (an UPDATE across shards with a LIMIT subquery is not ro
 docs/scaling.md). The read hands each tenant's statement the ids it found, so that
 statement reads only its own rows, by primary key: a claim by tenant over these indexes
 (which do not lead with tenant_id) would walk the older rows of every other tenant first.
+It hands over each row's day too (`created_at`): on `operations` partitioned by day, the
+tenant's statement then reads the partitions of those days alone, not every day kept.
 Unlike the worker's recovery there is nothing to be fair about: every due row is done,
 oldest first.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.db.database import Connection
 
@@ -32,22 +35,26 @@ from app.db.database import Connection
 def _due(conditions: str) -> str:
     """Up to `limit` rows matching `conditions`, oldest completion first: a plain read."""
     return f"""
-        SELECT tenant_id, id FROM operations WHERE {conditions}
+        SELECT tenant_id, id, created_at FROM operations WHERE {conditions}
         ORDER BY completed_at LIMIT %(limit)s
     """
 
 
 def _batch(conditions: str, changes: str, also: str = "") -> str:
     """One tenant's rows of `ids` that still match `conditions`, changed at once (and
-    `also`, more CTEs reading `due`, in the same statement)."""
+    `also`, more CTEs reading `due`, in the same statement). `days` are the rows'
+    `created_at`: an id is unique, so naming every row's day with every id matches the same
+    rows, on their days' partitions only."""
     return f"""
         WITH due AS (
             SELECT id, operation_name, idempotency_key FROM operations
-            WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s) AND {conditions}
+            WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s)
+              AND created_at = ANY(%(days)s) AND {conditions}
             FOR UPDATE SKIP LOCKED
         ){also}
         UPDATE operations SET {changes}, updated_at = now()
-        WHERE tenant_id = %(tenant_id)s AND id IN (SELECT id FROM due)
+        WHERE tenant_id = %(tenant_id)s AND created_at = ANY(%(days)s)
+          AND id IN (SELECT id FROM due)
         RETURNING id
     """
 
@@ -74,12 +81,13 @@ class _Step:
 
     async def run(self, conn: Connection, ttl_s: int, limit: int) -> list[uuid.UUID]:
         rows = await (await conn.execute(self.due, {"ttl_s": ttl_s, "limit": limit})).fetchall()
-        by_tenant: dict[uuid.UUID, list[uuid.UUID]] = {}
-        for tenant_id, row_id in rows:
-            by_tenant.setdefault(tenant_id, []).append(row_id)
+        by_tenant: dict[uuid.UUID, dict[uuid.UUID, datetime]] = {}
+        for tenant_id, row_id, created_at in rows:
+            by_tenant.setdefault(tenant_id, {})[row_id] = created_at
         changed: list[uuid.UUID] = []
-        for tenant_id, ids in by_tenant.items():
-            params = {"tenant_id": tenant_id, "ids": ids, "ttl_s": ttl_s}
+        for tenant_id, found in by_tenant.items():
+            days = sorted(set(found.values()))
+            params = {"tenant_id": tenant_id, "ids": list(found), "days": days, "ttl_s": ttl_s}
             cur = await conn.execute(self.batch, params)
             changed.extend(row_id for (row_id,) in await cur.fetchall())
         return changed

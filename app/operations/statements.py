@@ -12,6 +12,13 @@ it too (`SubjectWrite`). So the whole statement touches one tenant's rows, and o
 routes to one shard group (docs/scaling.md); tests/db/test_tenant_writes.py checks every
 write the service sends.
 
+Every write of a verb names the operation's day too, `%(created_at)s` (the owner's
+reference carries the operation's `created_at`): the operation's row is matched on it, and
+so is the payment a payment's own operation writes (`SubjectWrite`), whose `created_at` is
+its operation's. On `operations` and `payments` partitioned by day, the statement reads one
+partition of each instead of probing every day's (docs/scaling.md "Time partitions"); a
+reference with another day matches nothing, as a stale fence does.
+
 `changed` returns the operation's `created_at` too: the audit row and the event are
 partitioned by the operation's day (`operation_created_at`, docs/scaling.md "Time
 partitions"), so each is written to the partition of its operation's day, however late.
@@ -122,8 +129,8 @@ def transition_sql(
     return f"""
         WITH changed AS (
             UPDATE operations SET state = %(to_state)s, updated_at = now(), {_SETS[verb]}
-            WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s
-              AND state = %(from_state)s
+            WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s
+              AND fence = %(fence)s AND state = %(from_state)s
             RETURNING id, tenant_id, attempts, created_at
         ), audit AS ({_AUDIT}){subject}{events}
         SELECT attempts FROM changed

@@ -88,11 +88,17 @@ class OwnedRef:
     matches only while the row still carries that token and `state`. `tenant_id` is the
     operation's tenant: every write names it too, so each statement of an owner is scoped
     to the one tenant whose rows it touches (on Citus, routed to one shard group:
-    docs/scaling.md).
+    docs/scaling.md). `created_at` is the operation's `created_at`, its day: every write
+    and read by the owner names it too (`AND created_at = %(created_at)s`), so on
+    `operations` partitioned by day it reads the operation's one partition, not every
+    day's (docs/scaling.md "Time partitions"). It is filled from the row that made the
+    reference (the claim's key row, the takeover's or the worker's claim's `RETURNING`),
+    never from a clock: a reference with another day matches nothing, as a stale fence.
     """
 
     id: uuid.UUID
     tenant_id: uuid.UUID
+    created_at: datetime
     fence: int
     state: State
     attempts: int
@@ -148,7 +154,11 @@ class SubjectWrite:
     a transition's statement also has `audit`, its audit row's `id` and `created_at`.
     Its parameters are prefixed `s_` so they never meet the verb's own, but for the verb's
     `%(tenant_id)s`, the operation's tenant, which every UPDATE here matches its row on
-    (`AND tenant_id = %(tenant_id)s`): the statement stays within one tenant. `also` holds more
+    (`AND tenant_id = %(tenant_id)s`): the statement stays within one tenant. A transition's
+    statement also offers the verb's `%(created_at)s`, the operation's day: an UPDATE of the
+    operation's own payment, created by the same claim statement with the same
+    `created_at`, matches on it too, so it reads that payment's day alone; a write to an
+    object of another day (a refund's payment) must not use it. `also` holds more
     such statements when the object spans tables (a refund and its payment), all written in
     the same statement, under the same condition.
     """

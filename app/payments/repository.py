@@ -28,7 +28,9 @@ BY_ID = f"id = %(id)s AND {within('created_at', 'id')}"
 _FOR_TENANT = f"SELECT {_COLUMNS} FROM payments WHERE {BY_ID} AND tenant_id = %(tenant_id)s"
 # Subject writes: made inside the operations verb's statement (see SubjectWrite). The
 # payment's `created_at` is its operation's, named from the row the claim inserted: both
-# tables are partitioned by it, so a payment is always in its operation's day.
+# tables are partitioned by it, so a payment is always in its operation's day. The updates
+# below are of the payment's own operation's payment: they match it on the verb's
+# `%(created_at)s`, so the write reads the payment's day alone.
 _INSERT_WITH_CLAIM = """
     INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
                           amount_minor, currency, account_id, merchant_reference,
@@ -54,14 +56,15 @@ _RESULT_WITH_OUTCOME = """
     UPDATE payments
     SET status = %(s_status)s, provider_charge_id = %(s_provider_charge_id)s,
         decline_code = %(s_decline_code)s, attempt = %(s_attempt)s, updated_at = %(s_at)s
-    WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND EXISTS (SELECT FROM changed)
+    WHERE id = %(s_id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s
+      AND EXISTS (SELECT FROM changed)
 """
 # The failover's own write: the payment moves to its next attempt in the statement that
 # moves the operation (fenced), before anything is sent under the new attempt's key.
 _NEXT_ATTEMPT = """
     UPDATE payments SET attempt = %(s_attempt)s, updated_at = now()
     WHERE id = %(s_id)s AND attempt = %(s_attempt)s - 1 AND tenant_id = %(tenant_id)s
-      AND EXISTS (SELECT FROM changed)
+      AND created_at = %(created_at)s AND EXISTS (SELECT FROM changed)
 """
 
 

@@ -116,7 +116,7 @@ class RecoveryJob:
         ref = claimed[0].ref
         try:
             async with self._db.connection() as conn:
-                stored = await reads.stored_traceparent(conn, ref.id)
+                stored = await reads.stored_traceparent(conn, ref)
         except Exception:
             stored = None  # only the link is lost; the reconcile meets the same database
         attributes = {"payments.operation_id": str(ref.id), "payments.fence": ref.fence}

@@ -10,6 +10,7 @@ made (`test_failover.py`); the dashboard's counts and the console's pages in
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -79,7 +80,7 @@ def test_a_failover_is_recorded_by_its_own_statement_and_a_fenced_out_one_record
     # An owner whose fence is out of date: no transition, no attempt moved, no record.
     before = _rows(db, ref.id)
     assert before[0]["attempt"] == 0
-    stale = OwnedRef(ref.id, ref.tenant_id, ref.fence - 1, ref.state, ref.attempts)
+    stale = replace(ref, fence=ref.fence - 1)
     assert async_db.run(_fail_over(async_db, stale, "processor_declined")) is None
     assert _rows(db, ref.id) == before, "a fenced-out failover moved the payment or operation"
     assert "failover" not in {t["trigger"] for t in transitions(db, ref.id)}

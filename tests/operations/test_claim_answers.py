@@ -73,6 +73,7 @@ def test_the_winner_owns_the_operation_at_fence_1_with_no_check_counted(
     assert won.ref == OwnedRef(
         id=operation_id,
         tenant_id=tenant.id,
+        created_at=won.at,
         fence=1,
         state=State.PROVIDER_REQUEST_SENT,
         attempts=0,

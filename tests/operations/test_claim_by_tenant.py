@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -176,7 +176,8 @@ def _claim_params() -> dict[str, Any]:
 
 def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db) -> None:
     explained = plan(plan_db, leases._CLAIM_DUE, _claim_params())
-    for index in ("ix_operations_in_flight_lease", "ix_operations_recovery_due"):
+    partials = ("ix_operations_in_flight_lease", "ix_operations_recovery_due")
+    for index in partials:
         assert f"Index Scan using {index}" in explained, explained
     # `operations` is partitioned by day: each partition is probed the same way; the
     # seeded month is in the legacy one (the days after it are near empty, and the planner
@@ -186,10 +187,13 @@ def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db)
         for n in plan_nodes(plan_db, leases._CLAIM_DUE, _claim_params())
         if "Index Name" in n and n.get("Relation Name") == LEGACY
     ]
-    partial = [n for n in scans if n["Index Name"] != "pk_operations"]
+    partial = [n for n in scans if n["Index Name"] in partials]
     assert len(partial) == 2, explained
     for node in partial:
         assert "tenant_id =" in node["Index Cond"], explained
+    # The rows picked are changed by their key, one probe each.
+    (change,) = [n for n in scans if n not in partial]
+    assert "id = picked.id" in change["Index Cond"], explained
     assert "Seq Scan" not in explained, explained
     # Each tenant's due rows come in the index's order: the only sort is of the few picked.
     sorts = [
@@ -222,10 +226,17 @@ def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
 
 
 def test_the_expire_jobs_tenant_statement_reads_its_rows_by_key(plan_db: Db) -> None:
-    params = {"tenant_id": TENANT, "ids": [uuid.uuid4()], "ttl_s": 86400}
+    # A row due a TTL after its completion: of a day before today's (the seed's legacy
+    # partition), named with its id.
+    days = [datetime.now(UTC) - timedelta(days=2)]
+    params = {"tenant_id": TENANT, "ids": [uuid.uuid4()], "days": days, "ttl_s": 86400}
     for step in (retention._DROP_RESPONSES, retention._RELEASE_KEYS):
         explained = plan(plan_db, step.batch, params)
-        assert "pk_operations" in explained, explained
+        # Its rows by key: by id through the primary key, or by tenant and the rows' days
+        # (ix_operations_tenant_created), on those days' partitions alone.
+        keyed = ("pk_operations", "ix_operations_tenant_created")
+        assert any(index in explained for index in keyed), explained
+        assert explained.count("Update on operations_") == 1, explained
         assert "Seq Scan" not in explained, explained
         due = plan(plan_db, step.due, {"ttl_s": 86400, "limit": 500})
         assert "ix_operations_response_expiry" in due or "ix_operations_tombstone_release" in due

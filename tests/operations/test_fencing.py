@@ -208,6 +208,7 @@ def test_a_stale_owner_cannot_end_the_new_owners_lease(
     stale = OwnedRef(
         id=operation_id,
         tenant_id=tenant.id,
+        created_at=operation(db, operation_id)["created_at"],
         fence=1,
         state=State.PROVIDER_REQUEST_SENT,
         attempts=0,

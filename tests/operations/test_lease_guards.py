@@ -86,6 +86,7 @@ def test_a_verb_that_lands_answers_the_new_state_and_one_fenced_out_answers_none
     stale = OwnedRef(
         id=operation_id,
         tenant_id=tenant.id,
+        created_at=operation(db, operation_id)["created_at"],
         fence=1,
         state=State.PROVIDER_REQUEST_SENT,
         attempts=0,
@@ -103,6 +104,7 @@ def test_a_verb_that_lands_answers_the_new_state_and_one_fenced_out_answers_none
     assert written == OwnedRef(
         id=operation_id,
         tenant_id=tenant.id,
+        created_at=owned.created_at,
         fence=2,
         state=State.UNKNOWN_REQUIRES_RECOVERY,
         attempts=4,

@@ -257,7 +257,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             st.sampled_from(self.owners.stale(self.row)), label="stale (fence, state)"
         )
         trigger = data.draw(st.sampled_from(sorted(t for s, t in DECLARED if s is state)))
-        ref = OwnedRef(self.op_id, self.tenant.id, fence, state, self.row["attempts"])
+        ref = OwnedRef(
+            self.op_id, self.tenant.id, self.row["created_at"], fence, state, self.row["attempts"]
+        )
         late = Charge("ch_stale", "succeeded", None)
         assert self.write("stale owner", ref, trigger, charge=late) is None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from app.operations import statements
 from app.operations.values import SubjectWrite
 
@@ -36,6 +38,16 @@ def test_each_verbs_statement_is_built_once_per_shape() -> None:
 
 def test_every_write_after_the_owners_change_reads_it() -> None:
     sql = statements.transition_sql("mark_unknown", statements.subject_sql(SUBJECT))
-    where = "WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND fence = %(fence)s AND state"
+    where = (
+        "WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND created_at = %(created_at)s"
+        " AND fence = %(fence)s AND state"
+    )
     assert where in " ".join(sql.split())
     assert sql.count("FROM changed") == 2  # the audit row and the final SELECT
+
+
+@pytest.mark.parametrize("verb", sorted(statements._SETS))
+def test_every_verbs_fenced_write_names_the_operations_day(verb: str) -> None:
+    # The operation's row by its id and its day: one partition of `operations` by day.
+    changed = statements.transition_sql(verb, ()).split("), audit AS")[0]
+    assert "AND created_at = %(created_at)s" in changed

@@ -206,6 +206,7 @@ def test_repository_writes_only_declared_edges_with_the_current_fence(
             ref = OwnedRef(
                 id=operation_id,
                 tenant_id=tenant.id,
+                created_at=before["created_at"],
                 fence=fence - step.fence_lag,
                 state=believed,
                 attempts=0,

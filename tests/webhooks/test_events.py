@@ -138,10 +138,13 @@ def test_needs_attention_is_emitted_once_and_only_with_a_landed_write(
     key = new_key()
     operation_id = uuid.UUID(post_payment(client, key=key, headers={}).json()["operation_id"])
     # Put it back in flight, as a worker holding it would find it.
-    db.execute(
-        "UPDATE operations SET state = 'PROVIDER_REQUEST_SENT', fence = 5 WHERE id = %s",
+    put_back = db.execute(
+        "UPDATE operations SET state = 'PROVIDER_REQUEST_SENT', fence = 5 WHERE id = %s"
+        " RETURNING created_at",
         (operation_id,),
-    )
+    ).fetchone()
+    assert put_back is not None
+    created_at = put_back["created_at"]
     db.execute("DELETE FROM events WHERE operation_id = %s", (operation_id,))
     flagged = Schedule(attempts=10, delay_s=60, needs_attention=True)
 
@@ -149,7 +152,7 @@ def test_needs_attention_is_emitted_once_and_only_with_a_landed_write(
         async with async_db.db.connection() as conn:
             return await operations.mark_unknown(
                 conn,
-                OwnedRef(operation_id, tenant.id, fence, state, 9),
+                OwnedRef(operation_id, tenant.id, created_at, fence, state, 9),
                 actor="test",
                 reason="still unknown",
                 schedule=flagged,

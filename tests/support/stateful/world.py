@@ -12,7 +12,7 @@ import itertools
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -225,7 +225,7 @@ def check_write(
         assert (after.payment, after.audit) == (before.payment, before.audit)
         return
     dest = DECLARED[ref.state, trigger]
-    assert moved == OwnedRef(ref.id, ref.tenant_id, ref.fence, dest, now["attempts"])
+    assert moved == replace(ref, state=dest, attempts=now["attempts"])
     assert after.audit[:-1] == before.audit
     last = after.audit[-1]
     assert (last["from_state"], last["to_state"], last["trigger"], last["fence"]) == (
