@@ -24,14 +24,15 @@ from app.payments import activity as payment_reads
 from app.payments import attempts
 from app.payments.operator_reads import Cursor, RecordFilter, list_payments
 from app.refunds.operator_reads import list_refunds
+from bench.search_ids import seeded_id_sql
 
-_STAYS = """
+_STAYS = f"""
 INSERT INTO operation_transitions (operation_id, tenant_id, from_state, to_state, trigger, actor,
                                    fence, created_at, operation_created_at)
 SELECT o.id, o.tenant_id, s.from_state, s.to_state, s.trigger, 'bench', 1,
        now() - make_interval(secs => %(total)s::bigint - g) + s.after, o.created_at
 FROM generate_series(1::bigint, %(total)s::bigint) AS g
-     JOIN operations AS o ON o.id = md5('op' || g)::uuid,
+     JOIN operations AS o ON o.id = {seeded_id_sql("op")},
      (VALUES ('PROVIDER_REQUEST_SENT', 'UNKNOWN_REQUIRES_RECOVERY', 'lose', interval '0'),
              ('UNKNOWN_REQUIRES_RECOVERY', 'COMPLETED', 'complete', interval '10 min'))
        AS s(from_state, to_state, trigger, after)

@@ -19,6 +19,10 @@ exits 1 when a search's median or p99 is over `--budget-ms` (100). Then it times
 console's other reads on the same data (the lists' pages, the dashboard's charts), each
 `--queries / 10` times (at least 20), and prints them too.
 
+The operations', payments' and refunds' ids are version 4 ids (`bench/search_ids.py`),
+which tell no time: a search by one of them reads every day's partition, as it does for a
+row made before the service made UUIDv7s.
+
     .venv/bin/python -m bench.search                       # about 2-4 minutes on two cores
     .venv/bin/python -m bench.search --operations 100000   # a quick look
 """
@@ -43,6 +47,7 @@ import psycopg
 from app.admin.search import search
 from app.composition import KINDS
 from bench.console_reads import measure_reads, reads_table, seed_history
+from bench.search_ids import seeded_id, seeded_id_sql
 from bench.system import RESULTS_DIR, bench_database
 
 TENANTS = 20
@@ -50,23 +55,26 @@ ACCOUNTS = 20_000
 CHUNK = 200_000
 
 # Row g of a chunk: a payment operation unless g % 10 == 0, which refunds payment g - 1.
-_OPERATIONS = """
+# The ids of operations, payments and refunds are `bench/search_ids.py`'s.
+_OP = seeded_id_sql("op")
+_PAY = seeded_id_sql("pay")
+_OPERATIONS = f"""
 INSERT INTO operations (id, tenant_id, operation_name, idempotency_key, fingerprint, state,
                         fence, attempts, response_status, created_at, updated_at,
                         completed_at)
-SELECT md5('op' || g)::uuid, t.ids[1 + g %% %(tenants)s],
+SELECT {_OP}, t.ids[1 + g %% %(tenants)s],
        CASE WHEN g %% 10 = 0 THEN 'create_refund' ELSE 'create_payment' END,
        'key-' || md5('key' || g), md5(g::text) || md5('f' || g), 'COMPLETED', 1, 0, 201,
        now() - make_interval(secs => %(total)s::bigint - g), now(), now()
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 """
-_PAYMENTS = """
+_PAYMENTS = f"""
 INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, status,
                       amount_minor, currency, account_id, merchant_reference,
                       provider_charge_id, created_at, updated_at)
-SELECT md5('pay' || g)::uuid, t.ids[1 + g %% %(tenants)s], md5('op' || g)::uuid,
-       'payment-' || md5('pay' || g)::uuid::text, '{primary}', 'SUCCEEDED',
+SELECT {_PAY}, t.ids[1 + g %% %(tenants)s], {_OP},
+       'payment-' || {_PAY}::text, '{{primary}}', 'SUCCEEDED',
        100 + g %% 10000, 'EUR',
        'acc_' || (g %% %(accounts)s), 'order-' || g, 'ch_' || md5('ch' || g),
        now() - make_interval(secs => %(total)s::bigint - g), now()
@@ -74,12 +82,12 @@ FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 WHERE g %% 10 <> 0
 """
-_REFUNDS = """
+_REFUNDS = f"""
 INSERT INTO refunds (id, tenant_id, payment_id, operation_id, provider_key, charge_id,
                      provider, status, amount_minor, currency, provider_refund_id, created_at,
                      updated_at)
-SELECT md5('ref' || g)::uuid, t.ids[1 + g %% %(tenants)s], md5('pay' || (g - 1))::uuid,
-       md5('op' || g)::uuid, 'refund-' || md5('ref' || g)::uuid::text,
+SELECT {seeded_id_sql("ref")}, t.ids[1 + g %% %(tenants)s], {seeded_id_sql("pay", "(g - 1)")},
+       {_OP}, 'refund-' || {seeded_id_sql("ref")}::text,
        'ch_' || md5('ch' || (g - 1)), 'primary', 'SUCCEEDED', 50, 'EUR',
        're_' || md5('re' || g),
        now() - make_interval(secs => %(total)s::bigint - g), now()
@@ -87,13 +95,13 @@ FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 WHERE g %% 10 = 0
 """
-_EVENTS = """
+_EVENTS = f"""
 INSERT INTO events (id, tenant_id, type, operation_id, data, created_at, operation_created_at)
 SELECT md5('evt' || g)::uuid, t.ids[1 + g %% %(tenants)s],
        CASE WHEN g %% 10 = 0 THEN 'refund.succeeded' ELSE 'payment.succeeded' END,
-       o.id, '{}'::jsonb, now() - make_interval(secs => %(total)s::bigint - g), o.created_at
+       o.id, '{{}}'::jsonb, now() - make_interval(secs => %(total)s::bigint - g), o.created_at
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
-     JOIN operations AS o ON o.id = md5('op' || g)::uuid,
+     JOIN operations AS o ON o.id = {_OP},
      (SELECT %(tenant_ids)s::uuid[] AS ids) AS t
 """
 _DELIVERIES = """
@@ -174,13 +182,10 @@ def kinds(operations: int) -> dict[str, Callable[[random.Random], str]]:
     def md5_hex(prefix: str, g: int) -> str:
         return hashlib.md5(f"{prefix}{g}".encode()).hexdigest()
 
-    def md5_uuid(prefix: str, g: int) -> str:
-        return str(uuid.UUID(md5_hex(prefix, g)))
-
     return {
-        "operation id": lambda r: md5_uuid("op", row(r)),
-        "payment id": lambda r: md5_uuid("pay", _payment(row(r))),
-        "refund id": lambda r: md5_uuid("ref", refund(r)),
+        "operation id": lambda r: str(seeded_id("op", row(r))),
+        "payment id": lambda r: str(seeded_id("pay", _payment(row(r)))),
+        "refund id": lambda r: str(seeded_id("ref", refund(r))),
         "event id": lambda r: "evt_" + md5_hex("evt", row(r)),
         "delivery id": lambda r: "wd_" + md5_hex("wd", delivered(r)),
         "idempotency key": lambda r: "key-" + md5_hex("key", row(r)),
@@ -188,7 +193,7 @@ def kinds(operations: int) -> dict[str, Callable[[random.Random], str]]:
         "provider refund id": lambda r: "re_" + md5_hex("re", refund(r)),
         "merchant reference": lambda r: f"order-{_payment(row(r))}",
         "account id": lambda r: f"acc_{_payment(row(r)) % ACCOUNTS}",
-        "provider key": lambda r: "payment-" + md5_uuid("pay", _payment(row(r))),
+        "provider key": lambda r: f"payment-{seeded_id('pay', _payment(row(r)))}",
         "miss": lambda r: f"no-such-{r.getrandbits(64):x}",
     }
 
