@@ -228,7 +228,7 @@ OPERATIONS_SHAPE = Shape(
     # table"): every process now claims and releases through the key table itself.
     triggers=("idempotency_keys_claim", "idempotency_keys_release"),
 )
-PAYMENTS_SHAPE = Shape(
+PAYMENT_SHAPE = Shape(
     layout=PAYMENTS,
     batch_column=None,
     old_primary_key="pk_payments",
@@ -296,7 +296,7 @@ PAYMENTS_SHAPE = Shape(
 # `operations` is partitioned too.
 HISTORY_SHAPES: tuple[Shape, ...] = (TRANSITIONS_SHAPE, EVENTS_SHAPE)
 # The records, partitioned by migration 0033, after the history.
-RECORD_SHAPES: tuple[Shape, ...] = (OPERATIONS_SHAPE, PAYMENTS_SHAPE)
+RECORD_SHAPES: tuple[Shape, ...] = (OPERATIONS_SHAPE, PAYMENT_SHAPE)
 # Every shape, in the order the conversion takes them.
 SHAPES: tuple[Shape, ...] = (*HISTORY_SHAPES, *RECORD_SHAPES)
 

@@ -7,7 +7,7 @@ key TTL will refuse during the run)."""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 import pytest
@@ -72,19 +72,19 @@ def test_the_seeded_layouts_oldest_day_is_found_and_dropped(
     first = datetime.fromisoformat(figures["seeded_at"]).astimezone(UTC).date() - timedelta(days=3)
     with psycopg.connect(scratch_database) as conn:
         # The legacy partition (FROM MINVALUE) is no day: never the oldest.
-        assert oldest_partitions(conn) == [
-            ("operation_transitions", f"operation_transitions_p{first:%Y%m%d}"),
-            ("events", f"events_p{first:%Y%m%d}"),
-        ]
+        assert oldest_partitions(conn) == _day(first)
     window = DropWindow()
     drop_oldest_day(scratch_database, window, 0.0, detach=detach)
-    assert window.dropped == [f"operation_transitions_p{first:%Y%m%d}", f"events_p{first:%Y%m%d}"]
-    following = first + timedelta(days=1)
+    assert window.dropped == [partition for _table, partition in _day(first)]
     with psycopg.connect(scratch_database) as conn:
-        assert oldest_partitions(conn) == [
-            ("operation_transitions", f"operation_transitions_p{following:%Y%m%d}"),
-            ("events", f"events_p{following:%Y%m%d}"),
-        ]
+        assert oldest_partitions(conn) == _day(first + timedelta(days=1))
+
+
+def _day(day: date) -> list[tuple[str, str]]:
+    """A day's partitions of the four partitioned tables, in the order they are dropped
+    (what references first)."""
+    tables = ("operation_transitions", "events", "payments", "operations")
+    return [(table, f"{table}_p{day:%Y%m%d}") for table in tables]
 
 
 def test_nothing_to_drop_where_no_history_table_is_partitioned(scratch_database: str) -> None:

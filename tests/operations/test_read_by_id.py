@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.operations import operator_reads, reads
+from app.operations import operator_reads
 from app.operations import repository as operations
 from tests.support.control.id_windows import moved_out_of_its_window
 from tests.support.factories.refunds import paid
@@ -98,22 +98,3 @@ def test_the_lists_cursor_is_read_within_its_ids_window(
     with moved_out_of_its_window(db, "operations", first):
         # The cursor's row is not in its window: no page follows a cursor that is not found.
         assert after(first) == []
-
-
-def test_the_stored_trace_context_is_read_within_its_ids_window(
-    client: httpx.Client, db: Db, async_db: AsyncDb
-) -> None:
-    operation_id = uuid.UUID(paid(client)["operation_id"])
-    traceparent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
-    db.execute("UPDATE operations SET traceparent = %s WHERE id = %s", (traceparent, operation_id))
-
-    def stored() -> str | None:
-        async def read() -> str | None:
-            async with async_db.db.connection() as conn:
-                return await reads.stored_traceparent(conn, operation_id)
-
-        return async_db.run(read())
-
-    assert stored() == traceparent
-    with moved_out_of_its_window(db, "operations", str(operation_id)):
-        assert stored() is None

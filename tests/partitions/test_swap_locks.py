@@ -18,7 +18,7 @@ from alembic import command
 
 from app.db.migrate import alembic_config
 from app.partitions import convert
-from app.partitions.shapes import OPERATIONS_SHAPE, PAYMENTS_SHAPE, TRANSITIONS_SHAPE
+from app.partitions.shapes import OPERATIONS_SHAPE, PAYMENT_SHAPE, TRANSITIONS_SHAPE
 from app.partitions.swap_scope import swap_locks
 from tests.support.control.waiting import wait_until
 
@@ -100,7 +100,7 @@ def test_the_swap_locks_in_the_services_order() -> None:
         ("refunds", "ACCESS EXCLUSIVE"),
         ("payment_modifications", "ACCESS EXCLUSIVE"),
     ]
-    assert swap_locks(PAYMENTS_SHAPE) == [
+    assert swap_locks(PAYMENT_SHAPE) == [
         ("operations", "SHARE ROW EXCLUSIVE"),
         ("payments", "ACCESS EXCLUSIVE"),
         ("refunds", "ACCESS EXCLUSIVE"),
