@@ -1,0 +1,186 @@
+"""`python -m bench.partition_reads`: what a read costs when it names its days, and when not,
+as the days kept grow.
+
+For each number of days, a database seeded with `bench/history_seed.py` (every seeded day in
+a partition of its own, as the worker's calendar makes them) and three statements the
+service runs, each twice: as it runs now, naming the days it may read, and with the bound
+opened to every day, as the same statement would run without it:
+
+    payment by id      GET /payments/{id}'s read (`app/payments/repository.py`), the id's
+                       window (a v7 id) against the unbounded one (a v4 id's)
+    due tenants        the worker's read of which tenants have recovery due
+                       (`app/operations/leases.py`), from the backlog's horizon (today)
+                       against from the first day
+    replay             a taken key's read through its row (`app/operations/reads.py`
+                       KEYED_OPERATION), which names its operation's day, against the same
+                       join on the id alone
+
+Each is run `--runs` times through EXPLAIN (ANALYZE, SUMMARY): the server's own planning and
+execution times, whose medians it prints, with how many partitions of `operations` or
+`payments` it read (those in its plan and not shown as never executed). Nothing
+here is a request over HTTP: the figures are the database's share.
+
+    .venv/bin/python -m bench.partition_reads postgresql://postgres@127.0.0.1:5432/postgres \\
+        --days 30 365
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from app.db.migrate import upgrade_head
+from app.ids import created_window
+from app.operations import leases, reads
+from app.payments import repository as payments
+from bench.history_seed import seed
+from bench.machine import load_average
+from bench.system import with_database
+
+PAYMENTS_PER_DAY = 200
+RUNS = 30
+_EVERY_DAY = {
+    "id_from": datetime(1, 1, 2, tzinfo=UTC),
+    "id_until": datetime(9999, 1, 1, tzinfo=UTC),
+}
+_REPLAY_BY_ID_ALONE = f"SELECT {reads.SNAPSHOT_COLUMNS} FROM " + reads.KEYED_OPERATION.replace(
+    "AND operations.created_at = k.operation_created_at", ""
+)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One statement's medians over its runs, in milliseconds, and the partitions of
+    `operations` or `payments` its run read (the plan's, less those never executed)."""
+
+    statement: str
+    bounded: bool
+    planning_ms: float
+    execution_ms: float
+    partitions: int
+
+
+@contextmanager
+def seeded(server_url: str, days: int) -> Iterator[str]:
+    name = f"payments_partition_reads_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    try:
+        upgrade_head(url)
+        seed(url, payments=days * PAYMENTS_PER_DAY, days=days, tenants=4)
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _explain(
+    conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]
+) -> tuple[float, float, int]:
+    rows = conn.execute(f"EXPLAIN (ANALYZE, SUMMARY, COSTS OFF) {sql}", params).fetchall()
+    text = "\n".join(str(row[0]) for row in rows)
+    planning = float(re.search(r"Planning Time: ([\d.]+) ms", text).group(1))  # type: ignore[union-attr]
+    execution = float(re.search(r"Execution Time: ([\d.]+) ms", text).group(1))  # type: ignore[union-attr]
+    partitions = len(
+        {
+            match.group(1)
+            for line in text.splitlines()
+            if "(never executed)" not in line
+            and (match := re.search(r" on ((?:operations|payments)_(?:legacy|p\d{8}))\b", line))
+        }
+    )
+    return planning, execution, partitions
+
+
+def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
+    row = conn.execute(
+        "SELECT p.id, p.tenant_id, o.operation_name, o.idempotency_key FROM payments p"
+        " JOIN operations o ON o.id = p.operation_id AND o.created_at = p.created_at"
+        " WHERE o.idempotency_key IS NOT NULL ORDER BY p.created_at DESC LIMIT 1"
+    ).fetchone()
+    assert row is not None, "the seed made payments whose keys are held"
+    payment_id, tenant_id, name, key = row
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    first = conn.execute("SELECT min(created_at) FROM operations").fetchone()
+    assert first is not None
+    keyed = {"tenant_id": tenant_id, "operation_name": name, "idempotency_key": key}
+    keyed["key_ttl_s"] = 86400
+    by_id = {"id": payment_id, "tenant_id": tenant_id}
+    cases = [
+        (
+            "payment by id",
+            True,
+            payments.get_sql(),
+            by_id | created_window(payment_id).params("id"),
+        ),
+        ("payment by id", False, payments.get_sql(), by_id | _EVERY_DAY),
+        ("due tenants", True, leases._DUE_TENANTS, {"since": today}),
+        ("due tenants", False, leases._DUE_TENANTS, {"since": first[0] - timedelta(days=1)}),
+        ("replay", True, f"SELECT {reads.SNAPSHOT_COLUMNS} FROM {reads.KEYED_OPERATION}", keyed),
+        ("replay", False, _REPLAY_BY_ID_ALONE, keyed),
+    ]
+    timings = []
+    for statement, bounded, sql, params in cases:
+        _explain(conn, sql, params)  # warm the caches
+        samples = [_explain(conn, sql, params) for _ in range(runs)]
+        timings.append(
+            Timing(
+                statement,
+                bounded,
+                round(statistics.median(s[0] for s in samples), 3),
+                round(statistics.median(s[1] for s in samples), 3),
+                samples[0][2],
+            )
+        )
+    return timings
+
+
+def table(days: int, timings: list[Timing]) -> str:
+    lines = [
+        f"{days} days kept ({days * PAYMENTS_PER_DAY:,} payments)",
+        "| statement | days named | partitions read | planning ms | execution ms |",
+        "|---|---|---|---|---|",
+    ]
+    for t in timings:
+        named = "yes" if t.bounded else "no (every day)"
+        lines.append(
+            f"| {t.statement} | {named} | {t.partitions} | {t.planning_ms} | {t.execution_ms} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.partition_reads",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("server_url", help="a PostgreSQL server (a database on it is made)")
+    parser.add_argument("--days", type=int, nargs="+", default=[30, 365])
+    parser.add_argument("--runs", type=int, default=RUNS)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {"load_average_before": [round(v, 2) for v in load_average()]}
+    for days in args.days:
+        with seeded(args.server_url, days) as url, psycopg.connect(url) as conn:
+            timings = measure(conn, args.runs)
+        print(table(days, timings), flush=True)
+        results[str(days)] = [asdict(t) for t in timings]
+    results["load_average_after"] = [round(v, 2) for v in load_average()]
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""`bench/partition_reads.py` measures what it says: each statement named with its days
+reads fewer partitions than the same statement with its bound opened to every day."""
+
+from __future__ import annotations
+
+import psycopg
+
+from app.db.migrate import upgrade_head
+from bench.history_seed import seed
+from bench.partition_reads import measure, table
+
+
+def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: str) -> None:
+    upgrade_head(scratch_database)
+    seed(scratch_database, payments=200, days=10, tenants=2)
+    with psycopg.connect(scratch_database) as conn:
+        timings = measure(conn, runs=1)
+    by = {(t.statement, t.bounded): t for t in timings}
+    assert {statement for statement, _ in by} == {"payment by id", "due tenants", "replay"}
+    for statement in ("payment by id", "due tenants", "replay"):
+        named, every = by[statement, True], by[statement, False]
+        assert 0 < named.partitions < every.partitions, timings
+        assert named.planning_ms > 0
+        assert named.execution_ms > 0
+    # A payment read by its id's window reads its day's neighbours, not the ten days.
+    assert by["payment by id", True].partitions <= 3, timings
+    assert by["replay", True].partitions == 1, timings
+    assert "| replay | yes | 1 |" in table(10, timings)
