@@ -2,25 +2,30 @@
 the statement before and after each endpoint's due deliveries were read from its own range.
 
 On a new database of the server at DATABASE_URL (default: the local PostgreSQL), migrated
-to 0018 (before the claim's per-endpoint index), seeded in SQL with `--pending` deliveries
-shaped like a dead-endpoint backlog (`bench/webhook_backlog.py`): a few tenants whose
-sixteen endpoints all fail, their deliveries retried for three days with backoff up to an
-hour (most not yet due, about a tenth due at the claim), and many healthy tenants with four
-endpoints and a short queue. Then:
+to head and seeded in SQL with `--pending` deliveries shaped like a dead-endpoint backlog
+(`bench/webhook_backlog.py`): a few tenants whose sixteen endpoints all fail, their
+deliveries retried for three days with backoff up to an hour (most not yet due, about a
+tenth due at the claim), and many healthy tenants with four endpoints and a short queue.
+Then, at head (the schema the seed is written for):
 
-1. the old claim (`BASELINE_CLAIM`: every due delivery ranked per endpoint and per tenant
-   before the LIMIT) on that schema;
-2. migrated to head, the old claim again (the new index alone does not bound it);
+1. the old claim (`BASELINE_CLAIM`: every due delivery of every tenant ranked per endpoint
+   and per tenant before the LIMIT), asked 32;
+2. the same ranking over the busiest tenant's deliveries alone (`BASELINE_TENANT_CLAIM`),
+   asked what the worker asks one tenant (its cap, 8);
 3. the claim as the worker runs it (`app/webhooks/deliveries.py`), which runs tenant by
-   tenant: here one statement for the busiest tenant (the first of the dead ones).
+   tenant: one statement for the busiest tenant (the first of the dead ones), asked the same.
+
+The old claim ran before the claim's per-endpoint index (migration 0019); that index,
+`ix_webhook_deliveries_endpoint_due`, now leads with the tenant (0032), and the old claim's
+plan does not use it: with it or without it, the old claim reads and sorts the same rows.
 
 Each claim runs `--runs` times in a transaction rolled back (the same deliveries are due
 every time), as a worker with nothing in flight asks (32 at most, 4 per endpoint, 8 per
 tenant): the median and fastest time, then one EXPLAIN (ANALYZE, BUFFERS): its execution
 time, the buffers it touched, the delivery rows it read and the rows its sorts took in. What
-the claims pick is checked: the old claims the same due times as each other, and each at
-most its cap of an endpoint (4) and of a tenant (8). (The old claim and a tenant's claim
-pick from different sets: the tenant's claim only from its own deliveries.)
+the claims pick is checked: the tenant's two claims the same due times as each other, and
+each claim at most its cap of an endpoint (4) and of a tenant (8). (The old claim across
+tenants picks from every tenant's deliveries, a tenant's claim only from its own.)
 """
 
 from __future__ import annotations
@@ -38,16 +43,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from alembic import command
 
-from app.db.migrate import alembic_config, upgrade_head
+from app.db.migrate import upgrade_head
 from app.jobs.leases import new_owner
 from app.webhooks.deliveries import _CLAIM
 from bench.webhook_backlog import seed
 from tests.support.control.database import throwaway_database
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
-BEFORE_REVISION = "0018"
 # The busiest tenant of the seeded backlog: the first with sixteen dead endpoints.
 BUSIEST = uuid.UUID(hashlib.md5(b"tenant0").hexdigest())
 PARAMS: dict[str, Any] = {
@@ -62,9 +65,13 @@ PARAMS: dict[str, Any] = {
     "busy_tenant_ids": [],
     "busy_tenant_counts": [],
 }
+# A tenant's statement is asked at most the tenant's cap (`deliveries.claim`): it caps only
+# its endpoints.
+TENANT_PARAMS: dict[str, Any] = {**PARAMS, "limit": min(PARAMS["limit"], PARAMS["per_tenant"])}
 
 # The claim before: every due delivery ranked per endpoint, the survivors per tenant.
-BASELINE_CLAIM = f"""
+# `{tenant}` narrows it to one tenant's deliveries.
+_BASELINE = """
     WITH busy AS (
         SELECT * FROM unnest(%(busy_ids)s::uuid[], %(busy_counts)s::int[])
             AS busy (endpoint_id, in_flight)
@@ -77,7 +84,7 @@ BASELINE_CLAIM = f"""
                                   ORDER BY d.next_attempt_at, d.id) AS rank,
                coalesce(busy.in_flight, 0) AS in_flight
         FROM webhook_deliveries AS d LEFT JOIN busy USING (endpoint_id)
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+        WHERE {tenant} d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
     ), per_tenant AS (
         SELECT c.id, c.next_attempt_at,
@@ -94,7 +101,7 @@ BASELINE_CLAIM = f"""
         FOR UPDATE OF d SKIP LOCKED
     ), claimed AS (
         UPDATE webhook_deliveries AS d
-        SET {new_owner("d")}
+        SET {new_owner}
         FROM picked
         WHERE d.id = picked.id AND d.status = 'pending'
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
@@ -109,6 +116,10 @@ BASELINE_CLAIM = f"""
     JOIN webhook_endpoints AS e ON e.id = c.endpoint_id
     JOIN events AS ev ON ev.id = c.event_id
 """
+BASELINE_CLAIM = _BASELINE.format(tenant="", new_owner=new_owner("d"))
+BASELINE_TENANT_CLAIM = _BASELINE.format(
+    tenant="d.tenant_id = %(tenant_id)s AND", new_owner=new_owner("d")
+)
 
 
 @dataclass(frozen=True)
@@ -134,14 +145,21 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def measure(url: str, name: str, sql: str, runs: int) -> Measured:
+def measure(
+    url: str,
+    name: str,
+    sql: str,
+    runs: int,
+    *,
+    params: dict[str, Any] = PARAMS,
+) -> Measured:
     """`runs` timed claims and one EXPLAIN ANALYZE, each rolled back."""
     times: list[float] = []
     rows: list[tuple[Any, ...]] = []
     with psycopg.connect(url) as conn:
         for _ in range(runs):
             started = time.perf_counter()
-            rows = conn.execute(sql, PARAMS).fetchall()
+            rows = conn.execute(sql, params).fetchall()
             times.append((time.perf_counter() - started) * 1000)
             conn.rollback()
         due = conn.execute(
@@ -149,11 +167,11 @@ def measure(url: str, name: str, sql: str, runs: int) -> Measured:
             ([row[0] for row in rows],),
         ).fetchall()
         picked = tuple(str(row[0]) for row in due)
-        most = tuple(max(Counter(row[n] for row in rows).values()) for n in (3, 7))
+        most = tuple(max(Counter(row[n] for row in rows).values(), default=0) for n in (3, 7))
         explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-        [[document]] = conn.execute(explain + sql, PARAMS).fetchall()
+        [[document]] = conn.execute(explain + sql, params).fetchall()
         conn.rollback()
-        text_rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, PARAMS).fetchall()
+        text_rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()
         conn.rollback()
     root = document[0]["Plan"]
     nodes = list(_nodes(root))
@@ -182,6 +200,15 @@ def measure(url: str, name: str, sql: str, runs: int) -> Measured:
     )
 
 
+def compare(url: str, runs: int) -> list[Measured]:
+    """The three claims on `url`'s seeded backlog (migrated to head)."""
+    return [
+        measure(url, "before, all tenants", BASELINE_CLAIM, runs),
+        measure(url, "before, one tenant", BASELINE_TENANT_CLAIM, runs, params=TENANT_PARAMS),
+        measure(url, "a tenant's claim", _CLAIM, runs, params=TENANT_PARAMS),
+    ]
+
+
 def _due(url: str) -> tuple[int, int]:
     with psycopg.connect(url) as conn:
         row = conn.execute(
@@ -199,9 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plans", action="store_true", help="print each EXPLAIN ANALYZE")
     args = parser.parse_args(argv)
     server = os.environ.get("DATABASE_URL", DEFAULT_SERVER)
-    results: list[Measured] = []
     with throwaway_database(server, "bench_webhook_claim") as url:
-        command.upgrade(alembic_config(url), BEFORE_REVISION)
+        upgrade_head(url)
         started = time.perf_counter()
         seed(url, args.pending)
         pending, due = _due(url)
@@ -209,12 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             f"seeded {pending:,} pending deliveries, {due:,} due, in "
             f"{time.perf_counter() - started:.1f} s"
         )
-        results.append(measure(url, "before (0018)", BASELINE_CLAIM, args.runs))
-        upgrade_head(url)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("ANALYZE webhook_deliveries")
-        results.append(measure(url, "before, new index", BASELINE_CLAIM, args.runs))
-        results.append(measure(url, "a tenant's claim", _CLAIM, args.runs))
+        results = compare(url, args.runs)
     header = (
         f"{'claim':<20} {'median ms':>10} {'fastest':>8} {'explain':>8} {'buffers':>8}"
         f" {'rows read':>10} {'rows sorted':>11} {'picked':>6}"
@@ -228,10 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     capped = all(m.most[0] <= PARAMS["per_endpoint"] for m in results) and all(
         m.most[1] <= PARAMS["per_tenant"] for m in results
     )
-    same = results[0].picked == results[1].picked and capped
+    same = results[1].picked == results[2].picked and capped
     print(
-        f"the same due times picked by the old claim with and without the new index, each"
-        f" claim within its caps: {'yes' if same else 'NO'}"
+        f"the same due times picked by the tenant's old and new claim, each claim within"
+        f" its caps: {'yes' if same else 'NO'}"
     )
     if args.plans:
         for m in results:
