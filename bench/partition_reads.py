@@ -11,9 +11,11 @@ opened to every day, as the same statement would run without it:
     due tenants        the worker's read of which tenants have recovery due
                        (`app/operations/leases.py`), from the backlog's horizon (today)
                        against from the first day
-    replay             a taken key's read through its row (`app/operations/reads.py`
-                       KEYED_OPERATION), which names its operation's day, against the same
-                       join on the id alone
+    replay             a taken key's operation read on the day its key's row names
+                       (`app/operations/reads.py` snapshot_on_day: the day a parameter),
+                       against the same read joined to the key's row on the id alone;
+                       and "replay, day joined": the earlier statement, the day taken from
+                       the joined key's row, which prunes only when it runs
 
 Each is run `--runs` times through EXPLAIN (ANALYZE, SUMMARY): the server's own planning and
 execution times, whose medians it prints, with how many partitions of `operations` or
@@ -54,9 +56,16 @@ _EVERY_DAY = {
     "id_from": datetime(1, 1, 2, tzinfo=UTC),
     "id_until": datetime(9999, 1, 1, tzinfo=UTC),
 }
-_REPLAY_BY_ID_ALONE = f"SELECT {reads.SNAPSHOT_COLUMNS} FROM " + reads.KEYED_OPERATION.replace(
-    "AND operations.created_at = k.operation_created_at", ""
-)
+# A taken key's read through a join with its row: by the id alone, and (the statement the
+# claim ran before) with the day from the row, pruned only when it runs.
+_KEY_JOIN = """
+    (SELECT operation_id, operation_created_at FROM idempotency_keys
+     WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
+       AND idempotency_key = %(idempotency_key)s) AS k
+    JOIN operations ON operations.id = k.operation_id AND operations.tenant_id = %(tenant_id)s
+"""
+_REPLAY_BY_ID_ALONE = f"SELECT {reads.SNAPSHOT_COLUMNS} FROM {_KEY_JOIN}"
+_REPLAY_DAY_JOINED = _REPLAY_BY_ID_ALONE + " AND operations.created_at = k.operation_created_at"
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,10 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
     assert first is not None
     keyed = {"tenant_id": tenant_id, "operation_name": name, "idempotency_key": key}
     keyed["key_ttl_s"] = 86400
+    key_row = conn.execute(reads.KEY_ROW, keyed).fetchone()
+    assert key_row is not None
+    on_day = {"id": key_row[0], "tenant_id": tenant_id, "created_at": key_row[1]}
+    on_day["key_ttl_s"] = 86400
     by_id = {"id": payment_id, "tenant_id": tenant_id}
     cases = [
         (
@@ -128,7 +141,8 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
         ("payment by id", False, payments.get_sql(), by_id | _EVERY_DAY),
         ("due tenants", True, leases._DUE_TENANTS, {"since": today}),
         ("due tenants", False, leases._DUE_TENANTS, {"since": first[0] - timedelta(days=1)}),
-        ("replay", True, f"SELECT {reads.SNAPSHOT_COLUMNS} FROM {reads.KEYED_OPERATION}", keyed),
+        ("replay", True, reads.snapshot_on_day_sql(), on_day),
+        ("replay, day joined", True, _REPLAY_DAY_JOINED, keyed),
         ("replay", False, _REPLAY_BY_ID_ALONE, keyed),
     ]
     timings = []

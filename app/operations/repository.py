@@ -34,8 +34,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.operations import statements
-from app.operations.reads import snapshot_of
+from app.operations import reads, statements
 from app.operations.states import MACHINE, State, Trigger
 from app.operations.values import (
     Claimed,
@@ -72,17 +71,19 @@ async def claim(
 
     With `subject`, the business object is written in the same statement (its row is
     created only if the claim wins). Returns `Claimed` (the owner's reference and the
-    database time of the claim, the rows' `created_at`); when the key is taken, the row
-    holding it as this statement saw it, in the same round trip; None when that row is not
-    visible to the statement yet (its claim committed while this one waited on it: read it
-    again).
+    database time of the claim, the rows' `created_at`); when the key is taken, the
+    operation its row names, as this statement saw the key's row, read on its day by a
+    second statement (the day a parameter: one partition planned); None when the key's row
+    is not visible to the statement yet (its claim committed while this one waited on it:
+    read it again).
 
     ON CONFLICT DO NOTHING on the key's row (`idempotency_keys`, whose primary key is the
     scoped key), then the operation from the row inserted, its `created_at` the key row's
     `operation_created_at`: a concurrent duplicate waits for the winner's transaction and
-    then inserts nothing, and reads the winner's operation through the key's row, by id and
-    `created_at` (`statements.py`). Only the winner goes on to create its business
-    object (`subject`, whose row points at the operation) and call the provider. Both edges
+    then inserts nothing, and returns the key's row: the winner's operation's id and
+    `created_at` (`statements.py`), read next on that day. Only the winner goes on to
+    create its business object (`subject`, whose row points at the operation) and call the
+    provider. Both edges
     (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are the state machine's and are
     audited; `send_reason` is the send edge's reason (which provider, when the operation has
     a choice).
@@ -158,8 +159,17 @@ async def claim_guarded(
             id=operation_id, tenant_id=tenant_id, created_at=at, fence=1, state=sent, attempts=0
         )
         claimed: Claimed | Snapshot | None = Claimed(ref, at)
+    elif existing[0] is None:
+        claimed = None
     else:
-        claimed = None if existing[0] is None else snapshot_of(existing)
+        # The key is taken: its operation, read on the day the key's row names.
+        claimed = await reads.snapshot_on_day(
+            conn,
+            existing[0],
+            tenant_id=tenant_id,
+            created_at=existing[1],
+            key_ttl_s=key_ttl_s,
+        )
     # No row for the guard: its columns are all NULL, `ok` first among them.
     return claimed, (guarded if guard and guarded[0] is not None else None)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from app.operations.reads import KEYED_OPERATION, SNAPSHOT_COLUMNS
+from app.operations.reads import KEY_ROW
 from app.operations.values import SubjectWrite
 
 _AUDIT = """
@@ -47,9 +47,10 @@ _AUDIT = """
 # then a resend with the same key, so nothing is lost by sending right after the claim.
 # The key's row (`idempotency_keys`, never partitioned) is inserted first and decides the
 # race on its primary key; the operation is inserted only from the key's row this statement
-# inserted, with the same `now()` as its `created_at`. A taken key is read through its row,
-# to the operation by id and `created_at` (`KEYED_OPERATION`: one partition of a history
-# partitioned by time). A guarded claim (`ClaimGuard`) reads its guard first and inserts the
+# inserted, with the same `now()` as its `created_at`. A taken key's row is returned (the
+# operation's id and `created_at`, `KEY_ROW`), and the operation is read on that day by the
+# next statement (`reads.snapshot_on_day`: the day a parameter, one partition planned). A
+# guarded claim (`ClaimGuard`) reads its guard first and inserts the
 # key's row only from an ok row. The subject's row (a payment) takes its `created_at` from
 # `changed` too: it is partitioned by it, in its operation's day (docs/scaling.md).
 _CLAIM = """
@@ -84,9 +85,7 @@ _CLAIM = """
     ){subject}
     SELECT EXISTS (SELECT FROM changed), now(){guard_row}, existing.*
     FROM (SELECT) AS one{guard_join}
-    LEFT JOIN (
-        SELECT {snapshot} FROM {keyed}
-    ) AS existing ON NOT EXISTS (SELECT FROM changed)
+    LEFT JOIN ({keyed}) AS existing ON NOT EXISTS (SELECT FROM changed)
 """
 
 # Recording any outcome ends the owner's lease: the next owner needs no takeover wait.
@@ -146,8 +145,7 @@ def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str
         unguarded = {"guard": "", "source": "VALUES (", "guarded": ")", "guard_row": ""}
         return _CLAIM.format(
             subject=_subject_ctes(subject_sql),
-            snapshot=SNAPSHOT_COLUMNS,
-            keyed=KEYED_OPERATION,
+            keyed=KEY_ROW,
             guard_join="",
             **unguarded,
         )
@@ -159,6 +157,5 @@ def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str
         subject=_subject_ctes(subject_sql),
         guard_row=", guard.*",
         guard_join=" LEFT JOIN guard ON true",
-        snapshot=SNAPSHOT_COLUMNS,
-        keyed=KEYED_OPERATION,
+        keyed=KEY_ROW,
     )

@@ -16,7 +16,12 @@ def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: st
     with psycopg.connect(scratch_database) as conn:
         timings = measure(conn, runs=1)
     by = {(t.statement, t.bounded): t for t in timings}
-    assert {statement for statement, _ in by} == {"payment by id", "due tenants", "replay"}
+    assert {statement for statement, _ in by} == {
+        "payment by id",
+        "due tenants",
+        "replay",
+        "replay, day joined",
+    }
     for statement in ("payment by id", "due tenants", "replay"):
         named, every = by[statement, True], by[statement, False]
         assert 0 < named.partitions < every.partitions, timings
@@ -25,4 +30,6 @@ def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: st
     # A payment read by its id's window reads its day's neighbours, not the ten days.
     assert by["payment by id", True].partitions <= 3, timings
     assert by["replay", True].partitions == 1, timings
+    # The day taken from the joined row: one day read, every day planned.
+    assert by["replay, day joined", True].partitions == 1, timings
     assert "| replay | yes | 1 |" in table(10, timings)

@@ -166,15 +166,21 @@ def test_a_taken_keys_operation_is_read_from_its_days_partition(
     plan_db: Db, g: int, where: str
 ) -> None:
     # The claim's read of a taken key (and `GET /operations?idempotency_key=`): the key's row
-    # names the operation's id and day, so `operations` is probed in one partition.
-    params = {
+    # names the operation's id and day, and the operation is read on that day, a parameter:
+    # the planner keeps that one partition of `operations`, and of the audit trail.
+    key = {
         "tenant_id": uuid.UUID(_md5(f"tenant{g % TENANTS}")),
         "operation_name": "create_payment",
         "idempotency_key": f"key-{_md5(f'key{g}')}",
     }
-    sql = f"SELECT operations.id FROM {reads.KEYED_OPERATION}"
-    found = scanned(plan_db, sql, params, "operations")
-    read = [name for name, ran in found.items() if ran]
-    assert len(read) == 1, found
-    assert read[0].endswith("_legacy") == (where == "legacy"), found
-    assert len(found) > 1, found
+    row = plan_db.execute(reads.KEY_ROW, key).fetchone()
+    assert row is not None
+    params = {"id": row["operation_id"], "tenant_id": key["tenant_id"]}
+    params |= {"created_at": row["operation_created_at"], "key_ttl_s": 86400}
+    sql = reads.snapshot_on_day_sql(with_history=True)
+    partition = (
+        "operations_legacy" if where == "legacy" else f"operations_p{_today(plan_db):%Y%m%d}"
+    )
+    assert planned(plan_db, sql, params, "operations") == {partition}
+    trail = planned(plan_db, sql, params, "operation_transitions")
+    assert trail == {partition.replace("operations", "operation_transitions")}, trail
