@@ -14,13 +14,18 @@ that on an `operations` partitioned by day they read the last few days' partitio
 every day kept. Every statement here names the operation's tenant: a row lock and a fence
 bump are one tenant's, and on Citus only a statement routed to one shard group may take them
 (docs/scaling.md). The worker's batch therefore first reads which tenants have due work (a
-plain read across tenants, no locks), then claims for each (`app/jobs/tenants.py`).
+plain read across tenants, no locks), then claims for each (`app/jobs/tenants.py`), the
+tenants' statements sent together, one pipeline a round trip.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+
+from psycopg import AsyncCursor
+from psycopg.rows import TupleRow
 
 from app.db.database import Connection
 from app.jobs.leases import new_owner
@@ -189,34 +194,52 @@ async def claim_due(
 
     The tenants with due work (`due_tenants`), then one claim per tenant, in a shuffled
     order with fair shares (`app/jobs/tenants.py`). Each tenant's claim is its own
-    statement and transaction. `tenants` keeps the tenants found between a worker's claims
-    (its order and how long it keeps them); without it they are read on every claim. Every
-    statement reads the days from the backlog's horizon on (`horizon.py`); `horizon` keeps
-    it between claims, without it it is read on every claim.
+    statement; the tenants' statements are sent together, a pipeline each round trip
+    (`KeptTenants.claim_together`): a claim over many tenants each due a little is a round
+    trip or two instead of one per tenant. Those of one round trip are one transaction (the
+    connection's autocommit commits at the pipeline's end, and an error rolls the whole
+    round trip back, so no operation is left leased by a claim that raised), and `now()`,
+    the leases' start, is its start in each. What the worker does with the rows claimed
+    needs nothing more: each owner write after the claim is its own statement or
+    transaction, fenced (docs/scaling.md). `tenants` keeps the tenants found between a
+    worker's claims (its order and how long it keeps them); without it they are read on
+    every claim. Every statement reads the days from the backlog's horizon on
+    (`horizon.py`); `horizon` keeps it between claims, without it it is read on every claim.
     """
     since = await (Horizon(refresh_s=0) if horizon is None else horizon).since(conn)
 
-    async def claim(tenant_id: uuid.UUID, share: int) -> list[DueRef]:
-        params = {"tenant_id": tenant_id, "owner": owner, "lease_s": lease_s, "limit": share}
-        params["since"] = since
-        rows = await (await conn.execute(_CLAIM_DUE, params)).fetchall()
+    async def claim(asks: Sequence[tuple[uuid.UUID, int]]) -> list[list[DueRef]]:
+        cursors: list[AsyncCursor[TupleRow]] = []
+        async with conn.pipeline():
+            for tenant_id, share in asks:
+                params = {"tenant_id": tenant_id, "owner": owner, "lease_s": lease_s}
+                params |= {"limit": share, "since": since}
+                cursors.append(await conn.execute(_CLAIM_DUE, params))
         return [
-            DueRef(
-                operation_name=name,
-                ref=OwnedRef(
-                    id=row_id,
-                    tenant_id=tenant_id,
-                    created_at=created_at,
-                    fence=int(fence),
-                    state=State(state),
-                    attempts=int(attempts),
-                ),
-            )
-            for row_id, created_at, fence, state, attempts, name in rows
+            _owned(tenant_id, await cursor.fetchall())
+            for (tenant_id, _), cursor in zip(asks, cursors, strict=True)
         ]
 
     kept = KeptTenants(refresh_s=0) if tenants is None else tenants
-    return await kept.claim(limit, lambda: due_tenants(conn, since), claim)
+    return await kept.claim_together(limit, lambda: due_tenants(conn, since), claim)
+
+
+def _owned(tenant_id: uuid.UUID, rows: Sequence[TupleRow]) -> list[DueRef]:
+    """One tenant's claimed rows (`_CLAIM_DUE`'s RETURNING) as references."""
+    return [
+        DueRef(
+            operation_name=name,
+            ref=OwnedRef(
+                id=row_id,
+                tenant_id=tenant_id,
+                created_at=created_at,
+                fence=int(fence),
+                state=State(state),
+                attempts=int(attempts),
+            ),
+        )
+        for row_id, created_at, fence, state, attempts, name in rows
+    ]
 
 
 async def release(conn: Connection, ref: OwnedRef, *, owner: str) -> bool:

@@ -158,6 +158,21 @@ def test_tenants_without_due_work_are_not_found(claims_db: Db, claims_url: str) 
     assert _due_tenants(claims_url) == set()
 
 
+def test_the_tenants_claims_go_together_in_one_round_trip(claims_db: Db, claims_url: str) -> None:
+    # Room for one each: every tenant's statement is sent in one pipeline, and the round
+    # trip's statements commit together (one transaction: one xmin on the rows it leased).
+    tenants = [_tenant(claims_db) for _ in range(4)]
+    for tenant in tenants:
+        _unknown(claims_db, tenant, 2)
+    claimed = _claim(claims_url, 4)
+    assert sorted(due.ref.tenant_id for due in claimed) == sorted(tenants)
+    rows = claims_db.execute(
+        "SELECT DISTINCT xmin::text AS xmin FROM operations WHERE id = ANY(%s)",
+        ([due.ref.id for due in claimed],),
+    ).fetchall()
+    assert len(rows) == 1
+
+
 # The plans, on the seeded database of the plan tests (tests/support/fixtures/plans.py),
 # for one of its ten tenants.
 TENANT = uuid.UUID(hashlib.md5(b"tenant3").hexdigest())
