@@ -2,8 +2,10 @@
 
 Due: in-flight operations whose owner's lease ran out (the owner crashed or hung) and unknown
 operations whose next check has come, of any operation name, claimed tenant by tenant, one
-short statement each (`leases.claim_due`, FOR UPDATE SKIP LOCKED plus a fence bump), so any
-number of worker processes can run side by side without two owning one row. The batch's
+short statement each (`leases.claim_due`, FOR UPDATE SKIP LOCKED plus a fence bump; the
+tenants' statements sent together, a round trip or two a claim, and reading the days from
+the backlog's horizon on), so any number of worker processes can run side by side without
+two owning one row. The batch's
 payments and refunds are read right after it, one statement per name. Each operation goes to
 the reconciler its name picks and is reconciled outside any transaction; the loop
 (`app/jobs/loop.py`) runs up to PAYMENTS_RECONCILE_CONCURRENCY of them at once.
