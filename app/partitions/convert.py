@@ -21,6 +21,10 @@ history's `operation_created_at`, added by migration 0030; the records' own `cre
    (MINVALUE) TO (cutover) (the CHECK proves the bound: no scan; its indexes and foreign
    keys are taken as the parent's), and the days from the cutover get their partitions.
 
+Before the first step, when `payments` is among the tables, `require_payments_on_their_day`
+proves each payment's `created_at` is its operation's (`payment_day.py`: one join scan),
+and refuses, changing nothing, naming the payments and the repair, when one is not.
+
 `convert_online` runs them with the service running (`payments partitions convert`);
 migrations 0031 (the history) and 0033 (the records) run the same functions through
 `convert_locked`, in their own transaction, under ACCESS EXCLUSIVE locks, on tables small
@@ -40,7 +44,8 @@ import psycopg
 from psycopg import sql
 
 from app.partitions.layout import PartitionedTable, day_bounds
-from app.partitions.shapes import LOCK_ORDER, SHAPES, Shape
+from app.partitions.payment_day import off_day
+from app.partitions.shapes import LOCK_ORDER, PAYMENT_SHAPE, SHAPES, Shape
 from app.partitions.swap_scope import dependent_views, swap_locks
 
 logger = logging.getLogger("payments.partitions")
@@ -401,6 +406,18 @@ def require_column(conn: Conn, shape: Shape) -> None:
         )
 
 
+def require_payments_on_their_day(conn: Conn, todo: list[Shape]) -> None:
+    """Refuse to convert `payments` while a payment's `created_at` is not its operation's
+    (`payment_day.py`): the owner's writes match a payment on its operation's, and the
+    partitions would put the two in different days. Run before anything changes; a payment
+    written after it is written by its operation's claim, in the same statement."""
+    if PAYMENT_SHAPE not in todo:
+        return
+    found = off_day(conn)
+    if found is not None:
+        raise ConversionError(found.refusal())
+
+
 def convert_online(
     conn: Conn, *, now: Callable[[], datetime] = lambda: datetime.now(UTC)
 ) -> list[str]:
@@ -413,6 +430,8 @@ def convert_online(
     todo = [shape for shape in SHAPES if not is_partitioned(conn, shape.layout.table)]
     for shape in todo:
         require_column(conn, shape)
+    # A scan of `payments` and `operations`, before the first step changes anything.
+    require_payments_on_their_day(conn, todo)
     # One cutover for the family, kept from an earlier run while it is still far enough.
     proven = [c for s in todo if (c := proven_cutover(conn, s)) is not None]
     cutover = min(proven) if proven else online_cutover(now())
@@ -437,7 +456,8 @@ def convert_locked(conn: Conn, shapes: tuple[Shape, ...]) -> list[str]:
     """Partition every table of `shapes` not yet partitioned, in the caller's transaction,
     under ACCESS EXCLUSIVE locks (migrations 0031 and 0033, for small tables): nothing else
     writes while it runs, so the cutover is the day after the newest row's, today's at the
-    least. Refuses (ConversionError) when a table holds more than `SMALL_ROWS` rows."""
+    least. Refuses (ConversionError) when a table holds more than `SMALL_ROWS` rows, or a
+    payment's `created_at` is not its operation's."""
     todo = [shape for shape in shapes if not is_partitioned(conn, shape.layout.table)]
     for shape in todo:
         require_column(conn, shape)
@@ -456,6 +476,8 @@ def convert_locked(conn: Conn, shapes: tuple[Shape, ...]) -> list[str]:
             " `payments partitions convert` (docs/operations.md), then run `payments migrate`"
             " again"
         )
+    # After the size check: the migration reads no large table.
+    require_payments_on_their_day(conn, todo)
     for shape in todo:
         backfill(conn, shape)
     newest = [
