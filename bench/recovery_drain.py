@@ -23,27 +23,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from app.db.migrate import upgrade_head
 from app.jobs.tenants import KEEP_TENANTS_S, KeptTenants
 from app.operations import leases
 from app.operations.horizon import Horizon
-from tests.support.control.database import throwaway_database
 
-HERE = Path(__file__).resolve().parent.parent
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 # PAYMENTS_RECONCILE_BATCH_SIZE's default.
 LIMIT = 16
 _DONE = """
@@ -86,34 +76,6 @@ async def drain(url: str) -> dict[str, float]:
     }
 
 
-@contextmanager
-def _copy_of(server: str, template: str) -> Iterator[str]:
-    """A new database on `server`, a copy of `template`; dropped afterwards."""
-    name = f"bench_recovery_drain_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    try:
-        yield make_conninfo(server, dbname=name)
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _drain_in(code: Path, url: str) -> dict[str, float]:
-    """One drain, in a process that imports `app` from `code`."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--drain", url],
-        env=env,
-        cwd=code,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.recovery_drain", description=__doc__)
     parser.add_argument("--due", type=int, default=4_000, help="due operations")
@@ -126,16 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # Here only: a drain in a baseline's process imports this module alone of `bench`.
+    from bench.drain_runs import side_by_side
     from bench.recovery_backlog import seed
 
-    server = os.environ.get("DATABASE_URL", DEFAULT_SERVER)
-    checkouts = [("this", HERE)] + (
-        [("baseline", args.baseline.resolve())] if args.baseline else []
-    )
-    with throwaway_database(server, "bench_recovery_drain") as seeded:
-        upgrade_head(seeded)
-        seed(seeded, args.due)
-        with psycopg.connect(seeded) as conn:
+    def seeded(url: str) -> str:
+        n = args.due
+        seed(url, n)
+        with psycopg.connect(url) as conn:
             row = conn.execute(
                 "SELECT count(*), count(DISTINCT tenant_id) FROM operations"
                 " WHERE (state = 'UNKNOWN_REQUIRES_RECOVERY' AND next_check_at <= now())"
@@ -143,17 +102,15 @@ def main(argv: list[str] | None = None) -> int:
                 "        AND lease_expires_at <= now())"
             ).fetchone()
         assert row is not None
-        print(f"seeded {row[0]:,} due operations over {row[1]:,} tenants")
-        template = str(conninfo_to_dict(seeded)["dbname"])
-        print(f"{'code':<9} {'claimed':>8} {'claims':>7} {'per s':>7} {'median ms':>10}")
-        for _ in range(args.runs):
-            for label, code in checkouts[::-1]:
-                with _copy_of(server, template) as url:
-                    r = _drain_in(code, url)
-                print(
-                    f"{label:<9} {int(r['claimed']):>8,} {int(r['claims']):>7,}"
-                    f" {r['claimed'] / r['claim_s']:>7.0f} {r['median_claim_ms']:>10.1f}"
-                )
+        return f"seeded {row[0]:,} due operations over {row[1]:,} tenants"
+
+    side_by_side(
+        Path(__file__).resolve(),
+        prefix="bench_recovery_drain",
+        seed=seeded,
+        baseline=args.baseline,
+        runs=args.runs,
+    )
     return 0
 
 

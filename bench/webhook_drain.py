@@ -21,27 +21,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from app.db.migrate import upgrade_head
 from app.jobs.tenants import KEEP_TENANTS_S, KeptTenants
 from app.webhooks import deliveries
-from bench.webhook_backlog import seed
-from tests.support.control.database import throwaway_database
 
-HERE = Path(__file__).resolve().parent.parent
-DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 LIMIT = 32
 PER_ENDPOINT = 4
 PER_TENANT = 8
@@ -87,34 +76,6 @@ async def drain(url: str) -> dict[str, float]:
     }
 
 
-@contextmanager
-def _copy_of(server: str, template: str) -> Iterator[str]:
-    """A new database on `server`, a copy of `template`; dropped afterwards."""
-    name = f"bench_webhook_drain_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    try:
-        yield make_conninfo(server, dbname=name)
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _drain_in(code: Path, url: str) -> dict[str, float]:
-    """One drain, in a process that imports `app` from `code`."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--drain", url],
-        env=env,
-        cwd=code,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.webhook_drain", description=__doc__)
     parser.add_argument("--pending", type=int, default=100_000, help="pending deliveries")
@@ -126,31 +87,29 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asyncio.run(drain(args.drain))))
         return 0
 
-    server = os.environ.get("DATABASE_URL", DEFAULT_SERVER)
-    checkouts = [("this", HERE)] + (
-        [("baseline", args.baseline.resolve())] if args.baseline else []
-    )
-    with throwaway_database(server, "bench_webhook_drain") as seeded:
-        upgrade_head(seeded)
-        seed(seeded, args.pending)
-        with psycopg.connect(seeded) as conn:
+    # Here only: a drain in a baseline's process imports this module alone of `bench`.
+    from bench.drain_runs import side_by_side
+    from bench.webhook_backlog import seed
+
+    def seeded(url: str) -> str:
+        n = args.pending
+        seed(url, n)
+        with psycopg.connect(url) as conn:
             row = conn.execute(
                 "SELECT count(*) FILTER (WHERE next_attempt_at <= now()),"
                 " count(DISTINCT tenant_id) FILTER (WHERE next_attempt_at <= now())"
                 " FROM webhook_deliveries WHERE status = 'pending'"
             ).fetchone()
         assert row is not None
-        print(f"seeded {args.pending:,} pending deliveries, {row[0]:,} due over {row[1]:,} tenants")
-        template = str(conninfo_to_dict(seeded)["dbname"])
-        print(f"{'code':<9} {'claimed':>8} {'claims':>7} {'per s':>7} {'median ms':>10}")
-        for _ in range(args.runs):
-            for label, code in checkouts[::-1]:
-                with _copy_of(server, template) as url:
-                    r = _drain_in(code, url)
-                print(
-                    f"{label:<9} {int(r['claimed']):>8,} {int(r['claims']):>7,}"
-                    f" {r['claimed'] / r['claim_s']:>7.0f} {r['median_claim_ms']:>10.1f}"
-                )
+        return f"seeded {n:,} pending deliveries, {row[0]:,} due over {row[1]:,} tenants"
+
+    side_by_side(
+        Path(__file__).resolve(),
+        prefix="bench_webhook_drain",
+        seed=seeded,
+        baseline=args.baseline,
+        runs=args.runs,
+    )
     return 0
 
 
