@@ -50,7 +50,7 @@ from bench.history_seed import seed
 from bench.machine import load_average
 from bench.system import with_database
 
-PAYMENTS_PER_DAY = 200
+PER_DAY = 200
 RUNS = 30
 _EVERY_DAY = {
     "id_from": datetime(1, 1, 2, tzinfo=UTC),
@@ -88,7 +88,7 @@ def seeded(server_url: str, days: int) -> Iterator[str]:
     url = with_database(server_url, name)
     try:
         upgrade_head(url)
-        seed(url, payments=days * PAYMENTS_PER_DAY, days=days, tenants=4)
+        seed(url, payments=days * PER_DAY, days=days, tenants=4)
         yield url
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
@@ -163,7 +163,7 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
 
 def table(days: int, timings: list[Timing]) -> str:
     lines = [
-        f"{days} days kept ({days * PAYMENTS_PER_DAY:,} payments)",
+        f"{days} days kept ({days * PER_DAY:,} payments)",
         "| statement | days named | partitions read | planning ms | execution ms |",
         "|---|---|---|---|---|",
     ]

@@ -407,13 +407,9 @@ def require_column(conn: Conn, shape: Shape) -> None:
 
 
 def require_payments_on_their_day(conn: Conn, todo: list[Shape]) -> None:
-    """Refuse to convert `payments` while a payment's `created_at` is not its operation's
-    (`payment_day.py`): the owner's writes match a payment on its operation's, and the
-    partitions would put the two in different days. Run before anything changes; a payment
-    written after it is written by its operation's claim, in the same statement."""
-    if PAYMENT_SHAPE not in todo:
-        return
-    found = off_day(conn)
+    """Refuse to convert `payments` while a payment is off its operation's day
+    (`payment_day.py`: why, and the repair). Run before anything changes."""
+    found = off_day(conn) if PAYMENT_SHAPE in todo else None
     if found is not None:
         raise ConversionError(found.refusal())
 

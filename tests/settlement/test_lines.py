@@ -79,10 +79,12 @@ def test_the_migration_gives_each_stored_line_its_provider(scratch_database: str
                 (op_id, tenant, name, payment, refund_id),
             )
         conn.execute(
+            # On its operation's day, as the claim's statement writes it.
             "INSERT INTO payments (id, tenant_id, operation_id, provider_key, status,"
-            " amount_minor, currency, account_id, route, attempt)"
-            " VALUES (%s, %s, %s, %s, 'SUCCEEDED', 1000, 'EUR', 'acc', '{primary,secondary}', 1)",
-            (payment, tenant, operation, key),
+            " amount_minor, currency, account_id, route, attempt, created_at)"
+            " SELECT %s, %s, id, %s, 'SUCCEEDED', 1000, 'EUR', 'acc', '{primary,secondary}', 1,"
+            " created_at FROM operations WHERE id = %s",
+            (payment, tenant, key, operation),
         )
         conn.execute(
             "INSERT INTO refunds (id, tenant_id, payment_id, operation_id, provider_key,"
