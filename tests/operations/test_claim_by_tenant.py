@@ -210,15 +210,10 @@ def test_a_tenants_claim_reads_its_own_range_of_the_partial_indexes(plan_db: Db)
     (change,) = [n for n in scans if n not in partial]
     assert "id = picked.id" in change["Index Cond"], explained
     assert "Seq Scan" not in explained, explained
-    # Each tenant's due rows come in the index's order: the only sort is of the few picked.
-    sorts = [
-        n
-        for n in plan_nodes(plan_db, leases._CLAIM_DUE, _claim_params())
-        if n["Node Type"] == "Sort"
-    ]
-    keys = " ".join(str(n["Sort Key"]) for n in sorts)
-    assert "lease_expires_at" not in keys, explained
-    assert "next_check_at" not in keys, explained
+    # No sort assertion: with `operations` partitioned by day, the planner merges the days
+    # in the index's order (MergeAppend) when each day holds rows, but just after midnight,
+    # today's partition nearly empty, it may append them and sort the tenant's due rows
+    # (a top-N sort under the claim's LIMIT). Which it picks depends on the hour.
 
 
 def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
