@@ -192,8 +192,9 @@ def test_an_operators_wait_for_the_last_send_reads_the_trails_days_partition(
 
 
 def test_the_expire_jobs_statement_reads_the_partitions_of_its_rows_days(writing: Db) -> None:
-    # Two completed operations of one tenant: today's, and one of days ago (legacy).
-    owners = [_owner(writing, g) for g in (8990, 8010)]
+    # Two completed operations of one tenant: the newest (seeded at the seeding's start,
+    # today), and one of days ago (legacy).
+    owners = [_owner(writing, g) for g in (9000, 8010)]
     assert {o["state"] for o in owners} == {State.COMPLETED.value}, owners
     assert len({o["tenant_id"] for o in owners}) == 1, owners
     params = {
