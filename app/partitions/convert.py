@@ -43,6 +43,7 @@ from functools import partial
 import psycopg
 from psycopg import sql
 
+from app.clock import utcnow
 from app.partitions.layout import PartitionedTable, day_bounds
 from app.partitions.payment_day import off_day
 from app.partitions.shapes import LOCK_ORDER, PAYMENT_SHAPE, SHAPES, Shape
@@ -485,7 +486,7 @@ def convert_locked(conn: Conn, shapes: tuple[Shape, ...]) -> list[str]:
         )
         for s in todo
     ]
-    today = datetime.now(UTC).date()
+    today = utcnow().date()
     days = [today] + [
         d.astimezone(UTC).date() + timedelta(days=1) for d in newest if isinstance(d, datetime)
     ]
