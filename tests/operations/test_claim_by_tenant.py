@@ -32,7 +32,7 @@ from app.operations.horizon import read_horizon
 from app.operations.values import DueRef
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
-from tests.support.fixtures.plans import plan, plan_nodes
+from tests.support.fixtures.plans import plan, plan_nodes, seeded_at
 
 Db = psycopg.Connection[DictRow]
 
@@ -237,8 +237,8 @@ def test_which_tenants_have_due_work_is_one_probe_of_each_index_per_tenant(
 
 def test_the_expire_jobs_tenant_statement_reads_its_rows_by_key(plan_db: Db) -> None:
     # A row due a TTL after its completion: of a day before today's (the seed's legacy
-    # partition), named with its id.
-    days = [datetime.now(UTC) - timedelta(days=2)]
+    # partition; today the seeding's day, whatever the clock's), named with its id.
+    days = [seeded_at(plan_db) - timedelta(days=2)]
     params = {"tenant_id": TENANT, "ids": [uuid.uuid4()], "days": days, "ttl_s": 86400}
     for step in (retention._DROP_RESPONSES, retention._RELEASE_KEYS):
         explained = plan(plan_db, step.batch, params)

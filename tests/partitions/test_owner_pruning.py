@@ -2,7 +2,8 @@
 
 Checked with EXPLAIN ANALYZE on the statements the service runs, on the plan tests' seeded
 database (`plan_db`, tests/support/fixtures/plans.py: a month of operations and payments
-migrated from empty, so the older days are in the legacy partition and today's in today's).
+migrated from empty, so the older days are in the legacy partition and today's in today's;
+"today" is the seeding's day, read from the seeded rows, not the clock's).
 The owner's reference names the operation's `created_at` as a parameter (`OwnedRef`), so
 the other days' partitions are pruned when the statement is planned: they are not in the
 plan at all. Each is checked against the same statement without the day, which reaches
@@ -16,7 +17,7 @@ import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -30,6 +31,7 @@ from app.payments.attempts import DECLINED
 from app.payments.rows import PaymentRow
 from app.payments.status import PaymentStatus
 from tests.partitions.test_pruning import scanned
+from tests.support.fixtures.plans import seeded_day
 
 Db = psycopg.Connection[DictRow]
 
@@ -73,13 +75,13 @@ def _read(found: dict[str, bool]) -> list[str]:
     return [name for name, ran in found.items() if ran]
 
 
-def _one_partition(found: dict[str, bool], created_at: datetime) -> None:
+def _one_partition(found: dict[str, bool], created_at: datetime, today: date) -> None:
     """Exactly one partition in the plan, read: `created_at`'s day's, or the legacy one for
-    a day before the cutover (the seed's days before today)."""
+    a day before the cutover (the seed's days before `today`, the seeding's day)."""
     assert len(found) == 1, found
     (name,) = _read(found)
     day = created_at.astimezone(UTC)
-    if day.date() == datetime.now(UTC).date():
+    if day.date() == today:
         assert name.endswith(f"_p{day:%Y%m%d}"), (name, day)
     else:
         assert name.endswith("_legacy"), (name, day)
@@ -151,8 +153,9 @@ def test_a_fenced_transition_and_its_payments_write_read_their_days_partitions(
     operations = _run(writing, sql, params, "operations")
     paid = _run(writing, sql, params, "payments")
 
-    _one_partition(operations, owner["created_at"])
-    _one_partition(paid, owner["created_at"])
+    today = seeded_day(writing)
+    _one_partition(operations, owner["created_at"], today)
+    _one_partition(paid, owner["created_at"], today)
     # The control: without the day, the same write reaches every partition of both.
     unbounded = _without_the_day(sql)
     assert len(_run(writing, unbounded, params, "operations")) > 1
@@ -163,10 +166,12 @@ def test_a_fenced_transition_and_its_payments_write_read_their_days_partitions(
 def test_a_takeover_and_a_release_read_the_operations_days_partition(writing: Db, g: int) -> None:
     owner = _owner(writing, g)
     params = owner | {"owner": "worker:plan", "lease_s": 30}
-    _one_partition(_run(writing, leases._TAKE_OVER, params, "operations"), owner["created_at"])
+    today = seeded_day(writing)
+    taken = _run(writing, leases._TAKE_OVER, params, "operations")
+    _one_partition(taken, owner["created_at"], today)
     assert len(_run(writing, _without_the_day(leases._TAKE_OVER), params, "operations")) > 1
     release = leases._RELEASE
-    _one_partition(_run(writing, release, params, "operations"), owner["created_at"])
+    _one_partition(_run(writing, release, params, "operations"), owner["created_at"], today)
     assert len(_run(writing, _without_the_day(release), params, "operations")) > 1
 
 
@@ -174,8 +179,9 @@ def test_a_takeover_and_a_release_read_the_operations_days_partition(writing: Db
 def test_an_owners_reads_read_the_operations_days_partition(plan_db: Db, g: int) -> None:
     owner = _owner(plan_db, g)
     params = owner | {"key_ttl_s": 86400}
+    today = seeded_day(plan_db)
     for sql in (reads._OWNED, reads._TRACEPARENT, reads.owned_snapshot_sql()):
-        _one_partition(scanned(plan_db, sql, params, "operations"), owner["created_at"])
+        _one_partition(scanned(plan_db, sql, params, "operations"), owner["created_at"], today)
         assert len(scanned(plan_db, _without_the_day(sql), params, "operations")) > 1
 
 
@@ -186,7 +192,7 @@ def test_an_operators_wait_for_the_last_send_reads_the_trails_days_partition(
     owner = _owner(plan_db, g)
     sql = operator_reads.LAST_SEND_SQL
     found = scanned(plan_db, sql, owner, "operation_transitions")
-    _one_partition(found, owner["created_at"])
+    _one_partition(found, owner["created_at"], seeded_day(plan_db))
     day = "AND operation_created_at = %(created_at)s"
     assert len(scanned(plan_db, sql.replace(day, ""), owner, "operation_transitions")) > 1
 

@@ -3,7 +3,8 @@ partition: its day's.
 
 Checked with EXPLAIN ANALYZE on the statements the service runs, on the plan tests' seeded
 database (`plan_db`: a month of operations, its audit trail and events, migrated from
-empty, so the older days are in the legacy partition and today's in today's). The
+empty, so the older days are in the legacy partition and the seeding's day's in its own:
+"today" is the seeding's day, read from the seeded rows, not the clock's). The
 partitions are pruned when the statement runs (the day is the operation's `created_at`,
 read by the same statement): a pruned partition shows as never executed.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -25,11 +26,12 @@ from app.operations import leases, reads
 from app.payments.operator_reads import Cursor, RecordFilter
 from app.payments.operator_reads import list_sql as payments_list_sql
 from app.webhooks import operator_reads
-from tests.support.fixtures.plans import OPERATIONS, TENANTS
+from tests.support.fixtures.plans import OPERATIONS, TENANTS, seeded_at, seeded_day
 
 Db = psycopg.Connection[DictRow]
 
-# The newest operation (today's partition) and one of the oldest (the legacy partition).
+# The newest operation (the seeding's day's partition) and one of the oldest (the legacy
+# partition).
 NEWEST, OLDEST = OPERATIONS - 1, 21
 
 HISTORY_SQL = reads.history_by_id_sql()
@@ -99,11 +101,8 @@ def planned(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
 
 
 def _today(conn: Db) -> datetime:
-    row = conn.execute("SELECT date_trunc('day', now(), 'UTC') AS today").fetchone()
-    assert row is not None
-    today = row["today"]
-    assert isinstance(today, datetime)
-    return today
+    """The start of the seeding's day: the plan database's today, whatever the clock's."""
+    return datetime.combine(seeded_day(conn), time(), UTC)
 
 
 @pytest.mark.parametrize("statement", ["_DUE_TENANTS", "_CLAIM_DUE"])
@@ -116,21 +115,21 @@ def test_the_recovery_claim_reads_the_days_from_the_horizon_on(plan_db: Db, stat
         plan_db, sql, params | {"since": _today(plan_db) - timedelta(days=40)}, "operations"
     )
     assert "operations_legacy" in month, month
-    # ... today's reads today's partition and those after it, nothing before.
+    # ... today's (the seeding's) reads today's partition and those after it, nothing before.
     today = planned(plan_db, sql, params | {"since": _today(plan_db)}, "operations")
     assert today, today
     assert "operations_legacy" not in today, today
     assert all(name >= f"operations_p{_today(plan_db):%Y%m%d}" for name in today), today
 
 
-# Twenty payments of today, in the test's transaction only (rolled back: the plan database
-# stays as seeded): the first page's rows are all in today's partition, whatever the time
-# of day.
+# Twenty payments of today (the seeding's moment), in the test's transaction only (rolled
+# back: the plan database stays as seeded): the first page's rows are all in today's
+# partition, whatever the time of day.
 _TODAYS_PAYMENTS = """
     INSERT INTO payments (id, tenant_id, operation_id, provider_key, route, attempt, status,
                           amount_minor, currency, account_id, created_at)
     SELECT gen_random_uuid(), %(tenant_id)s, gen_random_uuid(), 'today-' || g, '{primary}', 0,
-           'SUCCEEDED', 100, 'EUR', 'acc_today', now()
+           'SUCCEEDED', 100, 'EUR', 'acc_today', %(at)s
     FROM generate_series(1, 20) AS g
 """
 
@@ -139,7 +138,8 @@ def test_the_payments_list_reads_the_newest_day_first_and_stops_there(plan_db: D
     sql, params = payments_list_sql(RecordFilter(), table="payments", limit=10)
     with plan_db.transaction():
         plan_db.execute("SET TRANSACTION READ WRITE")
-        plan_db.execute(_TODAYS_PAYMENTS, {"tenant_id": _ids(NEWEST)["tenant_id"]})
+        todays = {"tenant_id": _ids(NEWEST)["tenant_id"], "at": seeded_at(plan_db)}
+        plan_db.execute(_TODAYS_PAYMENTS, todays)
         found = scanned(plan_db, sql, params, "payments")
         raise psycopg.Rollback
     read = {name for name, ran in found.items() if ran}

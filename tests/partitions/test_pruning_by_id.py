@@ -2,7 +2,8 @@
 
 Checked with EXPLAIN on the statements the service runs, on the plan tests' seeded database
 (`plan_db`: migrated from empty, so the older days are in the legacy partition, today's and
-the next week's in their own). An id is a UUIDv7 (`app/ids.py`): its read names
+the next week's in their own; "today" and "now" are the seeding's, read from the seeded rows,
+not the clock's). An id is a UUIDv7 (`app/ids.py`): its read names
 `created_at` within a day either side of the id's time, so the planner keeps only the
 partitions that window meets (two or three days, and the legacy partition when the window
 reaches back before it) and drops the rest from the plan. A v4 id, as every row before
@@ -28,6 +29,7 @@ from app.payments import repository as payments
 from app.refunds import repository as refunds
 from app.refunds.rows import RefundRow, RefundStatus
 from tests.partitions.test_pruning import scanned
+from tests.support.fixtures.plans import seeded_at
 
 Db = psycopg.Connection[DictRow]
 TENANT = uuid.uuid4()
@@ -64,17 +66,19 @@ def _planned(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]
     return {match.group(1) for row in rows for match in pattern.finditer(str(row["QUERY PLAN"]))}
 
 
-def _noon(days_ahead: int) -> datetime:
-    return datetime.combine(date.today() + timedelta(days=days_ahead), time(12), UTC)
+def _noon(conn: Db, days_ahead: int) -> datetime:
+    """Noon `days_ahead` days after the seeding's day (the plan database's today)."""
+    today: date = seeded_at(conn).date()
+    return datetime.combine(today + timedelta(days=days_ahead), time(12), UTC)
 
 
-# Now (the legacy partition, today's and tomorrow's), and a day of next week (three of
-# next week's days, nothing older).
+# Now (the seeding's moment: the legacy partition, today's and tomorrow's), and a day of
+# next week (three of next week's days, nothing older).
 MOMENTS = [pytest.param(None, id="now"), pytest.param(4, id="next-week")]
 
 
-def _moment(days_ahead: int | None) -> datetime:
-    return datetime.now(UTC) if days_ahead is None else _noon(days_ahead)
+def _moment(conn: Db, days_ahead: int | None) -> datetime:
+    return seeded_at(conn) if days_ahead is None else _noon(conn, days_ahead)
 
 
 def _window_days(conn: Db, ident: uuid.UUID, table: str) -> set[str]:
@@ -84,7 +88,7 @@ def _window_days(conn: Db, ident: uuid.UUID, table: str) -> set[str]:
 
 @pytest.mark.parametrize("days_ahead", MOMENTS)
 def test_get_payment_reads_the_days_its_id_tells(plan_db: Db, days_ahead: int | None) -> None:
-    payment_id = new_id(_moment(days_ahead))
+    payment_id = new_id(_moment(plan_db, days_ahead))
     params = payments.by_id(payment_id) | {"tenant_id": TENANT}
     sql = payments.get_sql()
 
@@ -104,7 +108,7 @@ def test_get_payment_by_a_v4_id_reads_every_day(plan_db: Db) -> None:
 
 @pytest.mark.parametrize("days_ahead", MOMENTS)
 def test_get_operation_reads_the_days_its_id_tells(plan_db: Db, days_ahead: int | None) -> None:
-    operation_id = new_id(_moment(days_ahead))
+    operation_id = new_id(_moment(plan_db, days_ahead))
     params: dict[str, Any] = {"id": operation_id, "tenant_id": TENANT, "key_ttl_s": 86400}
     params |= created_window(operation_id).params("id")
 
@@ -116,7 +120,7 @@ def test_get_operation_reads_the_days_its_id_tells(plan_db: Db, days_ahead: int 
 
 @pytest.mark.parametrize("days_ahead", MOMENTS)
 def test_a_refunds_lock_reads_its_payments_days(plan_db: Db, days_ahead: int | None) -> None:
-    payment_id = new_id(_moment(days_ahead))
+    payment_id = new_id(_moment(plan_db, days_ahead))
     params: dict[str, Any] = {"tenant_id": TENANT, "payment_id": payment_id}
     params |= created_window(payment_id).params("payment")
 
@@ -127,7 +131,7 @@ def test_a_refunds_lock_reads_its_payments_days(plan_db: Db, days_ahead: int | N
 
 @pytest.mark.parametrize("days_ahead", MOMENTS)
 def test_a_captures_guard_reads_its_payments_days(plan_db: Db, days_ahead: int | None) -> None:
-    payment_id = new_id(_moment(days_ahead))
+    payment_id = new_id(_moment(plan_db, days_ahead))
     guard = modifications.claim_guard(tenant_id=TENANT, payment_id=payment_id, capture=True)
 
     kept = _planned(plan_db, guard.sql, guard.params, "payments")
@@ -135,8 +139,7 @@ def test_a_captures_guard_reads_its_payments_days(plan_db: Db, days_ahead: int |
     assert kept == _window_days(plan_db, payment_id, "payments"), kept
 
 
-def _refund(payment_id: uuid.UUID) -> RefundRow:
-    at = datetime.now(UTC)
+def _refund(payment_id: uuid.UUID, at: datetime) -> RefundRow:
     return RefundRow(
         id=uuid.uuid4(),
         tenant_id=TENANT,
@@ -156,8 +159,7 @@ def _refund(payment_id: uuid.UUID) -> RefundRow:
     )
 
 
-def _capture(payment_id: uuid.UUID) -> ModificationRow:
-    at = datetime.now(UTC)
+def _capture(payment_id: uuid.UUID, at: datetime) -> ModificationRow:
     return ModificationRow(
         id=uuid.uuid4(),
         tenant_id=TENANT,
@@ -177,9 +179,10 @@ def _capture(payment_id: uuid.UUID) -> ModificationRow:
 
 
 def test_a_refunds_write_to_its_payment_names_its_payments_days(plan_db: Db) -> None:
-    payment_id = new_id(_noon(-10))
+    payment_id = new_id(_noon(plan_db, -10))
+    today = _noon(plan_db, 0)
     write = refunds.result_with_outcome(
-        _refund(payment_id), status=RefundStatus.SUCCEEDED, provider_refund_id="re", at=_noon(0)
+        _refund(payment_id, today), status=RefundStatus.SUCCEEDED, provider_refund_id="re", at=today
     )
     [to_payment] = write.also
     params = write.params | {"tenant_id": TENANT}
@@ -191,9 +194,9 @@ def test_a_refunds_write_to_its_payment_names_its_payments_days(plan_db: Db) -> 
 
 
 def test_a_captures_write_to_its_payment_names_its_payments_day(plan_db: Db) -> None:
-    day = _noon(3)
+    day = _noon(plan_db, 3)
     write = modifications.result_with_outcome(
-        _capture(new_id(day)),
+        _capture(new_id(day), day),
         payment_created_at=day,
         status=ModificationStatus.SUCCEEDED,
         provider_reference="cap_1",
@@ -211,10 +214,10 @@ def test_a_captures_write_to_its_payment_names_its_payments_day(plan_db: Db) -> 
 def test_a_captures_claim_marks_its_payment_on_its_payments_days(
     plan_db: Db, days_ahead: int | None
 ) -> None:
-    payment_id = new_id(_moment(days_ahead))
+    payment_id = new_id(_moment(plan_db, days_ahead))
     guard = modifications.claim_guard(tenant_id=TENANT, payment_id=payment_id, capture=True)
     write = modifications.created_with_claim(
-        id=new_id(_moment(days_ahead)),
+        id=new_id(_moment(plan_db, days_ahead)),
         type=ModificationType.CAPTURE,
         provider_key="capture-key",
         payment_id=payment_id,
