@@ -12,14 +12,16 @@ The database's clock is the test's: `now()` in the service's statements resolves
 `clock.now()`, a function reading a one-row table, because the database's search path is
 `clock, pg_catalog, public` (pg_catalog listed after the schema, so the schema's function
 shadows the built-in one). The API, the fake provider and every statement are the real
-ones; only the time they read is chosen.
+ones; only the time they read is chosen. The midnight is the database's own: the end of the
+first day partition its migration made (the day it was migrated on), with the next day's
+made ahead, whatever the test's clock reads by then.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import psycopg
@@ -37,12 +39,8 @@ from tests.support.factories.tenants import TenantHandle, api_client, make_tenan
 
 Db = psycopg.Connection[DictRow]
 
-# The next UTC midnight: its day's partition is made ahead, as the calendar makes them.
-MIDNIGHT = datetime.combine(
-    datetime.now(UTC).date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC
-)
-BEFORE = MIDNIGHT - timedelta(milliseconds=1)
-AFTER = MIDNIGHT + timedelta(milliseconds=1)
+# A millisecond either side of the midnight.
+TICK = timedelta(milliseconds=1)
 
 _CLOCK = (
     "CREATE SCHEMA clock",
@@ -52,14 +50,32 @@ _CLOCK = (
 )
 
 
+_DAY_PARTITIONS = (
+    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+    " WHERE i.inhparent = %s::regclass"
+)
+
+
 @pytest.fixture
-def clocked(scratch_database: str) -> Iterator[Db]:
-    """The scratch database at the head, its `now()` the test's clock; a connection to it."""
+def midnight(scratch_database: str) -> datetime:
+    """The scratch database at the head; the midnight after its migration's first day (the
+    day it was migrated on), read from its partitions: that day's and the next are made."""
     upgrade_head(scratch_database)
+    with psycopg.connect(scratch_database) as conn:
+        names = [row[0] for row in conn.execute(_DAY_PARTITIONS, (OPERATIONS.table,))]
+    days = sorted(day for name in names if (day := OPERATIONS.day_of(name)) is not None)
+    assert days[1] == days[0] + timedelta(days=1), days
+    return datetime.combine(days[1], time(), UTC)
+
+
+@pytest.fixture
+def clocked(scratch_database: str, midnight: datetime) -> Iterator[Db]:
+    """The migrated scratch database, its `now()` the test's clock (a millisecond before
+    `midnight`); a connection to it."""
     with psycopg.connect(scratch_database, autocommit=True, row_factory=dict_row) as conn:
         for statement in _CLOCK:
             conn.execute(statement)
-        conn.execute("INSERT INTO clock.at VALUES (%s)", (BEFORE,))
+        conn.execute("INSERT INTO clock.at VALUES (%s)", (midnight - TICK,))
         name = conn.execute("SELECT current_database() AS name").fetchone()
         assert name is not None
         conn.execute(
@@ -93,30 +109,31 @@ def _operations_of(db: Db, tenant: TenantHandle, key: str) -> list[dict[str, obj
     ).fetchall()
 
 
-def test_the_clock_is_the_tests(clocked: Db, scratch_database: str) -> None:
+def test_the_clock_is_the_tests(clocked: Db, scratch_database: str, midnight: datetime) -> None:
     # A new connection (as the API's) reads the test's clock, and moves with it.
     with psycopg.connect(scratch_database) as conn:
-        assert conn.execute("SELECT now()").fetchone() == (BEFORE,)
-        _set_clock(clocked, AFTER)
-        assert conn.execute("SELECT now()").fetchone() == (AFTER,)
+        assert conn.execute("SELECT now()").fetchone() == (midnight - TICK,)
+        _set_clock(clocked, midnight + TICK)
+        assert conn.execute("SELECT now()").fetchone() == (midnight + TICK,)
 
 
 def test_a_retry_after_midnight_replays_the_claim_made_before_it(
-    clocked: Db, api: Process, faults: FaultInjector
+    clocked: Db, api: Process, faults: FaultInjector, midnight: datetime
 ) -> None:
+    before, after = midnight - TICK, midnight + TICK
     tenant = make_tenant(clocked)
     key, body = new_key(), payment_body()
     with api_client(api, tenant) as client:
         first = post_payment(client, body, key=key)
         assert first.status_code == 201, first.text
         (claimed,) = _operations_of(clocked, tenant, key)
-        assert claimed["created_at"] == BEFORE
-        assert claimed["partition"] == OPERATIONS.day_partition(BEFORE.date())
+        assert claimed["created_at"] == before
+        assert claimed["partition"] == OPERATIONS.day_partition(before.date())
 
         # The next day's partition alone would take the key again: nothing in it holds it.
-        assert _inserted_and_rolled_back(clocked, tenant, key, AFTER) == 1
+        assert _inserted_and_rolled_back(clocked, tenant, key, after) == 1
 
-        _set_clock(clocked, AFTER)
+        _set_clock(clocked, after)
         retry = post_payment(client, body, key=key)
 
     assert retry.status_code == 201, retry.text
@@ -126,7 +143,7 @@ def test_a_retry_after_midnight_replays_the_claim_made_before_it(
         "SELECT provider_key, created_at FROM payments WHERE operation_id = %s", (claimed["id"],)
     ).fetchone()
     assert payment is not None
-    assert payment["created_at"] == BEFORE
+    assert payment["created_at"] == before
     charged = faults.charges(idempotency_key=payment["provider_key"])
     assert len(charged) == 1, charged
 
