@@ -76,8 +76,11 @@ def test_an_operations_deliveries_are_read_by_its_tenant(
     lines = explained.splitlines()
     scans = [n for n, line in enumerate(lines) if re.search(rf" on {table}(_\w+)? ", line)]
     assert scans, explained
+    # The condition leads with the tenant, alone or before other columns (`((tenant_id = ...)
+    # AND ...)`: which index the planner takes for a day depends on how many rows it holds,
+    # so on the hour the plan database was seeded at).
     for n in scans:
-        assert "Index Cond: (tenant_id = " in lines[n + 1], explained
+        assert re.search(r"Index Cond: \(+tenant_id = ", lines[n + 1]), explained
 
 
 def test_the_failed_deliveries_list_walks_its_partial_index(
