@@ -25,13 +25,15 @@ the completion, with the settings' TTLs (`PAYMENTS_KEY_TTL_S`, one day, and
 replay gets it; older, a tombstone (answer dropped, `response_expired_at` set); older than
 the tombstone TTL, the key released (`idempotency_key` NULL, `key_released_at` set).
 
-How it loads: the tables' secondary indexes (neither a primary key nor a unique
-constraint's) and their foreign keys are dropped first and put back after the load from
-their own definitions (`pg_get_indexdef`, `pg_get_constraintdef`); adding a foreign key
-back checks every row against it, so a row that breaks one fails the seeding. Primary
-keys, unique constraints and CHECKs stay on during the load. Then VACUUM (ANALYZE) and a
-CHECKPOINT. It prints each phase's time, the rows a second and the disk used, in all and
-per table with its indexes.
+How it loads (`bench/history_load.py`): the tables' primary keys, unique constraints,
+secondary indexes and foreign keys (theirs and those naming them) are dropped first, and
+the key table's claim trigger disabled where the layout has one; the chunks are inserted on
+`--jobs` connections at once (2); then everything is put back from its own definition
+(`pg_get_indexdef`, `pg_get_constraintdef`), which checks every row against each
+constraint, so a row that breaks one fails the seeding. CHECKs stay on throughout. Then
+VACUUM (ANALYZE) and a CHECKPOINT. It prints each phase's time, the rows a second, the
+checkpoints the insert caused (raise the server's `max_wal_size` for a big seeding:
+docs/benchmark.md) and the disk used, in all and per table with its indexes.
 
 Layouts: the columns other layouts add are filled when they exist (information_schema,
 read once): `operation_created_at` on operation_transitions and events (the operation's
@@ -74,12 +76,15 @@ from app.partitions.layout import PARTITIONED, PartitionedTable, day_bounds
 from app.payments.schemas import CreatePaymentCommand
 from app.provider.registry import DEFAULT_NAME
 from app.settings import Settings
+from bench.history_load import clear_the_way, insert_chunks, put_back
 from bench.machine import load_average
 from bench.scenarios import payment_amount, payment_body
 
 TENANTS = 4
 ACCOUNTS = 64  # payment_body's accounts: acc_bench_0 .. acc_bench_63
 CHUNK = 50_000
+# Connections inserting at once, and building indexes at once: one a core here.
+JOBS = 2
 KEY_PREFIX = "hist"
 # The tables a payment writes, in the order they are loaded (each references operations).
 TABLES = ("operations", "payments", "operation_transitions", "events")
@@ -400,50 +405,6 @@ def make_day_partitions(
     asyncio.run(_make_days(url, tables, first, last))
 
 
-@dataclass(frozen=True)
-class Index:
-    """A secondary index dropped for the load, and its definition to rebuild it."""
-
-    name: str
-    table: str
-    definition: str
-
-
-def secondary_indexes(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> list[Index]:
-    """The indexes of `tables` that back no constraint (primary key, unique, exclusion)."""
-    rows = conn.execute(
-        "SELECT i.relname, t.relname, pg_get_indexdef(x.indexrelid)"
-        " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
-        " JOIN pg_class t ON t.oid = x.indrelid"
-        " WHERE t.relname = ANY(%s) AND t.relnamespace = current_schema()::regnamespace"
-        " AND NOT EXISTS (SELECT FROM pg_constraint c WHERE c.conindid = x.indexrelid)"
-        " ORDER BY t.relname, i.relname",
-        (list(tables),),
-    ).fetchall()
-    # A partitioned table's index prints as `ON ONLY parent`, which would build the parent's
-    # index alone (invalid, its partitions without one): built on the whole table instead.
-    return [
-        Index(name, table, definition.replace(" ON ONLY ", " ON ", 1))
-        for name, table, definition in rows
-    ]
-
-
-def foreign_keys(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> list[Index]:
-    """The foreign keys of `tables`, each with the statement that adds it back (and checks
-    every row against it)."""
-    rows = conn.execute(
-        "SELECT c.conname, t.relname, pg_get_constraintdef(c.oid)"
-        " FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid"
-        " WHERE c.contype = 'f' AND c.conparentid = 0 AND t.relname = ANY(%s)"
-        " AND t.relnamespace = current_schema()::regnamespace ORDER BY t.relname, c.conname",
-        (list(tables),),
-    ).fetchall()
-    return [
-        Index(name, table, f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
-        for name, table, definition in rows
-    ]
-
-
 def sizes(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> dict[str, Any]:
     """pg_database_size, and per table (its partitions summed) the heap, TOAST included,
     and the indexes, in MiB."""
@@ -463,6 +424,30 @@ def sizes(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> dict[str, A
     total = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     assert total is not None
     return {"database_mib": round(total[0] / 2**20, 1), "tables": per_table}
+
+
+def _checkpoints(conn: psycopg.Connection[Any]) -> int:
+    """Checkpoints the server has made so far, timed and requested (a load that fills
+    `max_wal_size` requests one, and writes every page it touches again after it).
+    PostgreSQL 17 counts them in pg_stat_checkpointer, earlier ones in pg_stat_bgwriter."""
+    row = conn.execute(
+        "SELECT to_regclass('pg_catalog.pg_stat_checkpointer') IS NOT NULL"
+    ).fetchone()
+    assert row is not None
+    sql = (
+        "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
+        if row[0]
+        else "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+    )
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _setting(conn: psycopg.Connection[Any], name: str) -> str:
+    row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def _log(message: str) -> None:
@@ -487,6 +472,7 @@ def seed(
     days: float,
     tenants: int = TENANTS,
     chunk: int = CHUNK,
+    jobs: int = JOBS,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Seed `payments` payments over `days` days; return the figures (phases, rates, disk)."""
@@ -497,7 +483,7 @@ def seed(
         _log(f"layout: {layout}")
         empty = conn.execute("SELECT pg_database_size(current_database())").fetchone()
         assert empty is not None
-        conn.execute("SET maintenance_work_mem = '512MB'")
+        max_wal_size = _setting(conn, "max_wal_size")
         plan = Plan(
             payments=payments,
             days=days,
@@ -508,14 +494,7 @@ def seed(
             first_day = plan.created_at(0).astimezone(UTC).date()
             make_day_partitions(conn, database_url, layout, first_day, now.date())
             _log(f"day partitions from {first_day} on")
-        keys = foreign_keys(conn, layout.tables)
-        indexes = secondary_indexes(conn, layout.tables)
-        with conn.transaction():
-            for key in keys:
-                conn.execute(f'ALTER TABLE {key.table} DROP CONSTRAINT "{key.name}"')
-            for index in indexes:
-                conn.execute(f'DROP INDEX "{index.name}"')
-        _log(f"dropped {len(indexes)} secondary indexes and {len(keys)} foreign keys")
+        dropped = clear_the_way(conn, layout.tables)
         chunk_sql = statements(layout)
         params: dict[str, Any] = {
             "tag": uuid.uuid4().hex,
@@ -526,23 +505,24 @@ def seed(
             "key_ttl_s": plan.key_ttl_s,
             "tombstone_ttl_s": plan.tombstone_ttl_s,
         }
+        checkpoints_before = _checkpoints(conn)
         loading = time.perf_counter()
-        for first in range(0, payments, chunk):
-            params |= {"first": first, "last": min(payments, first + chunk) - 1}
-            with conn.transaction():
-                for sql in chunk_sql:
-                    conn.execute(sql, params)
-            if progress:
-                done, elapsed = params["last"] + 1, time.perf_counter() - loading
-                _log(f"inserted {done:,} payments in {elapsed:.0f} s ({done / elapsed:,.0f}/s)")
+        retried = insert_chunks(
+            database_url,
+            chunk_sql,
+            params,
+            payments=payments,
+            chunk=chunk,
+            jobs=jobs,
+            progress=progress,
+        )
         loaded = time.perf_counter()
-        rebuilt_s: dict[str, float] = {}
-        for rebuilt in (*indexes, *keys):
-            at = time.perf_counter()
-            conn.execute(rebuilt.definition)
-            rebuilt_s[rebuilt.name] = round(time.perf_counter() - at, 2)
+        checkpoints = _checkpoints(conn) - checkpoints_before
+        _log(f"inserted on {jobs} connections in {loaded - loading:.1f} s "
+             f"({checkpoints} checkpoints, {retried} chunks retried)")  # fmt: skip
+        rebuilt_s = put_back(database_url, dropped, jobs=jobs)
         indexed = time.perf_counter()
-        _log(f"rebuilt {len(indexes)} indexes and {len(keys)} foreign keys in "
+        _log(f"rebuilt {len(rebuilt_s)} constraints and indexes in "
              f"{indexed - loaded:.1f} s")  # fmt: skip
         conn.execute(f"VACUUM (ANALYZE) {', '.join(layout.tables)}")
         vacuumed = time.perf_counter()
@@ -580,6 +560,10 @@ def seed(
             "total": round(total_s, 1),
         },
         "rebuilt_s": rebuilt_s,
+        "jobs": jobs,
+        "load_checkpoints": checkpoints,
+        "max_wal_size": max_wal_size,
+        "chunks_retried": retried,
         "insert_rows_per_s": round(rows / load_s),
         "payments_per_s": round(payments / total_s),
         "disk": disk,
@@ -610,9 +594,12 @@ def report(figures: dict[str, Any]) -> str:
         f"{figures['payments']:,} payments over {figures['days']:g} days "
         f"({figures['rows']:,} rows; keys {figures['key_states']})",
         f"INSERT {phases['insert']} s ({figures['insert_rows_per_s']:,} rows/s), indexes and "
-        f"foreign keys {phases['index_and_key_builds']} s, VACUUM ANALYZE "
+        f"constraints {phases['index_and_key_builds']} s, VACUUM ANALYZE "
         f"{phases['vacuum_analyze']} s, CHECKPOINT {phases['checkpoint']} s; total "
         f"{phases['total']} s ({figures['payments_per_s']:,} payments/s)",
+        f"on {figures['jobs']} connections; {figures['load_checkpoints']} checkpoints during "
+        f"the insert (max_wal_size {figures['max_wal_size']}); "
+        f"{figures['chunks_retried']} chunks retried",
         f"disk: database {disk['database_mib']:,.1f} MiB",
     ]
     for table, size in disk["tables"].items():
@@ -642,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=TENANTS)
     parser.add_argument("--chunk", type=int, default=CHUNK)
     parser.add_argument(
+        "--jobs", type=int, default=JOBS, help="connections inserting and building at once (2)"
+    )
+    parser.add_argument(
         "--estimate-for",
         type=int,
         default=20_000_000,
@@ -656,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
         days=args.days,
         tenants=args.tenants,
         chunk=args.chunk,
+        jobs=args.jobs,
         progress=True,
     )
     figures["load_average"] = {"before": before, "after": _rounded(load_average())}

@@ -54,6 +54,11 @@ MAX_WAIT_S = 10.0
 # twenty times a second for as long as it waits.
 _WAIT_FIRST_S = 0.05
 _WAIT_MAX_S = 0.5
+# A lost claim whose key then names no operation it can read claims again: the key was
+# released in between, and the next claim takes it. Twice in a row takes two releases of one
+# key between a claim and a read; a third means the key's row names an operation that is
+# not there (a partition dropped by hand under a key still held): an error, not a loop.
+CLAIM_ROUNDS = 3
 
 CommandT = TypeVar("CommandT", bound="Canonical")
 
@@ -61,6 +66,11 @@ CommandT = TypeVar("CommandT", bound="Canonical")
 def request_owner() -> str:
     """A unique owner name for one request, in leases and history (`api:` and 12 hex)."""
     return f"api:{uuid.uuid4().hex[:12]}"
+
+
+class KeyRowOrphaned(RuntimeError):
+    """The key's row (`idempotency_keys`) names an operation that is not there: the key is
+    held and nothing answers for it. Nothing is charged; the request answers 500, logged."""
 
 
 class Canonical(Protocol):
@@ -103,7 +113,7 @@ class KeyedFlow(Generic[CommandT]):
         digest = fingerprint(self._kind.name, command.canonical())
         owner = request_owner()
         bind(tenant_id=str(tenant_id), key_hash=key_hash(tenant_id, idempotency_key))
-        while True:
+        for _round in range(CLAIM_ROUNDS):
             key = ClaimKey(new_id(utcnow()), tenant_id, idempotency_key)
             claimed = await self._claim(key, command, digest, owner)
             if isinstance(claimed, tuple):
@@ -117,6 +127,10 @@ class KeyedFlow(Generic[CommandT]):
             if answer is not None:
                 return answer
             # The key was released between our claim and our read: claim it again.
+        raise KeyRowOrphaned(
+            f"the key's row names an operation that cannot be read ({CLAIM_ROUNDS} claims "
+            "lost, each to a row naming no operation)"
+        )
 
     async def _claim(
         self, key: ClaimKey, command: CommandT, digest: str, owner: str

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from alembic import command
 
-from app.db.migrate import upgrade_head
+from app.db.migrate import alembic_config, upgrade_head
 from app.idempotency.fingerprint import fingerprint
 from app.payments import replies
 from app.payments import repository as payments
@@ -379,3 +380,71 @@ def test_the_partitioned_layout_gets_its_columns_key_rows_and_days(
     assert len(indexes) == 3 + 3 + 9 + 12
     for row in indexes:
         assert row["partitions"] == row["table_partitions"] > 41, row
+
+
+# Every constraint, valid index and trigger of the schema's tables, by what it is (its
+# columns, not its printed definition: an index put back from `pg_get_indexdef` prints its
+# predicate's constants with their casts spelled out, the same predicate once planned). A
+# partition's indexes and constraints are made by its parent's, and named by PostgreSQL
+# when remade: only what they are counts there.
+_SCHEMA = """
+    SELECT t.relname AS rel, 'constraint ' || CASE WHEN t.relispartition THEN ''
+           ELSE c.conname END || ' ' || c.contype::text || ' ' || c.conkey::text AS item
+    FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+    WHERE t.relnamespace = 'public'::regnamespace
+    UNION ALL
+    SELECT t.relname, 'index ' || CASE WHEN t.relispartition THEN '' ELSE i.relname END
+           || ' ' || (SELECT amname FROM pg_am WHERE oid = i.relam) || ' ' || x.indkey::text || ' '
+           || x.indisunique::text || ' ' || (x.indpred IS NOT NULL)::text
+    FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid
+    WHERE t.relnamespace = 'public'::regnamespace AND x.indisvalid
+    UNION ALL
+    SELECT t.relname, 'trigger ' || g.tgname || ' ' || g.tgenabled::text
+    FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid
+    WHERE NOT g.tgisinternal AND t.relnamespace = 'public'::regnamespace
+"""
+# Each partition's indexes against its parent's: a partition the seeding made has them all.
+_PARTITION_INDEXES = """
+    SELECT child.relname AS partition,
+           (SELECT count(*) FROM pg_index WHERE indrelid = child.oid AND indisvalid) AS own,
+           (SELECT count(*) FROM pg_index WHERE indrelid = parent.oid) AS parents
+    FROM pg_inherits h JOIN pg_class child ON child.oid = h.inhrelid
+    JOIN pg_class parent ON parent.oid = h.inhparent
+"""
+
+
+@pytest.mark.parametrize("revision", ["head", "0030"])
+def test_the_load_puts_back_every_constraint_index_and_trigger(
+    scratch_database: str, revision: str
+) -> None:
+    """The load drops the primary keys, unique constraints, indexes and foreign keys (and
+    disables the key table's claim trigger on a layout that has one, as 0030 does), then puts
+    everything back: each table's constraints, indexes and triggers after the seeding are
+    those before it, a day partition the seeding made has its parent's indexes, and the rows
+    are the right ones (the keys' rows through the claim trigger's layout too)."""
+    if revision == "head":
+        upgrade_head(scratch_database)
+    else:
+        command.upgrade(alembic_config(scratch_database), revision)
+    before = Counter((row["rel"], row["item"]) for row in _rows(scratch_database, _SCHEMA))
+    figures = seed(scratch_database, payments=900, days=5, chunk=100, jobs=3)
+    existed = {rel for rel, _ in before}
+    after = Counter(
+        (row["rel"], row["item"])
+        for row in _rows(scratch_database, _SCHEMA)
+        if row["rel"] in existed
+    )
+    assert before - after == Counter(), "not put back"
+    assert after - before == Counter(), "made by the seeding"
+    for row in _rows(scratch_database, _PARTITION_INDEXES):
+        assert row["own"] == row["parents"], row
+    assert figures["jobs"] == 3
+    (counts,) = _rows(
+        scratch_database,
+        "SELECT (SELECT count(*) FROM operations) AS operations,"
+        " (SELECT count(DISTINCT id) FROM operations) AS ids,"
+        " (SELECT count(*) FROM idempotency_keys k JOIN operations o ON o.id = k.operation_id"
+        "         AND o.idempotency_key = k.idempotency_key) AS keys",
+    )
+    assert counts["operations"] == counts["ids"] == 900
+    assert counts["keys"] == 900
