@@ -11,7 +11,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.ids import created_window, within
+from app.ids import created_window, spanning, within
 from app.operations.values import SubjectWrite
 from app.payments import attempts
 from app.payments.rows import PaymentRow
@@ -20,8 +20,17 @@ from app.payments.status import CAPTURE_WINDOW_S, CaptureMode, PaymentStatus
 from app.provider.keys import split_attempt_key
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-_FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
-_FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = ANY(%(operation_ids)s)"
+# By its operation's id: a payment's `created_at` is its operation's, so it is within the
+# window of `created_at` the operation's id tells; for several operations, within the span
+# of their windows (every day when one of the ids is a v4 id).
+_FOR_OPERATION = (
+    f"SELECT {_COLUMNS} FROM payments"
+    f" WHERE operation_id = %(operation_id)s AND {within('created_at', 'op')}"
+)
+_FOR_OPERATIONS = (
+    f"SELECT {_COLUMNS} FROM payments"
+    f" WHERE operation_id = ANY(%(operation_ids)s) AND {within('created_at', 'op')}"
+)
 # By id: within the window of `created_at` the id tells (`app/ids.py`), so that only the
 # days of `payments` in it are read (every day for an id made before v7 ids).
 BY_ID = f"id = %(id)s AND {within('created_at', 'id')}"
@@ -82,7 +91,8 @@ async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | 
 
 async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
     """The payment an operation created (every operation has exactly one)."""
-    payment = await _one(conn, _FOR_OPERATION, {"operation_id": operation_id})
+    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
+    payment = await _one(conn, _FOR_OPERATION, params)
     if payment is None:
         raise LookupError(f"operation {operation_id} has no payment")
     return payment
@@ -93,7 +103,8 @@ async def get_for_operations(
 ) -> dict[uuid.UUID, PaymentRow]:
     """The payments of several operations in one statement, by operation id."""
     async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids})
+        window = spanning(created_window(i) for i in operation_ids)
+        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids} | window.params("op"))
         return {payment.operation_id: payment for payment in await cur.fetchall()}
 
 
@@ -102,6 +113,12 @@ async def get(
 ) -> PaymentRow | None:
     """The tenant's payment by id; None for another tenant's."""
     return await _one(conn, _FOR_TENANT, by_id(payment_id) | {"tenant_id": tenant_id})
+
+
+def for_operation_sql(*, many: bool = False) -> str:
+    """The read of an operation's payment (of several operations', `many`), as
+    `get_for_operation` (`get_for_operations`) runs it (the plan tests read it)."""
+    return _FOR_OPERATIONS if many else _FOR_OPERATION
 
 
 def get_sql() -> str:

@@ -1,0 +1,125 @@
+"""The reads by an operation's id plan only the days that id tells: its payment.
+
+Checked with EXPLAIN on the statements the service runs, on the plan tests' seeded database
+(`plan_db`: migrated from empty, so the seeded month is in the legacy partition, the
+seeding's day and the days after it in their own). The moments are taken from the seeded
+rows (the newest operation is made at the seeding's start), not from the clock. An id is a
+UUIDv7 (`app/ids.py`): each read names `created_at` within a day either side of the id's
+time, so the planner keeps the partitions that window meets and drops the others from the
+plan. A v4 id tells no time: its read keeps every partition.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import DictRow
+
+from app.ids import created_window, new_id
+from app.payments import repository as payments
+
+Db = psycopg.Connection[DictRow]
+TENANT = uuid.uuid4()
+
+
+def _partitions(conn: Db, table: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = %s::regclass",
+        (table,),
+    ).fetchall()
+    return {str(row["relname"]) for row in rows}
+
+
+def _days_of(conn: Db, table: str, start: datetime, end: datetime) -> set[str]:
+    """The partitions of `table` that hold some of [start, end): each day's it meets, and
+    the legacy partition when the range starts before the first day's."""
+    names = _partitions(conn, table)
+    days = sorted(n for n in names if n != f"{table}_legacy")
+    first = datetime.strptime(days[0].removeprefix(f"{table}_p"), "%Y%m%d").replace(tzinfo=UTC)
+    met = {f"{table}_legacy"} if start < first else set()
+    day = start.date()
+    while datetime.combine(day, time(), UTC) < end:
+        met.add(f"{table}_p{day:%Y%m%d}")
+        day += timedelta(days=1)
+    return met & names
+
+
+def _planned(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
+    """The partitions of `table` the plan of `sql` keeps (EXPLAIN alone: a statement that
+    writes is only planned, the database is read-only)."""
+    rows = conn.execute(f"EXPLAIN (COSTS OFF) {sql}", params).fetchall()
+    pattern = re.compile(rf" on ({table}_(?:legacy|p\d{{8}}))\b")
+    return {match.group(1) for row in rows for match in pattern.finditer(str(row["QUERY PLAN"]))}
+
+
+def _seeded_at(conn: Db) -> datetime:
+    """When the newest seeded operation was made: the seeding's start, on its own day's
+    partition (the older days are in the legacy partition)."""
+    row = conn.execute("SELECT max(created_at) AS at FROM operations").fetchone()
+    assert row is not None
+    at = row["at"]
+    assert isinstance(at, datetime)
+    return at
+
+
+def _moment(conn: Db, days_ahead: int | None) -> datetime:
+    """The seeding's moment, or noon of a day `days_ahead` of its day."""
+    at = _seeded_at(conn)
+    if days_ahead is None:
+        return at
+    return datetime.combine(at.astimezone(UTC).date() + timedelta(days=days_ahead), time(12), UTC)
+
+
+# The seeding's moment (the legacy partition, the seeding's day and the next: the window
+# reaches back before the first day's partition), and a day of the days made ahead (three
+# of those days, nothing older).
+MOMENTS = [pytest.param(None, id="seeded"), pytest.param(4, id="days-ahead")]
+
+
+def _window_days(conn: Db, ident: uuid.UUID, table: str) -> set[str]:
+    window = created_window(ident)
+    return _days_of(conn, table, window.start, window.end)
+
+
+@pytest.mark.parametrize("days_ahead", MOMENTS)
+def test_an_operations_payment_plans_the_days_its_id_tells(
+    plan_db: Db, days_ahead: int | None
+) -> None:
+    operation_id = new_id(_moment(plan_db, days_ahead))
+    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
+
+    kept = _planned(plan_db, payments.for_operation_sql(), params, "payments")
+
+    assert kept == _window_days(plan_db, operation_id, "payments"), kept
+    assert _partitions(plan_db, "payments") > kept
+
+
+def test_an_operations_payment_by_a_v4_id_plans_every_day(plan_db: Db) -> None:
+    operation_id = uuid.uuid4()
+    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
+    kept = _planned(plan_db, payments.for_operation_sql(), params, "payments")
+    assert kept == _partitions(plan_db, "payments"), kept
+
+
+def test_several_operations_payments_plan_the_days_their_ids_span(plan_db: Db) -> None:
+    first, last = _moment(plan_db, 2), _moment(plan_db, 4)
+    ids = [new_id(first), new_id(last)]
+    start, end = created_window(ids[0]).start, created_window(ids[1]).end
+    params = {"operation_ids": ids, "op_from": start, "op_until": end}
+    sql = payments.for_operation_sql(many=True)
+
+    kept = _planned(plan_db, sql, params, "payments")
+
+    # From the day after the seeding's to the one after the last id's: five days.
+    assert kept == _days_of(plan_db, "payments", start, end), kept
+    assert len(kept) == 5, kept
+    # With a v4 id among them, every day.
+    ids.append(uuid.uuid4())
+    window = created_window(ids[-1]).params("op")
+    assert _planned(plan_db, sql, params | window, "payments") == _partitions(plan_db, "payments")
