@@ -1,5 +1,5 @@
 """The reads by an operation's id plan only the days that id tells: its history and links,
-its payment.
+its payment, its events; a lapsed hold's event plans its operation's day alone.
 
 Checked with EXPLAIN on the statements the service runs, on the plan tests' seeded database
 (`plan_db`: migrated from empty, so the seeded month is in the legacy partition, the
@@ -21,11 +21,15 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
+from app.authorizations import expiry
+from app.events.outbox import outcome_event
+from app.events.rows import EventType
 from app.ids import created_window, new_id
 from app.operations import reads
 from app.operations.operator_reads import OperationFilter, search_by_id, search_by_key
 from app.operations.operator_reads import list_sql as operator_list_sql
 from app.payments import repository as payments
+from app.webhooks import operator_reads
 
 Db = psycopg.Connection[DictRow]
 TENANT = uuid.uuid4()
@@ -168,6 +172,45 @@ def test_several_operations_payments_plan_the_days_their_ids_span(plan_db: Db) -
     ids.append(uuid.uuid4())
     window = created_window(ids[-1]).params("op")
     assert _planned(plan_db, sql, params | window, "payments") == _partitions(plan_db, "payments")
+
+
+def _events_params(operation_id: uuid.UUID) -> dict[str, Any]:
+    params: dict[str, Any] = {"operation_id": operation_id, "tenant_id": TENANT}
+    return params | created_window(operation_id).params("op")
+
+
+@pytest.mark.parametrize("days_ahead", MOMENTS)
+@pytest.mark.parametrize("table", ["operations", "events"])
+def test_an_operations_events_plan_the_days_its_id_tells(
+    plan_db: Db, days_ahead: int | None, table: str
+) -> None:
+    # The operators' detail of an operation: its row's day, then its events on that day.
+    operation_id = new_id(_moment(plan_db, days_ahead))
+
+    kept = _planned(plan_db, operator_reads.EVENTS_SQL, _events_params(operation_id), table)
+
+    assert kept == _window_days(plan_db, operation_id, table), kept
+    assert _partitions(plan_db, table) > kept
+
+
+@pytest.mark.parametrize("table", ["operations", "events"])
+def test_an_operations_events_by_a_v4_id_plan_every_day(plan_db: Db, table: str) -> None:
+    params = _events_params(uuid.uuid4())
+    kept = _planned(plan_db, operator_reads.EVENTS_SQL, params, table)
+    assert kept == _partitions(plan_db, table), kept
+
+
+@pytest.mark.parametrize("days_ahead", [None, 3])
+def test_a_lapsed_holds_event_plans_its_operations_day(plan_db: Db, days_ahead: int | None) -> None:
+    # The payment's `created_at` is its operation's: the event's statement reads the
+    # operation on that day, and writes the event to that day's partition.
+    at = _moment(plan_db, days_ahead)
+    event = outcome_event(tenant_id=TENANT, type=EventType.PAYMENT_EXPIRED, data={})
+    params = event.params | {"operation_id": new_id(at), "operation_created_at": at}
+
+    kept = _planned(plan_db, expiry.event_sql(event), params, "operations")
+
+    assert kept == {f"operations_p{at.astimezone(UTC):%Y%m%d}"}, kept
 
 
 def _executed(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
