@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -77,14 +76,6 @@ def created_window(ident: uuid.UUID) -> Window:
     if at is None or not _EARLIEST + ID_TIME_MARGIN <= at <= _LATEST - ID_TIME_MARGIN:
         return Window(_EARLIEST, _LATEST)
     return Window(at - ID_TIME_MARGIN, at + ID_TIME_MARGIN)
-
-
-def spanning(windows: Iterable[Window]) -> Window:
-    """The least window holding each of `windows` (the unbounded one when there are none)."""
-    found = list(windows)
-    if not found:
-        return Window(_EARLIEST, _LATEST)
-    return Window(min(w.start for w in found), max(w.end for w in found))
 
 
 def within(column: str, prefix: str) -> str:

@@ -9,16 +9,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
-from app.ids import (
-    ID_TIME_MARGIN,
-    Window,
-    created_window,
-    id_sql,
-    id_time,
-    new_id,
-    spanning,
-    within,
-)
+from app.ids import ID_TIME_MARGIN, created_window, id_sql, id_time, new_id, within
 
 AT = datetime(2026, 11, 27, 21, 50, 12, 345_678, tzinfo=UTC)
 
@@ -95,16 +86,6 @@ def test_an_id_without_a_time_has_every_time_in_its_window() -> None:
     window = created_window(uuid.uuid4())
     assert window.start == datetime.min.replace(tzinfo=UTC)
     assert window.end == datetime.max.replace(tzinfo=UTC)
-
-
-def test_several_ids_windows_span_from_the_earliest_start_to_the_latest_end() -> None:
-    later = created_window(new_id(AT + timedelta(days=3)))
-    earlier = created_window(new_id(AT))
-    assert spanning([later, earlier]) == Window(earlier.start, later.end)
-    # An id without a time among them, or none at all: every time.
-    every = created_window(uuid.uuid4())
-    assert spanning([earlier, every]) == every
-    assert spanning([]) == every
 
 
 def test_a_seeds_ids_are_uuidv7_of_their_rows_time(db: psycopg.Connection[DictRow]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,7 +12,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db.database import Connection
-from app.ids import created_window, spanning, within
+from app.ids import created_window, within
 from app.operations.values import SubjectWrite
 from app.payments import attempts
 from app.payments.rows import PaymentRow
@@ -20,16 +21,16 @@ from app.payments.status import CAPTURE_WINDOW_S, CaptureMode, PaymentStatus
 from app.provider.keys import split_attempt_key
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-# By its operation's id: a payment's `created_at` is its operation's, so it is within the
-# window of `created_at` the operation's id tells; for several operations, within the span
-# of their windows (every day when one of the ids is a v4 id).
+# By its operation's id and day: a payment's `created_at` is its operation's (written from
+# the operation's row, in its claim's statement), a parameter: the planner keeps that day's
+# partition alone; for several operations, their days' (`created_at = ANY`).
 _FOR_OPERATION = (
     f"SELECT {_COLUMNS} FROM payments"
-    f" WHERE operation_id = %(operation_id)s AND {within('created_at', 'op')}"
+    " WHERE operation_id = %(operation_id)s AND created_at = %(created_at)s"
 )
 _FOR_OPERATIONS = (
     f"SELECT {_COLUMNS} FROM payments"
-    f" WHERE operation_id = ANY(%(operation_ids)s) AND {within('created_at', 'op')}"
+    " WHERE operation_id = ANY(%(operation_ids)s) AND created_at = ANY(%(days)s)"
 )
 # By id: within the window of `created_at` the id tells (`app/ids.py`), so that only the
 # days of `payments` in it are read (every day for an id made before v7 ids).
@@ -89,9 +90,12 @@ async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | 
     return None if row is None else row[0]
 
 
-async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
-    """The payment an operation created (every operation has exactly one)."""
-    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
+async def get_for_operation(
+    conn: Connection, operation_id: uuid.UUID, created_at: datetime
+) -> PaymentRow:
+    """The payment an operation (its id and `created_at`) created (every operation has
+    exactly one)."""
+    params = {"operation_id": operation_id, "created_at": created_at}
     payment = await _one(conn, _FOR_OPERATION, params)
     if payment is None:
         raise LookupError(f"operation {operation_id} has no payment")
@@ -99,12 +103,13 @@ async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> Paymen
 
 
 async def get_for_operations(
-    conn: Connection, operation_ids: list[uuid.UUID]
+    conn: Connection, operations: Mapping[uuid.UUID, datetime]
 ) -> dict[uuid.UUID, PaymentRow]:
-    """The payments of several operations in one statement, by operation id."""
+    """The payments of several operations (their ids and `created_at`) in one statement,
+    by operation id."""
+    params = {"operation_ids": list(operations), "days": sorted(set(operations.values()))}
     async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-        window = spanning(created_window(i) for i in operation_ids)
-        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids} | window.params("op"))
+        await cur.execute(_FOR_OPERATIONS, params)
         return {payment.operation_id: payment for payment in await cur.fetchall()}
 
 

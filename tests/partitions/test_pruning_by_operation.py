@@ -1,5 +1,6 @@
 """The reads by an operation's id plan only the days that id tells: its history and links,
-its payment, its events; a lapsed hold's event plans its operation's day alone.
+its events; those that know the operation's day (its payment's load, a lapsed hold's event)
+plan that day alone.
 
 Checked with EXPLAIN on the statements the service runs, on the plan tests' seeded database
 (`plan_db`: migrated from empty, so the seeded month is in the legacy partition, the
@@ -136,42 +137,29 @@ def test_a_read_on_the_operations_day_plans_its_payments_day(
         assert _planned(plan_db, sql, params, "payments") == {day}
 
 
-@pytest.mark.parametrize("days_ahead", MOMENTS)
-def test_an_operations_payment_plans_the_days_its_id_tells(
+@pytest.mark.parametrize("days_ahead", [None, 3])
+def test_an_operations_payment_plans_its_operations_day(
     plan_db: Db, days_ahead: int | None
 ) -> None:
-    operation_id = new_id(_moment(plan_db, days_ahead))
-    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
+    # An owner's load of its payment (`PaymentKind.load`): by the operation's id and its
+    # `created_at`, which the payment shares.
+    at = _moment(plan_db, days_ahead)
+    params = {"operation_id": new_id(at), "created_at": at}
 
     kept = _planned(plan_db, payments.for_operation_sql(), params, "payments")
 
-    assert kept == _window_days(plan_db, operation_id, "payments"), kept
-    assert _partitions(plan_db, "payments") > kept
+    assert kept == {f"payments_p{at.astimezone(UTC):%Y%m%d}"}, kept
 
 
-def test_an_operations_payment_by_a_v4_id_plans_every_day(plan_db: Db) -> None:
-    operation_id = uuid.uuid4()
-    params = {"operation_id": operation_id} | created_window(operation_id).params("op")
-    kept = _planned(plan_db, payments.for_operation_sql(), params, "payments")
-    assert kept == _partitions(plan_db, "payments"), kept
+def test_several_operations_payments_plan_their_days(plan_db: Db) -> None:
+    # The worker's batch (`load_many`): the days of the operations it claimed.
+    days = [_moment(plan_db, 1), _moment(plan_db, 3), _moment(plan_db, 3)]
+    params = {"operation_ids": [new_id(at) for at in days], "days": days}
 
+    kept = _planned(plan_db, payments.for_operation_sql(many=True), params, "payments")
 
-def test_several_operations_payments_plan_the_days_their_ids_span(plan_db: Db) -> None:
-    first, last = _moment(plan_db, 2), _moment(plan_db, 4)
-    ids = [new_id(first), new_id(last)]
-    start, end = created_window(ids[0]).start, created_window(ids[1]).end
-    params = {"operation_ids": ids, "op_from": start, "op_until": end}
-    sql = payments.for_operation_sql(many=True)
-
-    kept = _planned(plan_db, sql, params, "payments")
-
-    # From the day after the seeding's to the one after the last id's: five days.
-    assert kept == _days_of(plan_db, "payments", start, end), kept
-    assert len(kept) == 5, kept
-    # With a v4 id among them, every day.
-    ids.append(uuid.uuid4())
-    window = created_window(ids[-1]).params("op")
-    assert _planned(plan_db, sql, params | window, "payments") == _partitions(plan_db, "payments")
+    assert kept == {f"payments_p{at:%Y%m%d}" for at in days}, kept
+    assert len(kept) == 2, kept
 
 
 def _events_params(operation_id: uuid.UUID) -> dict[str, Any]:
