@@ -16,10 +16,22 @@ opened to every day, as the same statement would run without it:
                        against the same read joined to the key's row on the id alone;
                        and "replay, day joined": the earlier statement, the day taken from
                        the joined key's row, which prunes only when it runs
+    history by id      GET /operations/{id}'s read with its history and links
+                       (`app/operations/reads.py` history_by_id_sql), the newest
+                       operation's: the audit trail and the links' payments bounded by the
+                       id's window as well as by the operation's row, against the
+                       statement before that bound (the operation by its window, its
+                       history and links by its row alone: every day planned)
+    operation's payment
+                       `payments.get_for_operation` (an owner's load): on the operation's
+                       day, a parameter, against the same read by the operation's id alone
+    operation's events the operators' read of an operation's events
+                       (`app/webhooks/operator_reads.py`), the id's window against every day
 
 Each is run `--runs` times through EXPLAIN (ANALYZE, SUMMARY): the server's own planning and
-execution times, whose medians it prints, with how many partitions of `operations` or
-`payments` it read (those in its plan and not shown as never executed). Nothing
+execution times, whose medians it prints, with how many partitions of `operations`,
+`payments`, the audit trail or `events` it read (those in its plan and not shown as never
+executed). Nothing
 here is a request over HTTP: the figures are the database's share.
 
     .venv/bin/python -m bench.partition_reads postgresql://postgres@127.0.0.1:5432/postgres \\
@@ -43,9 +55,10 @@ from typing import Any
 import psycopg
 
 from app.db.migrate import upgrade_head
-from app.ids import created_window
+from app.ids import created_window, within
 from app.operations import leases, reads
 from app.payments import repository as payments
+from app.webhooks import operator_reads
 from bench.history_seed import seed
 from bench.machine import load_average
 from bench.system import with_database
@@ -66,12 +79,41 @@ _KEY_JOIN = """
 """
 _REPLAY_BY_ID_ALONE = f"SELECT {reads.SNAPSHOT_COLUMNS} FROM {_KEY_JOIN}"
 _REPLAY_DAY_JOINED = _REPLAY_BY_ID_ALONE + " AND operations.created_at = k.operation_created_at"
+_PAYMENT_ON_DAY = payments.for_operation_sql()
+_PAYMENT_ANY_DAY = _PAYMENT_ON_DAY.replace(" AND created_at = %(created_at)s", "")
+assert _PAYMENT_ANY_DAY != _PAYMENT_ON_DAY
+_OPERATIONS_EVERY_DAY = {
+    f"op_{end}": value
+    for end, value in (("from", _EVERY_DAY["id_from"]), ("until", _EVERY_DAY["id_until"]))
+}
+_HISTORY_BY_ID = reads.history_by_id_sql()
+# The read by id before its history and links were bounded by the id's window: the links
+# as the view gave them then (no day), the history by the operation's row alone.
+_LINKS_BY_ID = reads.links_column(
+    f"l.operation_created_at = operations.created_at AND {within('l.operation_created_at', 'id')}"
+)
+_HISTORY_BOUND = f" AND {within('t.operation_created_at', 'id')}"
+_LINKS_BEFORE = (
+    "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
+)
+assert _LINKS_BY_ID in _HISTORY_BY_ID
+assert _HISTORY_BOUND in _HISTORY_BY_ID
+_HISTORY_BY_ID_BEFORE = _HISTORY_BY_ID.replace(_LINKS_BY_ID, _LINKS_BEFORE).replace(
+    _HISTORY_BOUND, ""
+)
+
+
+# A partition of a partitioned table in a plan's line.
+_PARTITION = re.compile(
+    r" on ((?:operations|payments|operation_transitions|events)_(?:legacy|p\d{8}))\b"
+)
 
 
 @dataclass(frozen=True)
 class Timing:
     """One statement's medians over its runs, in milliseconds, and the partitions of
-    `operations` or `payments` its run read (the plan's, less those never executed)."""
+    `operations`, `payments`, the audit trail or `events` its run read (the plan's, less
+    those never executed)."""
 
     statement: str
     bounded: bool
@@ -106,8 +148,7 @@ def _explain(
         {
             match.group(1)
             for line in text.splitlines()
-            if "(never executed)" not in line
-            and (match := re.search(r" on ((?:operations|payments)_(?:legacy|p\d{8}))\b", line))
+            if "(never executed)" not in line and (match := _PARTITION.search(line))
         }
     )
     return planning, execution, partitions
@@ -131,6 +172,16 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
     on_day = {"id": key_row[0], "tenant_id": tenant_id, "created_at": key_row[1]}
     on_day["key_ttl_s"] = 86400
     by_id = {"id": payment_id, "tenant_id": tenant_id}
+    sql = "SELECT operation_id, created_at FROM payments WHERE id = %s"
+    operation = conn.execute(sql, (payment_id,)).fetchone()
+    assert operation is not None
+    operation_id = operation[0]
+    on_its_day = {"operation_id": operation_id, "created_at": operation[1]}
+    history = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": 86400}
+    history |= created_window(operation_id).params("id")
+    of_operation = {"operation_id": operation_id, "tenant_id": tenant_id}
+    every_day = of_operation | _OPERATIONS_EVERY_DAY
+    of_operation |= created_window(operation_id).params("op")
     cases = [
         (
             "payment by id",
@@ -144,6 +195,12 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
         ("replay", True, reads.snapshot_on_day_sql(), on_day),
         ("replay, day joined", True, _REPLAY_DAY_JOINED, keyed),
         ("replay", False, _REPLAY_BY_ID_ALONE, keyed),
+        ("history by id", True, _HISTORY_BY_ID, history),
+        ("history by id", False, _HISTORY_BY_ID_BEFORE, history),
+        ("operation's payment", True, _PAYMENT_ON_DAY, on_its_day),
+        ("operation's payment", False, _PAYMENT_ANY_DAY, on_its_day),
+        ("operation's events", True, operator_reads.EVENTS_SQL, of_operation),
+        ("operation's events", False, operator_reads.EVENTS_SQL, every_day),
     ]
     timings = []
     for statement, bounded, sql, params in cases:

@@ -154,7 +154,7 @@ class OperatorActions:
             return Detail(snapshot, None, None)
         kind = reconciler.driver.kind
         async with self._db.connection() as conn:
-            described = await kind.describe(conn, operation_id)
+            described = await kind.describe(conn, operation_id, snapshot.operation.created_at)
         if described is None:
             return Detail(snapshot, None, None)
         name = kind.record_name

@@ -88,13 +88,17 @@ _LAPSED_TENANTS = f"""
 """
 
 
-def _event_sql(event: EventWrite) -> str:
-    # The event's CTE reads the operation's id and its day (`changed`, as a verb's does):
-    # the event goes to the partition of the payment's operation's day.
+def event_sql(event: EventWrite) -> str:
+    """The statement writing a moved payment's event. Its CTE reads the operation's id and
+    its day (`changed`, as a verb's does): the event goes to the partition of the payment's
+    operation's day. The operation is read on the payment's `created_at`, its operation's
+    (the claim writes both from one row), a parameter: the planner keeps that day's
+    partition of `operations` alone."""
     ctes = ",\n".join(f"{name} AS ({sql})" for name, sql in event.ctes)
     return (
         "WITH changed AS (SELECT id, created_at FROM operations"
-        " WHERE id = %(operation_id)s AND tenant_id = %(e_tenant_id)s),\n"
+        " WHERE id = %(operation_id)s AND tenant_id = %(e_tenant_id)s"
+        " AND created_at = %(operation_created_at)s),\n"
         f"{ctes}\n"
         f"SELECT count(*) FROM {EVENT_CTE}"
     )
@@ -148,8 +152,12 @@ class HoldExpiry:
                                 data=payment_json(payment),
                             )
                         )
-                        params = {**event.params, "operation_id": payment.operation_id}
-                        await conn.execute(_event_sql(event), params)
+                        params = {
+                            **event.params,
+                            "operation_id": payment.operation_id,
+                            "operation_created_at": payment.created_at,
+                        }
+                        await conn.execute(event_sql(event), params)
                 return moved
 
             expired = await self._tenants.claim_together(limit, lapsed_tenants, expire)

@@ -18,7 +18,7 @@ when the provider refused).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
@@ -281,7 +281,12 @@ class ModificationKind(
 
     # Reading.
 
-    async def load(self, conn: Connection, operation_id: uuid.UUID) -> Modification:
+    # `payment_modifications` is not partitioned: read by its unique `operation_id` alone,
+    # its payment by the payment's id (within the window that id tells).
+
+    async def load(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> Modification:
         row = await modifications.get_for_operation(conn, operation_id)
         payments = await modifications.payments_of(conn, [row])
         if row.payment_id not in payments:
@@ -289,9 +294,9 @@ class ModificationKind(
         return Modification(row, payments[row.payment_id])
 
     async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, Modification]:
-        rows = await modifications.get_for_operations(conn, operation_ids)
+        rows = await modifications.get_for_operations(conn, list(operations))
         payments = await modifications.payments_of(conn, list(rows.values()))
         return {
             operation_id: Modification(row, payments[row.payment_id])

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from app.db.database import Connection, Database
@@ -68,10 +69,11 @@ class Driver(Generic[SubjectT, FoundT]):
         self._deliver = deliver
 
     async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, SubjectT]:
-        """The business objects of a batch of operations, read at once (the worker's claim)."""
-        return await self.kind.load_many(conn, operation_ids)
+        """The business objects of a batch of operations (their ids and days), read at once
+        (the worker's claim)."""
+        return await self.kind.load_many(conn, operations)
 
     async def lookup(
         self, ref: OwnedRef, subject: SubjectT | None = None
@@ -82,7 +84,7 @@ class Driver(Generic[SubjectT, FoundT]):
         """
         if subject is None:
             async with self._db.connection() as conn:
-                subject = await self.kind.load(conn, ref.id)
+                subject = await self.kind.load(conn, ref.id, ref.created_at)
         return subject, await self.kind.look_up(subject)
 
     async def send(
@@ -94,7 +96,7 @@ class Driver(Generic[SubjectT, FoundT]):
             sent = await operations.mark_sent(
                 conn, ref, trigger, actor=actor, lease_s=self._lease_s
             )
-            subject = await self.kind.load(conn, ref.id)
+            subject = await self.kind.load(conn, ref.id, ref.created_at)
         if sent is None:
             return FencedOut(ref.id, ref.fence)
         # A client's retry of FAILED_RETRYABLE is the attempt's only send: its earlier one
@@ -265,7 +267,9 @@ class Driver(Generic[SubjectT, FoundT]):
             event = None
             if schedule.needs_attention:
                 try:
-                    event = self.kind.attention_event(await self.kind.load(conn, ref.id))
+                    event = self.kind.attention_event(
+                        await self.kind.load(conn, ref.id, ref.created_at)
+                    )
                     event = None if event is None else self._delivered(event)
                 except LookupError:
                     # A broken row (what made its reconcile fail) is still flagged; it gets

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
@@ -252,13 +252,18 @@ class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
     # Reading.
 
     @abstractmethod
-    async def load(self, conn: Connection, operation_id: uuid.UUID) -> SubjectT:
-        """The business object the operation acts on; `LookupError` if there is none."""
+    async def load(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> SubjectT:
+        """The business object the operation acts on; `LookupError` if there is none.
+        `created_at` is the operation's, its day: a kind's table partitioned by it (the
+        payments) is read on that day alone."""
 
     async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, SubjectT]:
-        """The business objects of several operations, by operation id, in one read.
+        """The business objects of several operations (their ids and days), by operation
+        id, in one read.
 
         An operation whose object cannot be read is missing from the answer, and its
         owner reads it itself; a kind that does not override this reads every one that way.
@@ -282,10 +287,13 @@ class OperationKind(ABC, Generic[CommandT, SubjectT, FoundT]):
 
     # What operators see.
 
-    async def describe(self, conn: Connection, operation_id: uuid.UUID) -> Described | None:
-        """The business object of an operation as operators see it; None if unreadable."""
+    async def describe(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> Described | None:
+        """The business object of an operation (its id and day) as operators see it; None
+        if unreadable."""
         try:
-            subject = await self.load(conn, operation_id)
+            subject = await self.load(conn, operation_id, created_at)
         except LookupError:
             return None
         return Described(self.noun, self.body(subject), subject)

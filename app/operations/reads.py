@@ -33,14 +33,29 @@ SNAPSHOT_COLUMNS = f"""
 # What the operation acts on, as its kind's table holds it: `operation_links` has one branch
 # per kind's table (migrations), each read by that table's unique `operation_id` index. Read
 # for the operation's representation only (`views.py`), never by the claim or a takeover.
-LINKS_COLUMN = (
-    "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
-)
+# `payments` is partitioned by its operation's day, which the view gives as
+# `operation_created_at` (NULL in the branches of tables that are not partitioned): the read
+# bounds it, so that the payments' days outside the bound are not read (`links_column`).
+
+
+def links_column(bound: str) -> str:
+    """The links of the operation, the payments' branch bounded by `bound`, SQL on
+    `l.operation_created_at` (the other branches are read whole)."""
+    return (
+        "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id"
+        f" AND (l.operation_created_at IS NULL OR {bound})) AS links"
+    )
+
+
+# The operation's own day, from its row: pruned when the statement runs (a list's rows).
+LINKS_COLUMN = links_column("l.operation_created_at = operations.created_at")
 # The history rides along as one JSON array, so a read with its history is one round trip.
 # The audit trail is partitioned by its operation's day: naming that day reads one partition
 # (tests/partitions/test_pruning.py). Where the statement has the day as a parameter (a read
 # on the operation's day) the history names the parameter, so the planner keeps that one
-# partition; from the operation's row, the other days are pruned only when it runs.
+# partition. A read by id names the window of `created_at` its id tells (`app/ids.py`) as
+# well as the day from the operation's row: the planner keeps the window's days (two or
+# three, every day for a v4 id), and the run reads the operation's one.
 _HISTORY = """,
     (SELECT coalesce(json_agg(json_build_object(
                 'id', t.id, 'from_state', t.from_state, 'to_state', t.to_state,
@@ -49,8 +64,14 @@ _HISTORY = """,
      FROM operation_transitions t
      WHERE t.operation_id = operations.id AND t.operation_created_at = {day})
 """
-_HISTORY_COLUMN = _HISTORY.format(day="operations.created_at")
+_FROM_ROW = "operations.created_at"
+_IN_WINDOW = f"{_FROM_ROW} AND {within('t.operation_created_at', 'id')}"
+_HISTORY_BY_ID = _HISTORY.format(day=_IN_WINDOW)
 _HISTORY_ON_DAY = _HISTORY.format(day="%(created_at)s")
+_LINKS_BY_ID = links_column(
+    f"l.operation_created_at = {_FROM_ROW} AND {within('l.operation_created_at', 'id')}"
+)
+_LINKS_ON_DAY = links_column("l.operation_created_at = %(created_at)s")
 # The key's row (`idempotency_keys`, the claim's decider): the operation it names, by id and
 # `created_at`. A taken key's operation is then read on that day (`snapshot_on_day`), the
 # day a parameter, so the planner keeps its one partition: read through a join instead, the
@@ -70,23 +91,24 @@ _OWNED = "SELECT state, attempts FROM operations" + _BY_REF + " AND fence = %(fe
 _TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
-def _select(
-    where: str, *, with_history: bool, source: str = "operations", history: str = _HISTORY_COLUMN
-) -> str:
-    extra = f", {LINKS_COLUMN} {history}" if with_history else ""
-    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM {source} {where}"
+def _select(where: str, *, with_history: bool, on_day: bool) -> str:
+    """The read of an operation, with its links and history when asked: bounded by the
+    window of its id (`_BY_ID`), or by its day, a parameter (`_BY_REF`, `on_day`)."""
+    links, history = (_LINKS_ON_DAY, _HISTORY_ON_DAY) if on_day else (_LINKS_BY_ID, _HISTORY_BY_ID)
+    extra = f", {links} {history}" if with_history else ""
+    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM operations {where}"
 
 
 def history_by_id_sql() -> str:
     """The read of an operation by id and tenant with its history, as `get_snapshot` runs
     it (the plan tests read it)."""
-    return _select(_BY_ID_FOR_TENANT, with_history=True)
+    return _select(_BY_ID_FOR_TENANT, with_history=True, on_day=False)
 
 
 def owned_snapshot_sql() -> str:
     """The read of the operation an owner's reference names, with its history, as
     `owned_snapshot` runs it (the plan tests read it)."""
-    return _select(_BY_REF, with_history=True, history=_HISTORY_ON_DAY)
+    return _select(_BY_REF, with_history=True, on_day=True)
 
 
 async def find_by_key(
@@ -132,14 +154,14 @@ async def get_snapshot(
     params: dict[str, Any] = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
     params |= created_window(operation_id).params("id")
     where = _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT
-    sql = _select(where, with_history=with_history)
+    sql = _select(where, with_history=with_history, on_day=False)
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 
 def snapshot_on_day_sql(*, with_history: bool = False) -> str:
     """The read of an operation on its day, as `snapshot_on_day` runs it (the plan tests and
     bench/partition_reads.py read it)."""
-    return _select(_BY_REF, with_history=with_history, history=_HISTORY_ON_DAY)
+    return _select(_BY_REF, with_history=with_history, on_day=True)
 
 
 async def snapshot_on_day(

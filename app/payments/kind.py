@@ -13,7 +13,9 @@ under the payment's derived key, and the payment's route.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, ClassVar
 
 from app.clock import utcnow
@@ -242,25 +244,29 @@ class PaymentKind(OperationKind[CreatePaymentCommand, PaymentRow, ChargeAt]):
 
     # Reading.
 
-    async def load(self, conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
-        return await payments.get_for_operation(conn, operation_id)
+    async def load(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> PaymentRow:
+        return await payments.get_for_operation(conn, operation_id, created_at)
 
     async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, PaymentRow]:
-        return await payments.get_for_operations(conn, operation_ids)
+        return await payments.get_for_operations(conn, operations)
 
     async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
         return await payments.operation_for_key(conn, provider_key)
 
     # What operators see.
 
-    async def describe(self, conn: Connection, operation_id: uuid.UUID) -> Described | None:
+    async def describe(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> Described | None:
         """The payment, and its route: each attempt's provider and key, where it stands, and
         for one left behind, its failover (never in `payment_json`: tenants' answers are
         stored and replayed byte for byte)."""
         try:
-            payment = await payments.get_for_operation(conn, operation_id)
+            payment = await payments.get_for_operation(conn, operation_id, created_at)
         except LookupError:
             return None
         moved = await attempts.of_payment(conn, payment.tenant_id, payment.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,8 +21,17 @@ from app.payments.status import CAPTURE_WINDOW_S, CaptureMode, PaymentStatus
 from app.provider.keys import split_attempt_key
 
 _COLUMNS = ", ".join(f.name for f in fields(PaymentRow))
-_FOR_OPERATION = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = %(operation_id)s"
-_FOR_OPERATIONS = f"SELECT {_COLUMNS} FROM payments WHERE operation_id = ANY(%(operation_ids)s)"
+# By its operation's id and day: a payment's `created_at` is its operation's (written from
+# the operation's row, in its claim's statement), a parameter: the planner keeps that day's
+# partition alone; for several operations, their days' (`created_at = ANY`).
+_FOR_OPERATION = (
+    f"SELECT {_COLUMNS} FROM payments"
+    " WHERE operation_id = %(operation_id)s AND created_at = %(created_at)s"
+)
+_FOR_OPERATIONS = (
+    f"SELECT {_COLUMNS} FROM payments"
+    " WHERE operation_id = ANY(%(operation_ids)s) AND created_at = ANY(%(days)s)"
+)
 # By id: within the window of `created_at` the id tells (`app/ids.py`), so that only the
 # days of `payments` in it are read (every day for an id made before v7 ids).
 BY_ID = f"id = %(id)s AND {within('created_at', 'id')}"
@@ -80,20 +90,26 @@ async def operation_for_key(conn: Connection, provider_key: str) -> uuid.UUID | 
     return None if row is None else row[0]
 
 
-async def get_for_operation(conn: Connection, operation_id: uuid.UUID) -> PaymentRow:
-    """The payment an operation created (every operation has exactly one)."""
-    payment = await _one(conn, _FOR_OPERATION, {"operation_id": operation_id})
+async def get_for_operation(
+    conn: Connection, operation_id: uuid.UUID, created_at: datetime
+) -> PaymentRow:
+    """The payment an operation (its id and `created_at`) created (every operation has
+    exactly one)."""
+    params = {"operation_id": operation_id, "created_at": created_at}
+    payment = await _one(conn, _FOR_OPERATION, params)
     if payment is None:
         raise LookupError(f"operation {operation_id} has no payment")
     return payment
 
 
 async def get_for_operations(
-    conn: Connection, operation_ids: list[uuid.UUID]
+    conn: Connection, operations: Mapping[uuid.UUID, datetime]
 ) -> dict[uuid.UUID, PaymentRow]:
-    """The payments of several operations in one statement, by operation id."""
+    """The payments of several operations (their ids and `created_at`) in one statement,
+    by operation id."""
+    params = {"operation_ids": list(operations), "days": sorted(set(operations.values()))}
     async with conn.cursor(row_factory=class_row(PaymentRow)) as cur:
-        await cur.execute(_FOR_OPERATIONS, {"operation_ids": operation_ids})
+        await cur.execute(_FOR_OPERATIONS, params)
         return {payment.operation_id: payment for payment in await cur.fetchall()}
 
 
@@ -102,6 +118,12 @@ async def get(
 ) -> PaymentRow | None:
     """The tenant's payment by id; None for another tenant's."""
     return await _one(conn, _FOR_TENANT, by_id(payment_id) | {"tenant_id": tenant_id})
+
+
+def for_operation_sql(*, many: bool = False) -> str:
+    """The read of an operation's payment (of several operations', `many`), as
+    `get_for_operation` (`get_for_operations`) runs it (the plan tests read it)."""
+    return _FOR_OPERATIONS if many else _FOR_OPERATION
 
 
 def get_sql() -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from app.db.database import Connection, Database
@@ -95,9 +96,9 @@ class RecoveryJob:
         Only a saving: an operation missing here (its row unreadable, or the read failed)
         is reconciled as before, its driver reading the row itself.
         """
-        by_name: dict[str, list[uuid.UUID]] = {}
+        by_name: dict[str, dict[uuid.UUID, datetime]] = {}
         for due in owned:
-            by_name.setdefault(due.operation_name, []).append(due.ref.id)
+            by_name.setdefault(due.operation_name, {})[due.ref.id] = due.ref.created_at
         subjects: dict[uuid.UUID, Any] = {}
         for name, ids in by_name.items():
             try:

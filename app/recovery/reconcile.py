@@ -16,6 +16,8 @@ names no kind.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from app.db.database import Connection
@@ -52,10 +54,11 @@ class Reconciler(Generic[SubjectT, FoundT]):
         self._policy = policy
 
     async def load_subjects(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, SubjectT]:
-        """The business objects of a batch of operations, read at once (the worker's claim)."""
-        return await self.driver.load_many(conn, operation_ids)
+        """The business objects of a batch of operations (their ids and days), read at once
+        (the worker's claim)."""
+        return await self.driver.load_many(conn, operations)
 
     async def reconcile(
         self, ref: OwnedRef, *, actor: str, subject: SubjectT | None = None

@@ -15,6 +15,7 @@ Operators see the refund the provider holds under the refund's derived key.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -173,13 +174,17 @@ class RefundKind(OperationKind[CreateRefundCommand, RefundRow, ProviderRefund]):
 
     # Reading.
 
-    async def load(self, conn: Connection, operation_id: uuid.UUID) -> RefundRow:
+    # `refunds` is not partitioned: read by its unique `operation_id` alone.
+
+    async def load(
+        self, conn: Connection, operation_id: uuid.UUID, created_at: datetime
+    ) -> RefundRow:
         return await refunds.get_for_operation(conn, operation_id)
 
     async def load_many(
-        self, conn: Connection, operation_ids: list[uuid.UUID]
+        self, conn: Connection, operations: Mapping[uuid.UUID, datetime]
     ) -> dict[uuid.UUID, RefundRow]:
-        return await refunds.get_for_operations(conn, operation_ids)
+        return await refunds.get_for_operations(conn, list(operations))
 
     async def operation_for_key(self, conn: Connection, provider_key: str) -> uuid.UUID | None:
         return await refunds.operation_for_key(conn, provider_key)

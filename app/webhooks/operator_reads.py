@@ -4,7 +4,8 @@ deliveries, the deliveries that gave up, and a window's attempts (the dashboard'
 Reads by operation go through the tenant's keys (`events (tenant_id, operation_id, type)`,
 `webhook_deliveries (tenant_id, event_id, endpoint_id)`): the caller passes the operation's
 tenant, and the events are read in the partition of the operation's day only (the
-operation's `created_at`, which `events` is partitioned by). The failed list walks the
+operation's `created_at`, which `events` is partitioned by), the operation and its events
+planned in the days its id tells. The failed list walks the
 partial index `ix_webhook_deliveries_failed`, newest failure first: a failed delivery
 stays failed until someone redelivers it, so the newest are the ones nobody has looked at
 yet. It leaves out deliveries to endpoints the tenant has deleted since: a redelivery
@@ -16,9 +17,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from app.db.database import Connection
 from app.db.fragments import Fragment
+from app.ids import created_window, within
 
 MAX_PAGE = 100
 
@@ -35,11 +38,16 @@ _DELIVERY_COLUMNS = """
     d.last_attempt_at, d.last_status_code, d.last_error, last.latency_ms,
     d.next_attempt_at, d.completed_at
 """
-EVENTS_SQL = """
+# The operation is read by its id within the window of `created_at` its id tells
+# (`app/ids.py`), and its events within that window too: the planner keeps the window's days
+# of both tables (every day for a v4 id), and the run reads the operation's day's events.
+EVENTS_SQL = f"""
     SELECT id, type, created_at FROM events
     WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
       AND operation_created_at = (SELECT created_at FROM operations
-                                  WHERE id = %(operation_id)s AND tenant_id = %(tenant_id)s)
+                                  WHERE id = %(operation_id)s AND tenant_id = %(tenant_id)s
+                                    AND {within("created_at", "op")})
+      AND {within("operation_created_at", "op")}
     ORDER BY seq
 """
 DELIVERIES_SQL = f"""
@@ -124,7 +132,8 @@ async def for_operation(
     conn: Connection, *, tenant_id: uuid.UUID, operation_id: uuid.UUID
 ) -> list[EventDeliveries]:
     """The operation's events in the order they were written, each with its deliveries."""
-    params = {"tenant_id": tenant_id, "operation_id": operation_id}
+    params: dict[str, Any] = {"tenant_id": tenant_id, "operation_id": operation_id}
+    params |= created_window(operation_id).params("op")
     events = await (await conn.execute(EVENTS_SQL, params)).fetchall()
     if not events:
         return []

@@ -51,10 +51,15 @@ def test_a_recent_resend_keeps_the_operation_unresolvable_however_old_the_first_
         " WHERE operation_id = %s AND id < %s",
         (flagged.operation_id, sends[-1]["id"]),
     )
-    # The operation's history is kept with its day (its audit rows name it): all of it moves.
+    # The operation's history is kept with its day (its audit rows name it), and its
+    # payment has its `created_at`: all of it moves.
     db.execute(
         "WITH aged AS (UPDATE operations SET created_at = created_at - interval '1 hour'"
-        " WHERE id = %s RETURNING id, created_at)"
+        " WHERE id = %s RETURNING id, created_at),"
+        " paid AS (UPDATE payments AS p SET created_at = aged.created_at FROM aged"
+        " WHERE p.operation_id = aged.id),"
+        " keyed AS (UPDATE idempotency_keys AS k SET operation_created_at = aged.created_at"
+        " FROM aged WHERE k.operation_id = aged.id)"
         " UPDATE operation_transitions AS t SET operation_created_at = aged.created_at"
         " FROM aged WHERE t.operation_id = aged.id",
         (flagged.operation_id,),

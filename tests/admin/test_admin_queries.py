@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
+from app.ids import created_window
 from app.operations.operator_reads import OperationFilter, list_sql
 from app.operations.states import State
 from app.webhooks import operator_reads
@@ -56,7 +57,11 @@ def test_the_unknown_operations_are_walked_in_page_order_too(
 BY_TENANT: dict[str, tuple[str, dict[str, object]]] = {
     "events": (
         operator_reads.EVENTS_SQL,
-        {"tenant_id": uuid.uuid4(), "operation_id": uuid.uuid4()},
+        {
+            "tenant_id": uuid.uuid4(),
+            "operation_id": uuid.uuid4(),
+            **created_window(uuid.uuid4()).params("op"),
+        },
     ),
     "webhook_deliveries": (
         operator_reads.DELIVERIES_SQL,

@@ -60,7 +60,7 @@ async def _claimed(async_db: AsyncDb, tenant: TenantHandle) -> OwnedRef:
 
 async def _fail_over(async_db: AsyncDb, ref: OwnedRef, detail: str) -> OwnedRef | None:
     async with async_db.db.transaction() as conn:
-        payment = await payments.get_for_operation(conn, ref.id)
+        payment = await payments.get_for_operation(conn, ref.id, ref.created_at)
         return await operations.fail_over(
             conn,
             ref,

@@ -21,12 +21,14 @@ import psycopg
 import pytest
 from psycopg.rows import DictRow
 
+from app.db.database import Connection
 from app.operations import leases, reads
 from app.operations import repository as operations
 from app.operations.states import State, Trigger
 from app.operations.values import Claimed, OwnedRef, Schedule, StoredResponse
 from app.payments import repository as payments
 from app.payments.attempts import DECLINED
+from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
 from tests.support.factories.tenants import TenantHandle
@@ -68,9 +70,17 @@ async def _claimed(async_db: AsyncDb, tenant: TenantHandle) -> OwnedRef:
     return claimed.ref
 
 
+async def _payment(conn: Connection, ref: OwnedRef) -> PaymentRow:
+    """The payment as its owner read it: on its operation's day (`ref`'s may be another)."""
+    sql = "SELECT created_at FROM operations WHERE id = %s"
+    row = await (await conn.execute(sql, (ref.id,))).fetchone()
+    assert row is not None
+    return await payments.get_for_operation(conn, ref.id, row[0])
+
+
 async def _complete(async_db: AsyncDb, ref: OwnedRef) -> OwnedRef | None:
     async with async_db.db.transaction() as conn:
-        payment = await payments.get_for_operation(conn, ref.id)
+        payment = await _payment(conn, ref)
         return await operations.record_final(
             conn,
             ref,
@@ -91,7 +101,7 @@ async def _complete(async_db: AsyncDb, ref: OwnedRef) -> OwnedRef | None:
 
 async def _fail_over(async_db: AsyncDb, ref: OwnedRef) -> OwnedRef | None:
     async with async_db.db.transaction() as conn:
-        payment = await payments.get_for_operation(conn, ref.id)
+        payment = await _payment(conn, ref)
         return await operations.fail_over(
             conn,
             ref,

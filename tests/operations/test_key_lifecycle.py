@@ -47,12 +47,14 @@ def ttl_client(ttl_api: Process, tenant: TenantHandle) -> Iterator[httpx.Client]
 
 
 def _age(db: psycopg.Connection[DictRow], operation_id: str, seconds: int) -> None:
-    """Move the operation `seconds` into the past, as if that much time had passed: its key's
-    row, audit rows and events name its day too, so they move with it."""
+    """Move the operation `seconds` into the past, as if that much time had passed: its
+    payment, its key's row, audit rows and events name its day too, so they move with it."""
     db.execute(
         "WITH aged AS (UPDATE operations SET created_at = now() - make_interval(secs => %s), "
         "completed_at = CASE WHEN completed_at IS NULL THEN NULL "
         "ELSE now() - make_interval(secs => %s) END WHERE id = %s RETURNING id, created_at), "
+        "paid AS (UPDATE payments AS p SET created_at = aged.created_at"
+        " FROM aged WHERE p.operation_id = aged.id), "
         "trail AS (UPDATE operation_transitions AS t SET operation_created_at = aged.created_at"
         " FROM aged WHERE t.operation_id = aged.id), "
         "keyed AS (UPDATE idempotency_keys AS k SET operation_created_at = aged.created_at"

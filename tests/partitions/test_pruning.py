@@ -46,6 +46,7 @@ def _ids(g: int) -> dict[str, Any]:
         "key_ttl_s": 86400,
         # The seed's ids are not UUIDv7: the read by id names no window (`app/ids.py`).
         **created_window(operation_id).params("id"),
+        **created_window(operation_id).params("op"),
     }
 
 

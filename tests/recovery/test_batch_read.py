@@ -2,13 +2,15 @@
 
 The worker reads the subjects of a claimed batch at once and hands each reconciler its own;
 an operation missing from that read is read by its driver as before. Here the read itself:
-each operation's payment under its id, and nothing for an operation that has none.
+each operation's payment under its id (read on its operation's day), and nothing for an
+operation that has none.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 import httpx
 import psycopg
@@ -28,7 +30,10 @@ def test_the_payments_of_several_operations_come_back_by_operation_id(
 
     async def read() -> dict[uuid.UUID, PaymentRow]:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            return await payments.get_for_operations(conn, [*wanted, nobody])
+            sql = "SELECT id, created_at FROM operations WHERE id = ANY(%s)"
+            rows = await (await conn.execute(sql, (list(wanted),))).fetchall()
+            days = {row[0]: row[1] for row in rows} | {nobody: datetime.now(UTC)}
+            return await payments.get_for_operations(conn, days)
 
     found = asyncio.run(read())
 

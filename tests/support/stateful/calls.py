@@ -161,7 +161,15 @@ class Calls:
         return [d.ref for d in due]
 
     def payment(self, operation_id: uuid.UUID) -> PaymentRow:
-        return self._db(lambda conn: payments.get_for_operation(conn, operation_id))
+        """The operation's payment, read on the operation's day, as its owner reads it."""
+
+        async def read(conn: Connection) -> PaymentRow:
+            sql = "SELECT created_at FROM operations WHERE id = %s"
+            row = await (await conn.execute(sql, (operation_id,))).fetchone()
+            assert row is not None
+            return await payments.get_for_operation(conn, operation_id, row[0])
+
+        return self._db(read)
 
     def time_passes(self, operation_id: uuid.UUID) -> None:
         """Every lease runs out and the next check comes, as the clock would have it."""
