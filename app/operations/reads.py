@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from app.db.database import Connection
 from app.ids import created_window, within
@@ -40,26 +41,41 @@ LINKS_COLUMN = (
 # The audit trail is partitioned by its operation's day: naming that day reads one partition
 # (tests/partitions/test_pruning.py). Where the statement has the day as a parameter (a read
 # on the operation's day) the history names the parameter, so the planner keeps that one
-# partition; from the operation's row, the other days are pruned only when it runs.
+# partition; from the operation's row, the other days are pruned only when it runs, unless
+# the row's day is handed to `transitions_on_day` (migration 0034), which plans the read
+# with it as a value.
 _HISTORY = """,
     (SELECT coalesce(json_agg(json_build_object(
                 'id', t.id, 'from_state', t.from_state, 'to_state', t.to_state,
                 'trigger', t.trigger, 'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
                 'created_at', t.created_at) ORDER BY t.id), '[]'::json)
-     FROM operation_transitions t
-     WHERE t.operation_id = operations.id AND t.operation_created_at = {day})
+     FROM {trail})
 """
-_HISTORY_COLUMN = _HISTORY.format(day="operations.created_at")
-_HISTORY_ON_DAY = _HISTORY.format(day="%(created_at)s")
+_TRAIL = "operation_transitions t WHERE t.operation_id = operations.id"
+_HISTORY_COLUMN = _HISTORY.format(
+    trail=f"{_TRAIL} AND t.operation_created_at = operations.created_at"
+)
+_HISTORY_ON_DAY = _HISTORY.format(trail=f"{_TRAIL} AND t.operation_created_at = %(created_at)s")
+_HISTORY_OF_ROW = _HISTORY.format(
+    trail="transitions_on_day(operations.id, operations.created_at) t"
+)
 # The key's row (`idempotency_keys`, the claim's decider): the operation it names, by id and
-# `created_at`. A taken key's operation is then read on that day (`snapshot_on_day`), the
-# day a parameter, so the planner keeps its one partition: read through a join instead, the
-# day would prune only when the statement ran, and every day kept would be planned
-# (bench/partition_reads.py: 268 ms of planning with a year kept).
+# `created_at`.
 KEY_ROW = """
     SELECT operation_id, operation_created_at FROM idempotency_keys
     WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
       AND idempotency_key = %(idempotency_key)s
+"""
+# A taken key's operation, in the statement that reads its key's row: the row's id and day
+# are handed to `operation_on_day` (migration 0034), a PL/pgSQL function whose read is
+# planned with them as values, so the planner keeps the one partition of that day. Joined
+# to the key's row directly, the day would prune only when the statement ran, and every
+# day kept would be planned on every replay (bench/partition_reads.py: 81-268 ms of planning
+# with a year kept).
+_KEYED = """
+    FROM ({key_row}) AS k
+    CROSS JOIN LATERAL operation_on_day(k.operation_id, %(tenant_id)s, k.operation_created_at)
+        AS operations
 """
 _BY_ID = f" WHERE id = %(id)s AND {within('created_at', 'id')}"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
@@ -71,10 +87,14 @@ _TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
 def _select(
-    where: str, *, with_history: bool, source: str = "operations", history: str = _HISTORY_COLUMN
+    where: str,
+    *,
+    with_history: bool,
+    source: str = "FROM operations",
+    history: str = _HISTORY_COLUMN,
 ) -> str:
     extra = f", {LINKS_COLUMN} {history}" if with_history else ""
-    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM {source} {where}"
+    return f"SELECT {SNAPSHOT_COLUMNS} {extra} {source} {where}"
 
 
 def history_by_id_sql() -> str:
@@ -89,6 +109,38 @@ def owned_snapshot_sql() -> str:
     return _select(_BY_REF, with_history=True, history=_HISTORY_ON_DAY)
 
 
+def keyed_snapshot_sql(*, with_history: bool = False) -> str:
+    """The read of the operation a key's row names, with its history when asked, in one
+    statement: the key's row (`KEY_ROW`), then the operation and its history on the day the
+    row names, each planned in that day's partition (`_KEYED`). The claim's statement
+    carries it for a taken key; `find_by_key` runs it."""
+    keyed = _KEYED.format(key_row=KEY_ROW)
+    return _select("", with_history=with_history, source=keyed, history=_HISTORY_OF_ROW)
+
+
+# Whether a connection's database has migration 0034's functions. A process of this release
+# may run on a schema before it (migration 0033 stops on a large database until
+# `payments partitions convert` has run, docs/scaling.md): there a taken key's operation is
+# read by a second statement on the day its key's row names. Asked once per connection, so
+# a connection opened before the migration keeps the second statement until the pool
+# replaces it.
+_HAS_ON_DAY = """
+    SELECT to_regprocedure('operation_on_day(uuid, uuid, timestamptz)') IS NOT NULL
+       AND to_regprocedure('transitions_on_day(uuid, timestamptz)') IS NOT NULL
+"""
+_on_day: WeakKeyDictionary[Connection, bool] = WeakKeyDictionary()
+
+
+async def reads_on_day(conn: Connection) -> bool:
+    """Whether `conn` reads a taken key's operation in the statement that reads its key's
+    row (`keyed_snapshot_sql`), or by a second statement (`snapshot_on_day`)."""
+    known = _on_day.get(conn)
+    if known is None:
+        row = await (await conn.execute(_HAS_ON_DAY)).fetchone()
+        known = _on_day[conn] = bool(row and row[0])
+    return known
+
+
 async def find_by_key(
     conn: Connection,
     *,
@@ -99,13 +151,17 @@ async def find_by_key(
     with_history: bool = False,
 ) -> Snapshot | None:
     """The tenant's operation with this key, if any (with its history, when asked): the one
-    the key's row names, until the key is released. Two statements: the key's row, then
-    the operation on its day (`KEY_ROW`)."""
+    the key's row names, until the key is released. One statement (`keyed_snapshot_sql`);
+    two before migration 0034 (the key's row, then the operation on its day)."""
     params = {
         "tenant_id": tenant_id,
         "operation_name": operation_name,
         "idempotency_key": idempotency_key,
+        "key_ttl_s": key_ttl_s,
     }
+    if await reads_on_day(conn):
+        sql = keyed_snapshot_sql(with_history=with_history)
+        return await _snapshot(conn, sql, params, with_history=with_history)
     row = await (await conn.execute(KEY_ROW, params)).fetchone()
     if row is None:
         return None
