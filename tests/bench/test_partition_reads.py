@@ -21,6 +21,7 @@ def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: st
         "due tenants",
         "replay",
         "replay, day joined",
+        "replay, second statement",
     }
     for statement in ("payment by id", "due tenants", "replay"):
         named, every = by[statement, True], by[statement, False]
@@ -29,7 +30,9 @@ def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: st
         assert named.execution_ms > 0
     # A payment read by its id's window reads its day's neighbours, not the ten days.
     assert by["payment by id", True].partitions <= 3, timings
+    # The key's row and its operation in one statement: the function's read, one day.
     assert by["replay", True].partitions == 1, timings
+    assert by["replay, second statement", True].partitions == 1, timings
     # The day taken from the joined row: one day read, every day planned.
     assert by["replay, day joined", True].partitions == 1, timings
     assert "| replay | yes | 1 |" in table(10, timings)
