@@ -2,7 +2,7 @@
 as the days kept grow.
 
 For each number of days, a database seeded with `bench/history_seed.py` (every seeded day in
-a partition of its own, as the worker's calendar makes them) and three statements the
+a partition of its own, as the worker's calendar makes them) and the statements below that the
 service runs, each twice: as it runs now, naming the days it may read, and with the bound
 opened to every day, as the same statement would run without it:
 
@@ -11,17 +11,21 @@ opened to every day, as the same statement would run without it:
     due tenants        the worker's read of which tenants have recovery due
                        (`app/operations/leases.py`), from the backlog's horizon (today)
                        against from the first day
-    replay             a taken key's operation read on the day its key's row names
-                       (`app/operations/reads.py` snapshot_on_day: the day a parameter),
-                       against the same read joined to the key's row on the id alone;
-                       and "replay, day joined": the earlier statement, the day taken from
-                       the joined key's row, which prunes only when it runs
+    replay             a taken key's operation read in the statement that reads its
+                       key's row (`app/operations/reads.py` keyed_snapshot_sql: the row's
+                       id and day handed to `operation_on_day`, migration 0034, whose read
+                       is planned with them as values), against the same read joined to
+                       the key's row on the id alone; "replay, day joined": the statement
+                       the claim ran first, the day taken from the joined key's row, which
+                       prunes only when it runs; and "replay, second statement": the read
+                       on the day the key's row names (snapshot_on_day, the day a
+                       parameter), the second round trip a replay made before 0034
     history by id      GET /operations/{id}'s read with its history and links
                        (`app/operations/reads.py` history_by_id_sql), the newest
-                       operation's: the audit trail and the links' payments bounded by the
-                       id's window as well as by the operation's row, against the
-                       statement before that bound (the operation by its window, its
-                       history and links by its row alone: every day planned)
+                       operation's: the audit trail bounded by the id's window as well as
+                       by the operation's row, against the statement before that bound
+                       (the history by its row alone: every day planned); the links'
+                       payments are read on every day in both (the view gives no day)
     operation's payment
                        `payments.get_for_operation` (an owner's load): on the operation's
                        day, a parameter, against the same read by the operation's id alone
@@ -31,8 +35,10 @@ opened to every day, as the same statement would run without it:
 Each is run `--runs` times through EXPLAIN (ANALYZE, SUMMARY): the server's own planning and
 execution times, whose medians it prints, with how many partitions of `operations`,
 `payments`, the audit trail or `events` it read (those in its plan and not shown as never
-executed). Nothing
-here is a request over HTTP: the figures are the database's share.
+executed; for a read inside a function, those of the function's plans, logged by
+auto_explain in a run of their own). A function plans its statement when it runs, so its
+planning is in the execution time: compare the sums. Nothing here is a request over HTTP:
+the figures are the database's share.
 
     .venv/bin/python -m bench.partition_reads postgresql://postgres@127.0.0.1:5432/postgres \\
         --days 30 365
@@ -87,20 +93,12 @@ _OPERATIONS_EVERY_DAY = {
     for end, value in (("from", _EVERY_DAY["id_from"]), ("until", _EVERY_DAY["id_until"]))
 }
 _HISTORY_BY_ID = reads.history_by_id_sql()
-# The read by id before its history and links were bounded by the id's window: the links
-# as the view gave them then (no day), the history by the operation's row alone.
-_LINKS_BY_ID = reads.links_column(
-    f"l.operation_created_at = operations.created_at AND {within('l.operation_created_at', 'id')}"
-)
+# The read by id before its history was bounded by the id's window: the history by the
+# operation's row alone. (Its links read every day of `payments` either way: the view
+# gives no day.)
 _HISTORY_BOUND = f" AND {within('t.operation_created_at', 'id')}"
-_LINKS_BEFORE = (
-    "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
-)
-assert _LINKS_BY_ID in _HISTORY_BY_ID
 assert _HISTORY_BOUND in _HISTORY_BY_ID
-_HISTORY_BY_ID_BEFORE = _HISTORY_BY_ID.replace(_LINKS_BY_ID, _LINKS_BEFORE).replace(
-    _HISTORY_BOUND, ""
-)
+_HISTORY_BY_ID_BEFORE = _HISTORY_BY_ID.replace(_HISTORY_BOUND, "")
 
 
 # A partition of a partitioned table in a plan's line.
@@ -137,6 +135,16 @@ def seeded(server_url: str, days: int) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _read(text: str) -> set[str]:
+    """The partitions of `operations`, `payments`, the audit trail or `events` a plan names
+    and ran."""
+    return {
+        match.group(1)
+        for line in text.splitlines()
+        if "(never executed)" not in line and (match := _PARTITION.search(line))
+    }
+
+
 def _explain(
     conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]
 ) -> tuple[float, float, int]:
@@ -144,14 +152,31 @@ def _explain(
     text = "\n".join(str(row[0]) for row in rows)
     planning = float(re.search(r"Planning Time: ([\d.]+) ms", text).group(1))  # type: ignore[union-attr]
     execution = float(re.search(r"Execution Time: ([\d.]+) ms", text).group(1))  # type: ignore[union-attr]
-    partitions = len(
-        {
-            match.group(1)
-            for line in text.splitlines()
-            if "(never executed)" not in line and (match := _PARTITION.search(line))
-        }
-    )
-    return planning, execution, partitions
+    return planning, execution, len(_read(text) | _nested(conn, sql, params))
+
+
+def _nested(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> set[str]:
+    """The partitions the statements `sql` runs inside functions read, in a run of its own
+    with auto_explain logging their plans to the client."""
+    if "_on_day(" not in sql:
+        return set()
+    plans: list[str] = []
+
+    def handler(diagnostic: psycopg.errors.Diagnostic) -> None:
+        plans.append(diagnostic.message_primary or "")
+
+    conn.add_notice_handler(handler)
+    conn.execute("LOAD 'auto_explain'")
+    settings = {"log_nested_statements": "on", "log_level": "notice", "log_analyze": "on"}
+    for name, value in (*settings.items(), ("log_min_duration", "0")):
+        conn.execute("SELECT set_config(%s, %s, false)", (f"auto_explain.{name}", value))
+    try:
+        conn.execute(sql, params).fetchall()
+    finally:
+        conn.execute("SET auto_explain.log_min_duration = -1")
+        conn.remove_notice_handler(handler)
+    outer = sql.strip()[:40]
+    return set().union(*(_read(plan) for plan in plans if outer not in plan))
 
 
 def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
@@ -192,8 +217,7 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
         ("payment by id", False, payments.get_sql(), by_id | _EVERY_DAY),
         ("due tenants", True, leases._DUE_TENANTS, {"since": today}),
         ("due tenants", False, leases._DUE_TENANTS, {"since": first[0] - timedelta(days=1)}),
-        ("replay", True, reads.snapshot_on_day_sql(), on_day),
-        ("replay, day joined", True, _REPLAY_DAY_JOINED, keyed),
+        ("replay", True, reads.keyed_snapshot_sql(), keyed),
         ("replay", False, _REPLAY_BY_ID_ALONE, keyed),
         ("history by id", True, _HISTORY_BY_ID, history),
         ("history by id", False, _HISTORY_BY_ID_BEFORE, history),
@@ -201,6 +225,8 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
         ("operation's payment", False, _PAYMENT_ANY_DAY, on_its_day),
         ("operation's events", True, operator_reads.EVENTS_SQL, of_operation),
         ("operation's events", False, operator_reads.EVENTS_SQL, every_day),
+        ("replay, day joined", True, _REPLAY_DAY_JOINED, keyed),
+        ("replay, second statement", True, reads.snapshot_on_day_sql(), on_day),
     ]
     timings = []
     for statement, bounded, sql, params in cases:
@@ -221,13 +247,14 @@ def measure(conn: psycopg.Connection[Any], runs: int) -> list[Timing]:
 def table(days: int, timings: list[Timing]) -> str:
     lines = [
         f"{days} days kept ({days * PER_DAY:,} payments)",
-        "| statement | days named | partitions read | planning ms | execution ms |",
-        "|---|---|---|---|---|",
+        "| statement | days named | partitions read | planning ms | execution ms | sum ms |",
+        "|---|---|---|---|---|---|",
     ]
     for t in timings:
         named = "yes" if t.bounded else "no (every day)"
         lines.append(
-            f"| {t.statement} | {named} | {t.partitions} | {t.planning_ms} | {t.execution_ms} |"
+            f"| {t.statement} | {named} | {t.partitions} | {t.planning_ms} | {t.execution_ms} "
+            f"| {t.planning_ms + t.execution_ms:.3f} |"
         )
     return "\n".join(lines)
 

@@ -9,8 +9,7 @@ and `ix_operations_tenant_created`.
 A search part is one SELECT of the search's columns, in order: kind, matched (the field
 that holds the text), id, tenant_id, operation_id, payment_id, state, amount_minor,
 currency, created_at. An operation's payment is read from its kind's table, through the
-`operation_links` view (one probe of each kind's unique `operation_id` index; of `payments`,
-in the operation's day's partition alone, as a listed operation's links are read).
+`operation_links` view (one probe of each kind's unique `operation_id` index).
 """
 
 from __future__ import annotations
@@ -150,21 +149,15 @@ async def seconds_since_last_send(conn: Connection, ref: OwnedRef) -> float | No
 _SEARCHED = (
     "SELECT 'operation', '{m}', id, tenant_id, id,"
     " (SELECT (l.links ->> 'payment_id')::uuid FROM operation_links l"
-    "  WHERE l.operation_id = operations.id"
-    "    AND (l.operation_created_at IS NULL OR {day})),"
+    "  WHERE l.operation_id = operations.id),"
     " state, NULL::bigint, NULL::text, created_at FROM operations WHERE {where}"
 )
-# The payment of the operation found is read on its operation's day (`operation_links`
-# gives it): by the row's day when the statement runs; by id, the planner keeps the days
-# of the id's window alone too.
-_ROWS_DAY = "l.operation_created_at = operations.created_at"
 
 
 def search_by_key(text: str, *, limit: int) -> Fragment:
     """The operations whose idempotency key is `text` (any tenant, any operation name; at
     most `limit`), through ix_operations_idempotency_key."""
-    where = "idempotency_key = %(operation_key)s"
-    sql = _SEARCHED.format(m="idempotency_key", where=where, day=_ROWS_DAY)
+    sql = _SEARCHED.format(m="idempotency_key", where="idempotency_key = %(operation_key)s")
     return Fragment(f"{sql} LIMIT %(limit)s", {"operation_key": text, "limit": limit})
 
 
@@ -172,5 +165,4 @@ def search_by_id(operation_id: uuid.UUID) -> Fragment:
     """The operation with this id, through its primary key, within the window its id tells."""
     where = f"id = %(operation_id)s AND {within('created_at', 'operation_id')}"
     params = {"operation_id": operation_id} | created_window(operation_id).params("operation_id")
-    day = f"{_ROWS_DAY} AND {within('l.operation_created_at', 'operation_id')}"
-    return Fragment(_SEARCHED.format(m="id", where=where, day=day), params)
+    return Fragment(_SEARCHED.format(m="id", where=where), params)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from app.db.database import Connection
 from app.ids import created_window, within
@@ -33,54 +34,59 @@ SNAPSHOT_COLUMNS = f"""
 # What the operation acts on, as its kind's table holds it: `operation_links` has one branch
 # per kind's table (migrations), each read by that table's unique `operation_id` index. Read
 # for the operation's representation only (`views.py`), never by the claim or a takeover.
-# `payments` is partitioned by its operation's day, which the view gives as
-# `operation_created_at` (NULL in the branches of tables that are not partitioned): the read
-# bounds it, so that the payments' days outside the bound are not read (`links_column`).
-
-
-def links_column(bound: str) -> str:
-    """The links of the operation, the payments' branch bounded by `bound`, SQL on
-    `l.operation_created_at` (the other branches are read whole)."""
-    return (
-        "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id"
-        f" AND (l.operation_created_at IS NULL OR {bound})) AS links"
-    )
-
-
-# The operation's own day, from its row: pruned when the statement runs (a list's rows).
-LINKS_COLUMN = links_column("l.operation_created_at = operations.created_at")
+# The view gives no day, so its payments' branch plans every day of `payments` (the run
+# reads the operation's one, by the payment's `operation_id`).
+LINKS_COLUMN = (
+    "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
+)
 # The history rides along as one JSON array, so a read with its history is one round trip.
 # The audit trail is partitioned by its operation's day: naming that day reads one partition
 # (tests/partitions/test_pruning.py). Where the statement has the day as a parameter (a read
 # on the operation's day) the history names the parameter, so the planner keeps that one
 # partition. A read by id names the window of `created_at` its id tells (`app/ids.py`) as
 # well as the day from the operation's row: the planner keeps the window's days (two or
-# three, every day for a v4 id), and the run reads the operation's one.
+# three, every day for a v4 id), and the run reads the operation's one. A taken key's read
+# hands the day from its key's row to `transitions_on_day` (migration 0034), which plans
+# the read with it as a value.
 _HISTORY = """,
     (SELECT coalesce(json_agg(json_build_object(
                 'id', t.id, 'from_state', t.from_state, 'to_state', t.to_state,
                 'trigger', t.trigger, 'actor', t.actor, 'reason', t.reason, 'fence', t.fence,
                 'created_at', t.created_at) ORDER BY t.id), '[]'::json)
-     FROM operation_transitions t
-     WHERE t.operation_id = operations.id AND t.operation_created_at = {day})
+     FROM {trail})
 """
+_TRAIL = "operation_transitions t WHERE t.operation_id = operations.id"
 _FROM_ROW = "operations.created_at"
-_IN_WINDOW = f"{_FROM_ROW} AND {within('t.operation_created_at', 'id')}"
-_HISTORY_BY_ID = _HISTORY.format(day=_IN_WINDOW)
-_HISTORY_ON_DAY = _HISTORY.format(day="%(created_at)s")
-_LINKS_BY_ID = links_column(
-    f"l.operation_created_at = {_FROM_ROW} AND {within('l.operation_created_at', 'id')}"
+_HISTORY_BY_ID = _HISTORY.format(
+    trail=f"{_TRAIL} AND t.operation_created_at = {_FROM_ROW}"
+    f" AND {within('t.operation_created_at', 'id')}"
 )
-_LINKS_ON_DAY = links_column("l.operation_created_at = %(created_at)s")
+_HISTORY_ON_DAY = _HISTORY.format(trail=f"{_TRAIL} AND t.operation_created_at = %(created_at)s")
+_HISTORY_OF_ROW = _HISTORY.format(
+    trail="transitions_on_day(operations.id, operations.created_at) t"
+)
+# What a read with its history adds, by what bounds its history: the id's window, the day
+# as a parameter, or a key's row.
+_BY_ID_COLUMNS = (LINKS_COLUMN, _HISTORY_BY_ID)
+_ON_DAY_COLUMNS = (LINKS_COLUMN, _HISTORY_ON_DAY)
+_KEYED_COLUMNS = (LINKS_COLUMN, _HISTORY_OF_ROW)
 # The key's row (`idempotency_keys`, the claim's decider): the operation it names, by id and
-# `created_at`. A taken key's operation is then read on that day (`snapshot_on_day`), the
-# day a parameter, so the planner keeps its one partition: read through a join instead, the
-# day would prune only when the statement ran, and every day kept would be planned
-# (bench/partition_reads.py: 268 ms of planning with a year kept).
+# `created_at`.
 KEY_ROW = """
     SELECT operation_id, operation_created_at FROM idempotency_keys
     WHERE tenant_id = %(tenant_id)s AND operation_name = %(operation_name)s
       AND idempotency_key = %(idempotency_key)s
+"""
+# A taken key's operation, in the statement that reads its key's row: the row's id and day
+# are handed to `operation_on_day` (migration 0034), a PL/pgSQL function whose read is
+# planned with them as values, so the planner keeps the one partition of that day. Joined
+# to the key's row directly, the day would prune only when the statement ran, and every
+# day kept would be planned on every replay (bench/partition_reads.py: 81-268 ms of planning
+# with a year kept).
+_KEYED = """
+    FROM ({key_row}) AS k
+    CROSS JOIN LATERAL operation_on_day(k.operation_id, %(tenant_id)s, k.operation_created_at)
+        AS operations
 """
 _BY_ID = f" WHERE id = %(id)s AND {within('created_at', 'id')}"
 _BY_ID_FOR_TENANT = _BY_ID + " AND tenant_id = %(tenant_id)s"
@@ -91,24 +97,61 @@ _OWNED = "SELECT state, attempts FROM operations" + _BY_REF + " AND fence = %(fe
 _TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
-def _select(where: str, *, with_history: bool, on_day: bool) -> str:
-    """The read of an operation, with its links and history when asked: bounded by the
-    window of its id (`_BY_ID`), or by its day, a parameter (`_BY_REF`, `on_day`)."""
-    links, history = (_LINKS_ON_DAY, _HISTORY_ON_DAY) if on_day else (_LINKS_BY_ID, _HISTORY_BY_ID)
-    extra = f", {links} {history}" if with_history else ""
-    return f"SELECT {SNAPSHOT_COLUMNS} {extra} FROM operations {where}"
+def _select(
+    where: str,
+    *,
+    with_history: bool,
+    columns: tuple[str, str] = _BY_ID_COLUMNS,
+    source: str = "FROM operations",
+) -> str:
+    """The read of an operation, with its links and history when asked (`columns`: bounded
+    by the window of its id, by its day as a parameter, or for a key's row)."""
+    extra = f", {columns[0]} {columns[1]}" if with_history else ""
+    return f"SELECT {SNAPSHOT_COLUMNS} {extra} {source} {where}"
 
 
 def history_by_id_sql() -> str:
     """The read of an operation by id and tenant with its history, as `get_snapshot` runs
     it (the plan tests read it)."""
-    return _select(_BY_ID_FOR_TENANT, with_history=True, on_day=False)
+    return _select(_BY_ID_FOR_TENANT, with_history=True)
 
 
 def owned_snapshot_sql() -> str:
     """The read of the operation an owner's reference names, with its history, as
     `owned_snapshot` runs it (the plan tests read it)."""
-    return _select(_BY_REF, with_history=True, on_day=True)
+    return _select(_BY_REF, with_history=True, columns=_ON_DAY_COLUMNS)
+
+
+def keyed_snapshot_sql(*, with_history: bool = False) -> str:
+    """The read of the operation a key's row names, with its history when asked, in one
+    statement: the key's row (`KEY_ROW`), then the operation and its history on the day the
+    row names, each planned in that day's partition (`_KEYED`). The claim's statement
+    carries it for a taken key; `find_by_key` runs it."""
+    keyed = _KEYED.format(key_row=KEY_ROW)
+    return _select("", with_history=with_history, columns=_KEYED_COLUMNS, source=keyed)
+
+
+# Whether a connection's database has migration 0034's functions. A process of this release
+# may run on a schema before it (migration 0033 stops on a large database until
+# `payments partitions convert` has run, docs/scaling.md): there a taken key's operation is
+# read by a second statement on the day its key's row names. Asked once per connection, so
+# a connection opened before the migration keeps the second statement until the pool
+# replaces it.
+_HAS_ON_DAY = """
+    SELECT to_regprocedure('operation_on_day(uuid, uuid, timestamptz)') IS NOT NULL
+       AND to_regprocedure('transitions_on_day(uuid, timestamptz)') IS NOT NULL
+"""
+_on_day: WeakKeyDictionary[Connection, bool] = WeakKeyDictionary()
+
+
+async def reads_on_day(conn: Connection) -> bool:
+    """Whether `conn` reads a taken key's operation in the statement that reads its key's
+    row (`keyed_snapshot_sql`), or by a second statement (`snapshot_on_day`)."""
+    known = _on_day.get(conn)
+    if known is None:
+        row = await (await conn.execute(_HAS_ON_DAY)).fetchone()
+        known = _on_day[conn] = bool(row and row[0])
+    return known
 
 
 async def find_by_key(
@@ -121,13 +164,17 @@ async def find_by_key(
     with_history: bool = False,
 ) -> Snapshot | None:
     """The tenant's operation with this key, if any (with its history, when asked): the one
-    the key's row names, until the key is released. Two statements: the key's row, then
-    the operation on its day (`KEY_ROW`)."""
+    the key's row names, until the key is released. One statement (`keyed_snapshot_sql`);
+    two before migration 0034 (the key's row, then the operation on its day)."""
     params = {
         "tenant_id": tenant_id,
         "operation_name": operation_name,
         "idempotency_key": idempotency_key,
+        "key_ttl_s": key_ttl_s,
     }
+    if await reads_on_day(conn):
+        sql = keyed_snapshot_sql(with_history=with_history)
+        return await _snapshot(conn, sql, params, with_history=with_history)
     row = await (await conn.execute(KEY_ROW, params)).fetchone()
     if row is None:
         return None
@@ -154,14 +201,14 @@ async def get_snapshot(
     params: dict[str, Any] = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
     params |= created_window(operation_id).params("id")
     where = _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT
-    sql = _select(where, with_history=with_history, on_day=False)
+    sql = _select(where, with_history=with_history)
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 
 def snapshot_on_day_sql(*, with_history: bool = False) -> str:
     """The read of an operation on its day, as `snapshot_on_day` runs it (the plan tests and
     bench/partition_reads.py read it)."""
-    return _select(_BY_REF, with_history=with_history, on_day=True)
+    return _select(_BY_REF, with_history=with_history, columns=_ON_DAY_COLUMNS)
 
 
 async def snapshot_on_day(

@@ -72,16 +72,16 @@ async def claim(
     With `subject`, the business object is written in the same statement (its row is
     created only if the claim wins). Returns `Claimed` (the owner's reference and the
     database time of the claim, the rows' `created_at`); when the key is taken, the
-    operation its row names, as this statement saw the key's row, read on its day by a
-    second statement (the day a parameter: one partition planned); None when the key's row
-    is not visible to the statement yet (its claim committed while this one waited on it:
-    read it again).
+    operation its row names, as this statement saw the key's row, read in the same
+    statement on the day the row names (`operation_on_day`: one partition planned); None
+    when the key's row is not visible to the statement yet (its claim committed while this
+    one waited on it: read it again).
 
     ON CONFLICT DO NOTHING on the key's row (`idempotency_keys`, whose primary key is the
     scoped key), then the operation from the row inserted, its `created_at` the key row's
     `operation_created_at`: a concurrent duplicate waits for the winner's transaction and
-    then inserts nothing, and returns the key's row: the winner's operation's id and
-    `created_at` (`statements.py`), read next on that day. Only the winner goes on to
+    then inserts nothing, and reads the winner's operation through the key's row, by id and
+    `created_at` (`statements.py`). Only the winner goes on to
     create its business object (`subject`, whose row points at the operation) and call the
     provider. Both edges
     (claim -> RECEIVED, send -> PROVIDER_REQUEST_SENT) are the state machine's and are
@@ -145,7 +145,10 @@ async def claim_guarded(
         **(subject.params if subject else {}),
         **(guard.params if guard else {}),
     }
-    sql = statements.claim_sql(statements.subject_sql(subject), guard.sql if guard else None)
+    on_day = await reads.reads_on_day(conn)
+    sql = statements.claim_sql(
+        statements.subject_sql(subject), guard.sql if guard else None, on_day=on_day
+    )
     row = await (await conn.execute(sql, params)).fetchone()
     assert row is not None, "the claim's SELECT always returns its one row"
     won, at, *rest = row
@@ -160,9 +163,13 @@ async def claim_guarded(
         )
         claimed: Claimed | Snapshot | None = Claimed(ref, at)
     elif existing[0] is None:
+        # The key's row is not in the statement's snapshot: read it again.
         claimed = None
+    elif on_day:
+        # The key is taken: its operation, read by this statement on its key row's day.
+        claimed = reads.snapshot_of(existing)
     else:
-        # The key is taken: its operation, read on the day the key's row names.
+        # Before migration 0034: the operation, read next on the day the key's row names.
         claimed = await reads.snapshot_on_day(
             conn,
             existing[0],

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from app.operations.reads import KEY_ROW
+from app.operations.reads import KEY_ROW, keyed_snapshot_sql
 from app.operations.values import SubjectWrite
 
 _AUDIT = """
@@ -47,9 +47,11 @@ _AUDIT = """
 # then a resend with the same key, so nothing is lost by sending right after the claim.
 # The key's row (`idempotency_keys`, never partitioned) is inserted first and decides the
 # race on its primary key; the operation is inserted only from the key's row this statement
-# inserted, with the same `now()` as its `created_at`. A taken key's row is returned (the
-# operation's id and `created_at`, `KEY_ROW`), and the operation is read on that day by the
-# next statement (`reads.snapshot_on_day`: the day a parameter, one partition planned). A
+# inserted, with the same `now()` as its `created_at`. A taken key's operation is read in
+# the same statement through the key's row, on the day the row names
+# (`reads.keyed_snapshot_sql`: the row's id and day handed to `operation_on_day`, which
+# plans its read in that day's partition): a replay is one round trip. A new claim's key
+# row is not in the statement's snapshot, so the function is not called. A
 # guarded claim (`ClaimGuard`) reads its guard first and inserts the
 # key's row only from an ok row. The subject's row (a payment) takes its `created_at` from
 # `changed` too: it is partitioned by it, in its operation's day (docs/scaling.md).
@@ -137,15 +139,19 @@ def transition_sql(
 
 
 @cache
-def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str:
+def claim_sql(
+    subject_sql: tuple[str, ...], guard_sql: str | None = None, *, on_day: bool = True
+) -> str:
     """The claim's statement; with `guard_sql` (`ClaimGuard`), the key's row (and so the
     operation) is inserted only from the guard's row when it is ok, and the row follows the
-    claim's two columns."""
+    claim's two columns. A taken key's operation follows (`reads.keyed_snapshot_sql`); not
+    `on_day` (a schema before migration 0034, `reads.reads_on_day`), its key's row only."""
+    keyed = keyed_snapshot_sql() if on_day else KEY_ROW
     if guard_sql is None:
         unguarded = {"guard": "", "source": "VALUES (", "guarded": ")", "guard_row": ""}
         return _CLAIM.format(
             subject=_subject_ctes(subject_sql),
-            keyed=KEY_ROW,
+            keyed=keyed,
             guard_join="",
             **unguarded,
         )
@@ -157,5 +163,5 @@ def claim_sql(subject_sql: tuple[str, ...], guard_sql: str | None = None) -> str
         subject=_subject_ctes(subject_sql),
         guard_row=", guard.*",
         guard_join=" LEFT JOIN guard ON true",
-        keyed=KEY_ROW,
+        keyed=keyed,
     )

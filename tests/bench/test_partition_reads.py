@@ -24,17 +24,21 @@ def test_each_statement_reads_fewer_days_when_it_names_them(scratch_database: st
         "history by id",
         "operation's payment",
         "operation's events",
+        "replay, second statement",
     }
-    for statement in sorted({statement for statement, _ in by} - {"replay, day joined"}):
+    single = {"replay, day joined", "replay, second statement"}
+    for statement in sorted({statement for statement, _ in by} - single):
         named, every = by[statement, True], by[statement, False]
         assert 0 < named.partitions < every.partitions, timings
         assert named.planning_ms > 0
         assert named.execution_ms > 0
     # A payment read by its id's window reads its day's neighbours, not the ten days.
     assert by["payment by id", True].partitions <= 3, timings
+    # The key's row and its operation in one statement: the function's read, one day.
     assert by["replay", True].partitions == 1, timings
     # An operation's payment by its id's window, likewise.
     assert by["operation's payment", True].partitions <= 3, timings
+    assert by["replay, second statement", True].partitions == 1, timings
     # The day taken from the joined row: one day read, every day planned.
     assert by["replay, day joined", True].partitions == 1, timings
     assert "| replay | yes | 1 |" in table(10, timings)

@@ -166,9 +166,11 @@ def test_a_payments_list_page_skips_the_days_after_its_cursor(plan_db: Db) -> No
 def test_a_taken_keys_operation_is_read_from_its_days_partition(
     plan_db: Db, g: int, where: str
 ) -> None:
-    # The claim's read of a taken key (and `GET /operations?idempotency_key=`): the key's row
-    # names the operation's id and day, and the operation is read on that day, a parameter:
-    # the planner keeps that one partition of `operations`, and of the audit trail.
+    # The read of a taken key's operation by a second statement, on a schema before migration
+    # 0034 (and an owner's read of its operation): the key's row names the operation's id and
+    # day, and the operation is read on that day, a parameter: the planner keeps that one
+    # partition of `operations`, and of the audit trail. With 0034 the claim reads it in its
+    # own statement (test_keyed_read_plan.py).
     key = {
         "tenant_id": uuid.UUID(_md5(f"tenant{g % TENANTS}")),
         "operation_name": "create_payment",

@@ -1,5 +1,5 @@
-"""The reads by an operation's id plan only the days that id tells: its history and links,
-its events; those that know the operation's day (its payment's load, a lapsed hold's event)
+"""The reads by an operation's id plan only the days that id tells: its history, its
+events; those that know the operation's day (its payment's load, a lapsed hold's event)
 plan that day alone.
 
 Checked with EXPLAIN on the statements the service runs, on the plan tests' seeded database
@@ -27,8 +27,6 @@ from app.events.outbox import outcome_event
 from app.events.rows import EventType
 from app.ids import created_window, new_id
 from app.operations import reads
-from app.operations.operator_reads import OperationFilter, search_by_id, search_by_key
-from app.operations.operator_reads import list_sql as operator_list_sql
 from app.payments import repository as payments
 from app.webhooks import operator_reads
 
@@ -102,12 +100,11 @@ def _by_id(operation_id: uuid.UUID) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("days_ahead", MOMENTS)
-@pytest.mark.parametrize("table", ["operation_transitions", "payments"])
-def test_an_operations_history_and_links_by_id_plan_the_days_its_id_tells(
+@pytest.mark.parametrize("table", ["operation_transitions"])
+def test_an_operations_history_by_id_plans_the_days_its_id_tells(
     plan_db: Db, days_ahead: int | None, table: str
 ) -> None:
-    # GET /operations/{id}: its history (`operation_transitions`) and what it acts on (the
-    # `operation_links` view's branch of `payments`).
+    # GET /operations/{id}: its history (`operation_transitions`).
     operation_id = new_id(_moment(plan_db, days_ahead))
 
     kept = _planned(plan_db, reads.history_by_id_sql(), _by_id(operation_id), table)
@@ -118,23 +115,10 @@ def test_an_operations_history_and_links_by_id_plan_the_days_its_id_tells(
     assert _partitions(plan_db, table) > kept
 
 
-@pytest.mark.parametrize("table", ["operation_transitions", "payments"])
-def test_an_operations_history_and_links_by_a_v4_id_plan_every_day(plan_db: Db, table: str) -> None:
+@pytest.mark.parametrize("table", ["operation_transitions"])
+def test_an_operations_history_by_a_v4_id_plans_every_day(plan_db: Db, table: str) -> None:
     kept = _planned(plan_db, reads.history_by_id_sql(), _by_id(uuid.uuid4()), table)
     assert kept == _partitions(plan_db, table), kept
-
-
-@pytest.mark.parametrize("days_ahead", [None, 3])
-def test_a_read_on_the_operations_day_plans_its_payments_day(
-    plan_db: Db, days_ahead: int | None
-) -> None:
-    # A replay's read and an owner's (`snapshot_on_day`, `owned_snapshot`): the day is a
-    # parameter, so the links' payments are planned in that day's partition alone.
-    at = _moment(plan_db, days_ahead)
-    params = {"id": new_id(at), "tenant_id": TENANT, "created_at": at, "key_ttl_s": 86400}
-    day = f"payments_p{at.astimezone(UTC):%Y%m%d}"
-    for sql in (reads.snapshot_on_day_sql(with_history=True), reads.owned_snapshot_sql()):
-        assert _planned(plan_db, sql, params, "payments") == {day}
 
 
 @pytest.mark.parametrize("days_ahead", [None, 3])
@@ -199,40 +183,3 @@ def test_a_lapsed_holds_event_plans_its_operations_day(plan_db: Db, days_ahead: 
     kept = _planned(plan_db, expiry.event_sql(event), params, "operations")
 
     assert kept == {f"operations_p{at.astimezone(UTC):%Y%m%d}"}, kept
-
-
-def _executed(conn: Db, sql: str, params: dict[str, Any], table: str) -> set[str]:
-    """The partitions of `table` the run of `sql` read (in its plan, not never executed)."""
-    rows = conn.execute(
-        f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}", params
-    ).fetchall()
-    pattern = re.compile(rf" on ({table}_(?:legacy|p\d{{8}}))\b")
-    return {
-        match.group(1)
-        for row in rows
-        if "(never executed)" not in (line := str(row["QUERY PLAN"]))
-        and (match := pattern.search(line))
-    }
-
-
-def test_the_operators_list_reads_each_operations_payment_on_its_day(plan_db: Db) -> None:
-    # The oldest page: the seeded month's first operations, all in the legacy partition.
-    # Their links read `payments` in their day's partition only, not every day's.
-    sql, params = operator_list_sql(OperationFilter(), limit=5, key_ttl_s=86400)
-
-    assert _executed(plan_db, sql, params, "payments") == {"payments_legacy"}
-
-
-def test_the_operators_search_reads_the_operations_payment_on_its_day(plan_db: Db) -> None:
-    # The newest seeded operation, on the seeding's day: found by its key, then by its id.
-    row = plan_db.execute(
-        "SELECT id, idempotency_key, created_at FROM operations ORDER BY created_at DESC LIMIT 1"
-    ).fetchone()
-    assert row is not None
-    day = {f"payments_p{row['created_at'].astimezone(UTC):%Y%m%d}"}
-    by_key = search_by_key(row["idempotency_key"], limit=5)
-    assert _executed(plan_db, by_key.sql, dict(by_key.params), "payments") == day
-    # By id: planned in its id's window alone (a v7 id of that moment), run on its day.
-    by_id = search_by_id(new_id(row["created_at"]))
-    window = _window_days(plan_db, by_id.params["operation_id"], "payments")
-    assert _planned(plan_db, by_id.sql, dict(by_id.params), "payments") == window
