@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Self
 
@@ -44,17 +45,27 @@ def _run_as() -> str | None:
     return SERVICE_USER if os.geteuid() == 0 else None
 
 
-def _ensure_service_user() -> None:
+# Held while a process looks the service user up and makes it: the test suite's workers
+# each start a server, and on a machine without the user two of them would otherwise both
+# run `useradd` at once (one fails on the other's lock of /etc/passwd, or finds it made).
+USER_LOCK = Path(tempfile.gettempdir()) / "payments-service-user.lock"
+
+
+def ensure_service_user(name: str = SERVICE_USER) -> None:
+    """Make the system user `name` unless it exists, once across processes (`USER_LOCK`)."""
+    import fcntl
     import pwd
 
-    try:
-        pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", SERVICE_USER],
-            check=True,
-            capture_output=True,
-        )
+    with USER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", name],
+                check=True,
+                capture_output=True,
+            )
 
 
 def _open_path_for(path: Path, user: str) -> None:
@@ -129,7 +140,7 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         user = _run_as()
         if user is not None:
-            _ensure_service_user()
+            ensure_service_user()
         if not (self.pgdata / "PG_VERSION").exists():
             shutil.rmtree(self.pgdata, ignore_errors=True)
             self.pgdata.mkdir(parents=True)
