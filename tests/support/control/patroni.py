@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from app.db.embedded import POSTGRES_BIN_PATH, _ensure_service_user, _open_path_for, _run_as
+from app.db.embedded import POSTGRES_BIN_PATH, _open_path_for, _run_as, ensure_service_user
 from tests.support.control.processes import free_ports
 from tests.support.control.replication import _alive, _children
 from tests.support.control.waiting import wait_until
@@ -165,7 +165,7 @@ class PatroniCluster:
     def start(self) -> None:
         user = _run_as()
         if user is not None:
-            _ensure_service_user()
+            ensure_service_user()
         self._start_etcd()
         for member in self.members:
             member.root.mkdir(parents=True)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from app.db.embedded import _ensure_service_user, _free_port, _open_path_for, _run_as
+from app.db.embedded import _free_port, _open_path_for, _run_as, ensure_service_user
 from tests.support.control.waiting import wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -84,7 +84,7 @@ class PgBouncer:
         (self.root / "pgbouncer.ini").write_text(self._config())
         user = _run_as()
         if user is not None:
-            _ensure_service_user()
+            ensure_service_user()
             _open_path_for(self.root, user)
         with (self.root / "stdout.log").open("wb") as log:
             self.process = subprocess.Popen(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psycopg
 
-from app.db.embedded import EmbeddedPostgres, _ensure_service_user, _open_path_for, _run_as
+from app.db.embedded import EmbeddedPostgres, _open_path_for, _run_as, ensure_service_user
 from tests.support.control.waiting import wait_until
 
 STANDBY_NAME = "standby1"
@@ -84,7 +84,7 @@ class ReplicatedPostgres:
         self.standby.data_dir.mkdir(parents=True)
         user = _run_as()
         if user is not None:
-            _ensure_service_user()
+            ensure_service_user()
             _open_path_for(self.standby.data_dir, user)
         conninfo = f"host=127.0.0.1 port={self.primary.port} user=postgres"
         self.standby._pg(
