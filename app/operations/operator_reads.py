@@ -22,7 +22,7 @@ from typing import Any
 from app.db.database import Connection
 from app.db.fragments import Fragment
 from app.ids import created_window, within
-from app.operations.reads import LINKS_COLUMN, SNAPSHOT_COLUMNS, snapshot_of
+from app.operations.reads import SNAPSHOT_COLUMNS, links_column, reads_links_on_day, snapshot_of
 from app.operations.states import State
 from app.operations.values import OwnedRef, Snapshot
 
@@ -64,14 +64,18 @@ async def list_operations(
     conn: Connection, flt: OperationFilter, *, limit: int, key_ttl_s: int
 ) -> Page:
     """Up to `limit` operations matching `flt`, oldest first, after the cursor if any."""
-    sql, params = list_sql(flt, limit=limit, key_ttl_s=key_ttl_s)
+    links_on_day = await reads_links_on_day(conn)
+    sql, params = list_sql(flt, limit=limit, key_ttl_s=key_ttl_s, links_on_day=links_on_day)
     rows = await (await conn.execute(sql, params)).fetchall()
     items = [snapshot_of(row, with_links=True) for row in rows[:limit]]
     return Page(items=items, has_more=len(rows) > limit)
 
 
-def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, dict[str, Any]]:
-    """The list's statement (one row more than `limit`, to tell whether more follow).
+def list_sql(
+    flt: OperationFilter, *, limit: int, key_ttl_s: int, links_on_day: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The list's statement (one row more than `limit`, to tell whether more follow); each
+    operation's links read on its day (`links_on_day`, before migration 0035 on every day).
 
     A filter on state, needs_attention or tenant walks its index in (created_at, id) order;
     a list with none of them sorts the whole table (operators should filter).
@@ -105,7 +109,8 @@ def list_sql(flt: OperationFilter, *, limit: int, key_ttl_s: int) -> tuple[str, 
         params |= created_window(flt.after).params("after")
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     sql = (
-        f"SELECT {SNAPSHOT_COLUMNS}, {LINKS_COLUMN} FROM operations {clause}"
+        f"SELECT {SNAPSHOT_COLUMNS}, {links_column(on_day=links_on_day)} FROM operations"
+        f" {clause}"
         " ORDER BY created_at, id LIMIT %(limit)s"
     )
     return sql, params

@@ -34,9 +34,12 @@ SNAPSHOT_COLUMNS = f"""
 # What the operation acts on, as its kind's table holds it: `operation_links` has one branch
 # per kind's table (migrations), each read by that table's unique `operation_id` index. Read
 # for the operation's representation only (`views.py`), never by the claim or a takeover.
-# The view gives no day, so its payments' branch plans every day of `payments` (the run
-# reads the operation's one, by the payment's `operation_id`).
-LINKS_COLUMN = (
+# `links_on_day` (migration 0035) reads it with the operation's day as a value: one day of
+# `payments` planned and probed. Before 0035 the view is read by `operation_id` alone, and
+# its payments' branch plans and probes every day of `payments` (4.5 ms against 1.1 ms a
+# read, 30 days of 2 million payments: docs/benchmark.md).
+LINKS_COLUMN = "links_on_day(operations.id, operations.created_at) AS links"
+LINKS_OF_EVERY_DAY = (
     "(SELECT l.links FROM operation_links l WHERE l.operation_id = operations.id) AS links"
 )
 # The history rides along as one JSON array, so a read with its history is one round trip.
@@ -65,11 +68,6 @@ _HISTORY_ON_DAY = _HISTORY.format(trail=f"{_TRAIL} AND t.operation_created_at = 
 _HISTORY_OF_ROW = _HISTORY.format(
     trail="transitions_on_day(operations.id, operations.created_at) t"
 )
-# What a read with its history adds, by what bounds its history: the id's window, the day
-# as a parameter, or a key's row.
-_BY_ID_COLUMNS = (LINKS_COLUMN, _HISTORY_BY_ID)
-_ON_DAY_COLUMNS = (LINKS_COLUMN, _HISTORY_ON_DAY)
-_KEYED_COLUMNS = (LINKS_COLUMN, _HISTORY_OF_ROW)
 # The key's row (`idempotency_keys`, the claim's decider): the operation it names, by id and
 # `created_at`.
 KEY_ROW = """
@@ -97,38 +95,51 @@ _OWNED = "SELECT state, attempts FROM operations" + _BY_REF + " AND fence = %(fe
 _TRACEPARENT = "SELECT traceparent FROM operations" + _BY_REF
 
 
+def links_column(*, on_day: bool = True) -> str:
+    """The links' column: read on the operation's day (`links_on_day`), or, `on_day` False
+    (a schema before migration 0035), through the view on every day."""
+    return LINKS_COLUMN if on_day else LINKS_OF_EVERY_DAY
+
+
 def _select(
     where: str,
     *,
     with_history: bool,
-    columns: tuple[str, str] = _BY_ID_COLUMNS,
+    history: str = _HISTORY_BY_ID,
+    links_on_day: bool = True,
     source: str = "FROM operations",
 ) -> str:
-    """The read of an operation, with its links and history when asked (`columns`: bounded
+    """The read of an operation, with its links and history when asked (`history`: bounded
     by the window of its id, by its day as a parameter, or for a key's row)."""
-    extra = f", {columns[0]} {columns[1]}" if with_history else ""
+    extra = f", {links_column(on_day=links_on_day)} {history}" if with_history else ""
     return f"SELECT {SNAPSHOT_COLUMNS} {extra} {source} {where}"
 
 
-def history_by_id_sql() -> str:
+def history_by_id_sql(*, links_on_day: bool = True) -> str:
     """The read of an operation by id and tenant with its history, as `get_snapshot` runs
     it (the plan tests read it)."""
-    return _select(_BY_ID_FOR_TENANT, with_history=True)
+    return _select(_BY_ID_FOR_TENANT, with_history=True, links_on_day=links_on_day)
 
 
-def owned_snapshot_sql() -> str:
+def owned_snapshot_sql(*, links_on_day: bool = True) -> str:
     """The read of the operation an owner's reference names, with its history, as
     `owned_snapshot` runs it (the plan tests read it)."""
-    return _select(_BY_REF, with_history=True, columns=_ON_DAY_COLUMNS)
+    return snapshot_on_day_sql(with_history=True, links_on_day=links_on_day)
 
 
-def keyed_snapshot_sql(*, with_history: bool = False) -> str:
+def keyed_snapshot_sql(*, with_history: bool = False, links_on_day: bool = True) -> str:
     """The read of the operation a key's row names, with its history when asked, in one
     statement: the key's row (`KEY_ROW`), then the operation and its history on the day the
     row names, each planned in that day's partition (`_KEYED`). The claim's statement
     carries it for a taken key; `find_by_key` runs it."""
     keyed = _KEYED.format(key_row=KEY_ROW)
-    return _select("", with_history=with_history, columns=_KEYED_COLUMNS, source=keyed)
+    return _select(
+        "",
+        with_history=with_history,
+        history=_HISTORY_OF_ROW,
+        links_on_day=links_on_day,
+        source=keyed,
+    )
 
 
 # Whether a connection's database has migration 0034's functions. A process of this release
@@ -141,17 +152,29 @@ _HAS_ON_DAY = """
     SELECT to_regprocedure('operation_on_day(uuid, uuid, timestamptz)') IS NOT NULL
        AND to_regprocedure('transitions_on_day(uuid, timestamptz)') IS NOT NULL
 """
-_on_day: WeakKeyDictionary[Connection, bool] = WeakKeyDictionary()
+# Whether it has migration 0035's `links_on_day`, asked the same way, once per connection.
+_HAS_LINKS_ON_DAY = "SELECT to_regprocedure('links_on_day(uuid, timestamptz)') IS NOT NULL"
+_capabilities: WeakKeyDictionary[Connection, dict[str, bool]] = WeakKeyDictionary()
+
+
+async def _has(conn: Connection, sql: str) -> bool:
+    known = _capabilities.setdefault(conn, {})
+    if sql not in known:
+        row = await (await conn.execute(sql)).fetchone()
+        known[sql] = bool(row and row[0])
+    return known[sql]
 
 
 async def reads_on_day(conn: Connection) -> bool:
     """Whether `conn` reads a taken key's operation in the statement that reads its key's
     row (`keyed_snapshot_sql`), or by a second statement (`snapshot_on_day`)."""
-    known = _on_day.get(conn)
-    if known is None:
-        row = await (await conn.execute(_HAS_ON_DAY)).fetchone()
-        known = _on_day[conn] = bool(row and row[0])
-    return known
+    return await _has(conn, _HAS_ON_DAY)
+
+
+async def reads_links_on_day(conn: Connection) -> bool:
+    """Whether `conn` reads an operation's links on its day (`links_on_day`), or through the
+    view on every day of `payments` (a schema before migration 0035)."""
+    return await _has(conn, _HAS_LINKS_ON_DAY)
 
 
 async def find_by_key(
@@ -173,7 +196,8 @@ async def find_by_key(
         "key_ttl_s": key_ttl_s,
     }
     if await reads_on_day(conn):
-        sql = keyed_snapshot_sql(with_history=with_history)
+        links_on_day = with_history and await reads_links_on_day(conn)
+        sql = keyed_snapshot_sql(with_history=with_history, links_on_day=links_on_day)
         return await _snapshot(conn, sql, params, with_history=with_history)
     row = await (await conn.execute(KEY_ROW, params)).fetchone()
     if row is None:
@@ -201,14 +225,17 @@ async def get_snapshot(
     params: dict[str, Any] = {"id": operation_id, "tenant_id": tenant_id, "key_ttl_s": key_ttl_s}
     params |= created_window(operation_id).params("id")
     where = _BY_ID if tenant_id is None else _BY_ID_FOR_TENANT
-    sql = _select(where, with_history=with_history)
+    links_on_day = with_history and await reads_links_on_day(conn)
+    sql = _select(where, with_history=with_history, links_on_day=links_on_day)
     return await _snapshot(conn, sql, params, with_history=with_history)
 
 
-def snapshot_on_day_sql(*, with_history: bool = False) -> str:
+def snapshot_on_day_sql(*, with_history: bool = False, links_on_day: bool = True) -> str:
     """The read of an operation on its day, as `snapshot_on_day` runs it (the plan tests and
     bench/partition_reads.py read it)."""
-    return _select(_BY_REF, with_history=with_history, columns=_ON_DAY_COLUMNS)
+    return _select(
+        _BY_REF, with_history=with_history, history=_HISTORY_ON_DAY, links_on_day=links_on_day
+    )
 
 
 async def snapshot_on_day(
@@ -223,7 +250,8 @@ async def snapshot_on_day(
     """The operation by its id, tenant and day (its `created_at`), with its history when
     asked: one partition of `operations`, and of the audit trail."""
     params = {"id": operation_id, "tenant_id": tenant_id, "created_at": created_at}
-    sql = snapshot_on_day_sql(with_history=with_history)
+    links_on_day = with_history and await reads_links_on_day(conn)
+    sql = snapshot_on_day_sql(with_history=with_history, links_on_day=links_on_day)
     return await _snapshot(conn, sql, params | {"key_ttl_s": key_ttl_s}, with_history=with_history)
 
 
@@ -252,7 +280,7 @@ async def owned(conn: Connection, ref: OwnedRef) -> OwnedRef | None:
 
 
 def snapshot_of(row: Sequence[Any], *, with_links: bool = False) -> Snapshot:
-    """A `Snapshot` from a row of `SNAPSHOT_COLUMNS` (and `LINKS_COLUMN`, `with_links`)."""
+    """A `Snapshot` from a row of `SNAPSHOT_COLUMNS` (and the links, `with_links`)."""
     if with_links:
         *columns, lease_live, key_expired, links = row
         operation = replace(OperationRow(*columns), links=links)

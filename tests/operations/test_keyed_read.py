@@ -116,3 +116,63 @@ def test_a_replay_reads_its_operation_with_the_functions_and_without(url: str) -
     upgrade_head(url)
     assert _functions(url) == (True, True)
     _replayed(url, tenant, on_day=True)
+
+
+def _reads_with_history(url: str, tenant: uuid.UUID) -> tuple[bool, list[Snapshot | None]]:
+    """Whether a new connection reads links on the day, and an operation claimed now read
+    with its history by each read: by key, by id, on its day."""
+    settings = Settings.model_validate({"DATABASE_URL": url})
+
+    async def go() -> tuple[bool, list[Snapshot | None]]:
+        key = new_key()
+        async with open_database(settings, application_name="links-read") as db:
+            async with db.transaction() as conn:
+                claimed = await operations.claim(
+                    conn,
+                    operation_id=uuid.uuid4(),
+                    tenant_id=tenant,
+                    operation_name=NAME,
+                    idempotency_key=key,
+                    fingerprint="0" * 64,
+                    owner="api:test",
+                    lease_s=30,
+                    key_ttl_s=86400,
+                )
+            assert isinstance(claimed, Claimed), claimed
+            ref, ttl = claimed.ref, 86400
+            async with db.connection() as conn:
+                on_day = await reads.reads_links_on_day(conn)
+                by_key = await reads.find_by_key(
+                    conn,
+                    tenant_id=tenant,
+                    operation_name=NAME,
+                    idempotency_key=key,
+                    key_ttl_s=ttl,
+                    with_history=True,
+                )
+                by_id = await reads.get_snapshot(conn, ref.id, key_ttl_s=ttl, with_history=True)
+                owned = await reads.owned_snapshot(conn, ref, key_ttl_s=ttl, with_history=True)
+        return on_day, [by_key, by_id, owned]
+
+    return asyncio.run(go())
+
+
+def test_reads_with_history_take_the_links_with_the_function_and_without(url: str) -> None:
+    # Migration 0035's `links_on_day`: a connection to a schema without it (0034) reads the
+    # links through the view, and every read with its history still answers.
+    tenant = uuid.uuid4()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO tenants (id, name) VALUES (%s, 'links')", (tenant,))
+    for revision, on_day in (("head", True), ("0034", False), ("head", True)):
+        if revision == "head":
+            upgrade_head(url)
+        else:
+            command.downgrade(alembic_config(url), revision)
+        seen, found = _reads_with_history(url, tenant)
+        assert seen is on_day, revision
+        for snapshot in found:
+            assert snapshot is not None, revision
+            assert [t.to_state for t in snapshot.history] == [
+                "RECEIVED",
+                "PROVIDER_REQUEST_SENT",
+            ], revision
