@@ -25,6 +25,7 @@ from app.payments import attempts
 from app.payments import repository as payments
 from app.payments.attempts import DECLINED, NOT_PROCESSED
 from app.payments.schemas import CreatePaymentCommand
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb
 from tests.support.readers.operations import transitions
@@ -42,16 +43,11 @@ async def _claimed(async_db: AsyncDb, tenant: TenantHandle) -> OwnedRef:
         command=command,
     )
     async with async_db.db.transaction() as conn:
-        claimed = await operations.claim(
+        claimed = await claim_payment(
             conn,
-            operation_id=operation_id,
             tenant_id=tenant.id,
-            operation_name="create_payment",
-            idempotency_key=f"records-{operation_id}",
-            fingerprint="0" * 64,
-            owner="api:first",
-            lease_s=30,
-            key_ttl_s=86400,
+            operation_id=operation_id,
+            key=f"records-{operation_id}",
             subject=subject,
         )
     assert isinstance(claimed, Claimed)

@@ -24,6 +24,7 @@ from app.operations import repository as operations
 from app.operations.states import State
 from app.operations.values import Claimed, ClaimGuard, OwnedRef, Snapshot
 from app.tracing.state import STATE
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.payments import new_key
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb
@@ -47,16 +48,11 @@ def _claim(
 ) -> Claimed | Snapshot | None:
     async def claim() -> Claimed | Snapshot | None:
         async with async_db.db.transaction() as conn:
-            return await operations.claim(
+            return await claim_payment(
                 conn,
-                operation_id=operation_id,
                 tenant_id=tenant.id,
-                operation_name="create_payment",
-                idempotency_key=key,
-                fingerprint="0" * 64,
-                owner="api:first",
-                lease_s=30,
-                key_ttl_s=86400,
+                operation_id=operation_id,
+                key=key,
                 send_reason=send_reason,
             )
 
@@ -126,16 +122,11 @@ def test_a_traced_claim_marks_its_span_with_the_operation_and_fence_1(
     async def traced_claim() -> Claimed | Snapshot | None:
         with tracer.start_as_current_span("request"):
             async with async_db.db.transaction() as conn:
-                return await operations.claim(
+                return await claim_payment(
                     conn,
-                    operation_id=operation_id,
                     tenant_id=tenant.id,
-                    operation_name="create_payment",
-                    idempotency_key=new_key(),
-                    fingerprint="0" * 64,
-                    owner="api:first",
-                    lease_s=30,
-                    key_ttl_s=86400,
+                    operation_id=operation_id,
+                    key=new_key(),
                 )
 
     assert isinstance(async_db.run(traced_claim()), Claimed)

@@ -31,6 +31,7 @@ from app.payments.attempts import DECLINED
 from app.payments.rows import PaymentRow
 from app.payments.schemas import CreatePaymentCommand
 from app.payments.status import PaymentStatus
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb, StaleClaim
 from tests.support.readers.operations import operation, transitions
@@ -54,16 +55,11 @@ async def _claimed(async_db: AsyncDb, tenant: TenantHandle) -> OwnedRef:
         command=command,
     )
     async with async_db.db.transaction() as conn:
-        claimed = await operations.claim(
+        claimed = await claim_payment(
             conn,
-            operation_id=operation_id,
             tenant_id=tenant.id,
-            operation_name="create_payment",
-            idempotency_key=f"days-{operation_id}",
-            fingerprint="0" * 64,
-            owner="api:first",
-            lease_s=30,
-            key_ttl_s=86400,
+            operation_id=operation_id,
+            key=f"days-{operation_id}",
             subject=subject,
         )
     assert isinstance(claimed, Claimed)

@@ -32,11 +32,11 @@ from psycopg.rows import DictRow, dict_row
 
 from app.db.database import Database, open_database
 from app.db.migrate import alembic_config, upgrade_head
-from app.operations import repository as operations
 from app.operations import retention
 from app.operations.values import Claimed, Snapshot
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.payments import new_key
 
 Db = psycopg.Connection[DictRow]
@@ -113,16 +113,12 @@ def _tenant(db: Db) -> uuid.UUID:
 
 
 async def _claim(conn: Any, tenant: uuid.UUID, key: str, operation_id: uuid.UUID) -> Answer:
-    return await operations.claim(
+    return await claim_payment(
         conn,
-        operation_id=operation_id,
         tenant_id=tenant,
-        operation_name=NAME,
-        idempotency_key=key,
-        fingerprint="0" * 64,
+        operation_id=operation_id,
+        key=key,
         owner="api:test",
-        lease_s=30,
-        key_ttl_s=86400,
     )
 
 

@@ -21,10 +21,10 @@ from alembic import command
 from app.db.database import open_database
 from app.db.migrate import alembic_config, upgrade_head
 from app.operations import reads
-from app.operations import repository as operations
 from app.operations.values import Claimed, Snapshot
 from app.settings import Settings
 from tests.support.control.database import throwaway_database
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.payments import new_key
 
 NAME = "create_payment"
@@ -61,16 +61,12 @@ def _claims(
             for operation_id in ids:
                 async with db.transaction() as conn:
                     answers.append(
-                        await operations.claim(
+                        await claim_payment(
                             conn,
-                            operation_id=operation_id,
                             tenant_id=tenant,
-                            operation_name=NAME,
-                            idempotency_key=key,
-                            fingerprint="0" * 64,
+                            operation_id=operation_id,
+                            key=key,
                             owner="api:test",
-                            lease_s=30,
-                            key_ttl_s=86400,
                         )
                     )
             async with db.connection() as conn:
@@ -127,16 +123,12 @@ def _reads_with_history(url: str, tenant: uuid.UUID) -> tuple[bool, list[Snapsho
         key = new_key()
         async with open_database(settings, application_name="links-read") as db:
             async with db.transaction() as conn:
-                claimed = await operations.claim(
+                claimed = await claim_payment(
                     conn,
-                    operation_id=uuid.uuid4(),
                     tenant_id=tenant,
-                    operation_name=NAME,
-                    idempotency_key=key,
-                    fingerprint="0" * 64,
+                    operation_id=uuid.uuid4(),
+                    key=key,
                     owner="api:test",
-                    lease_s=30,
-                    key_ttl_s=86400,
                 )
             assert isinstance(claimed, Claimed), claimed
             ref, ttl = claimed.ref, 86400

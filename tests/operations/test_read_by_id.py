@@ -17,8 +17,8 @@ import pytest
 from psycopg.rows import DictRow
 
 from app.operations import operator_reads
-from app.operations import repository as operations
 from tests.support.control.id_windows import moved_out_of_its_window
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.refunds import paid
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb
@@ -36,16 +36,13 @@ def legacy_operation(db: Db, async_db: AsyncDb, tenant: TenantHandle) -> Iterato
 
     async def claim() -> None:
         async with async_db.db.transaction() as conn:
-            assert await operations.claim(
+            assert await claim_payment(
                 conn,
-                operation_id=operation_id,
                 tenant_id=tenant.id,
-                operation_name="create_payment",
-                idempotency_key=f"legacy-{operation_id}",
-                fingerprint="0" * 64,
+                operation_id=operation_id,
+                key=f"legacy-{operation_id}",
                 owner="api:legacy",
                 lease_s=600,
-                key_ttl_s=86400,
             )
 
     async_db.run(claim())

@@ -30,6 +30,7 @@ from app.operations.states import (
     Trigger,
 )
 from app.operations.values import OwnedRef, Schedule, StoredResponse
+from tests.support.factories.claims import claim_payment
 from tests.support.factories.tenants import TenantHandle
 from tests.support.fixtures.repository import AsyncDb
 from tests.support.readers.operations import operation, transitions
@@ -126,16 +127,11 @@ def _tracked(row: dict[str, Any]) -> dict[str, Any]:
 async def _new_operation(async_db: AsyncDb, tenant: TenantHandle) -> uuid.UUID:
     operation_id = uuid.uuid4()
     async with async_db.db.transaction() as conn:
-        assert await operations.claim(
+        assert await claim_payment(
             conn,
-            operation_id=operation_id,
             tenant_id=tenant.id,
-            operation_name="create_payment",
-            idempotency_key=f"prop-{operation_id}",
-            fingerprint="0" * 64,
-            owner="api:first",
-            lease_s=30,
-            key_ttl_s=86400,
+            operation_id=operation_id,
+            key=f"prop-{operation_id}",
         )
     return operation_id
 
