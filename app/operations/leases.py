@@ -31,6 +31,7 @@ from app.db.database import Connection
 from app.jobs.leases import new_owner
 from app.jobs.tenants import KeptTenants
 from app.operations.horizon import Horizon
+from app.operations.statements import PREPARED
 from app.operations.states import State
 from app.operations.values import DueRef, OwnedRef, Snapshot
 
@@ -106,6 +107,8 @@ _DUE_TENANTS = """
 # or hung), then unknown operations whose next check has come. FOR UPDATE SKIP LOCKED lets
 # any number of workers claim at once without waiting on, or sharing, a row. Each row is
 # changed by its primary key, id and day, and returns its day for the owner's reference.
+# Sent unprepared (`statements.PREPARED`): planned with the horizon each time, it names
+# only the days from the horizon on, where a generic plan would lock and set up every day.
 _CLAIM_DUE = f"""
     WITH stale AS (
         SELECT id, created_at FROM operations
@@ -214,7 +217,8 @@ async def claim_due(
             for tenant_id, share in asks:
                 params = {"tenant_id": tenant_id, "owner": owner, "lease_s": lease_s}
                 params |= {"limit": share, "since": since}
-                cursors.append(await conn.execute(_CLAIM_DUE, params))
+                claimed = conn.execute(_CLAIM_DUE, params, prepare=PREPARED)
+                cursors.append(await claimed)
         return [
             _owned(tenant_id, await cursor.fetchall())
             for (tenant_id, _), cursor in zip(asks, cursors, strict=True)

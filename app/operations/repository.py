@@ -301,7 +301,7 @@ async def _transition(
     sql = statements.transition_sql(
         verb, statements.subject_sql(subject), event.ctes if event else ()
     )
-    row = await (await conn.execute(sql, params)).fetchone()
+    row = await (await conn.execute(sql, params, prepare=statements.PREPARED)).fetchone()
     fields: dict[str, Any] = {"operation_id": str(ref.id), "fence": ref.fence}
     if row is None:
         logger.info("fenced out: a newer owner holds the operation", extra={"fields": fields})
